@@ -1,0 +1,47 @@
+# Presentation platform: router, cells, renderers. `make help` lists the targets.
+SHELL := /bin/bash
+GO ?= go
+BIN := $(CURDIR)/bin
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X slidecells/cell/api.Version=$(VERSION)
+TEST_TIMEOUT ?= 30m
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-14s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## Build every binary into bin/
+	@mkdir -p $(BIN)
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./router/cmd/... ./cell/cmd/... ./deploy/cmd/... $(wildcard ./renderer/cmd/renderer)
+
+.PHONY: run
+run: build ## Start the local deployment (PostgreSQL, directory, cell-a, cell-b, router) with demo data
+	$(BIN)/devstack -dir .run -bin $(BIN)
+
+.PHONY: test
+test: build ## Run unit, integration and end-to-end tests (race detector, real PostgreSQL and Chromium)
+	SLIDECELLS_BIN=$(BIN) $(BIN)/withpg -- $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+.PHONY: test-short
+test-short: ## Run only the fast unit tests
+	$(GO) test -short -count=1 ./...
+
+.PHONY: lint
+lint: ## gofmt, go vet
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) vet ./...
+
+.PHONY: bench-router
+bench-router: ## Router vs direct vs nginx benchmark (see BENCHMARKS.md)
+	$(GO) run ./loadtest/routerbench
+
+.PHONY: clean
+clean: ## Remove binaries (keeps .run data)
+	rm -rf $(BIN)
+
+.PHONY: clean-data
+clean-data: ## Remove the local deployment's data (.run)
+	rm -rf .run

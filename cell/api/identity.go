@@ -1,0 +1,159 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"runtime"
+	"time"
+
+	"slidecells/shared/problem"
+)
+
+// VersionOutput is the service version.
+type VersionOutput struct {
+	Body struct {
+		Service    string `json:"service"`
+		Version    string `json:"version"`
+		APIVersion string `json:"api_version"`
+		Cell       string `json:"cell"`
+		GoVersion  string `json:"go_version"`
+	}
+}
+
+// HealthOutput is the service health.
+type HealthOutput struct {
+	Body struct {
+		Status    string            `json:"status" enum:"ok,degraded"`
+		Cell      string            `json:"cell"`
+		UptimeSec int64             `json:"uptime_seconds"`
+		Checks    map[string]Health `json:"checks"`
+	}
+}
+
+func (s *Server) registerSystem() {
+	Register(s, Operation{ID: "get-system-version", Method: http.MethodGet, Path: "/api/v1/system/version",
+		Summary: "Service version", Tags: []string{"system"}, Access: Public, ReadOnly: true},
+		func(ctx context.Context, _ *struct{}) (*VersionOutput, error) {
+			out := &VersionOutput{}
+			out.Body.Service, out.Body.Version, out.Body.APIVersion = "slidecells", Version, "v1"
+			out.Body.Cell, out.Body.GoVersion = s.CellID, runtime.Version()
+			return out, nil
+		})
+	Register(s, Operation{ID: "get-system-health", Method: http.MethodGet, Path: "/api/v1/system/health",
+		Summary: "Service health, with database, directory and render capability", Tags: []string{"system"}, Access: Public, ReadOnly: true},
+		func(ctx context.Context, _ *struct{}) (*HealthOutput, error) {
+			out := &HealthOutput{}
+			out.Body.Cell = s.CellID
+			out.Body.UptimeSec = int64(time.Since(s.StartedAt).Seconds())
+			out.Body.Checks = map[string]Health{}
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			out.Body.Checks["database"] = Health{Status: "ok"}
+			if err := s.DB.Pool.Ping(cctx); err != nil {
+				out.Body.Checks["database"] = Health{Status: "unavailable", Detail: "cell database unreachable"}
+			}
+			out.Body.Checks["directory"] = Health{Status: "ok"}
+			if err := s.Dir.Dir.DB.Pool.Ping(cctx); err != nil {
+				out.Body.Checks["directory"] = Health{Status: "degraded", Detail: "directory unreachable; serving cached identities and placements"}
+			}
+			if s.Render != nil {
+				out.Body.Checks["render"] = s.Render(cctx)
+			} else {
+				out.Body.Checks["render"] = Health{Status: "unavailable", Detail: "no renderer is configured for this cell"}
+			}
+			out.Body.Status = "ok"
+			for _, h := range out.Body.Checks {
+				if h.Status != "ok" {
+					out.Body.Status = "degraded"
+				}
+			}
+			return out, nil
+		})
+}
+
+// UserView is a user as the API shows it.
+type UserView struct {
+	ID    string `json:"id"`
+	Email string `json:"email"`
+	Name  string `json:"name"`
+}
+
+// TokenView is the calling token, without its secret.
+type TokenView struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Type      string    `json:"type" enum:"pat"`
+	Scopes    []string  `json:"scopes"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// WhoamiOutput is the identity of the credential.
+type WhoamiOutput struct {
+	Body struct {
+		User  UserView  `json:"user"`
+		Token TokenView `json:"token"`
+	}
+}
+
+// WorkspaceView is a workspace as a member sees it.
+type WorkspaceView struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Role      string    `json:"role"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// WorkspaceListOutput lists the caller's workspaces.
+type WorkspaceListOutput struct {
+	Body struct {
+		Items []WorkspaceView `json:"items"`
+	}
+}
+
+// WorkspaceOutput is one workspace.
+type WorkspaceOutput struct {
+	Body WorkspaceView
+}
+
+// WorkspacePath names a workspace in the path.
+type WorkspacePath struct {
+	WorkspaceID string `path:"workspace_id" maxLength:"40" doc:"Workspace ID (ws_…)"`
+}
+
+func (s *Server) registerIdentity() {
+	Register(s, Operation{ID: "get-whoami", Method: http.MethodGet, Path: "/api/v1/auth/whoami",
+		Summary: "Identity of the credential", Tags: []string{"identity"}, Access: Authenticated, ReadOnly: true},
+		func(ctx context.Context, _ *struct{}) (*WhoamiOutput, error) {
+			p := PrincipalFrom(ctx)
+			out := &WhoamiOutput{}
+			out.Body.User = UserView{ID: p.UserID, Email: p.Email, Name: p.Name}
+			out.Body.Token = TokenView{ID: p.TokenID, Name: p.TokenName, Type: "pat", Scopes: p.Scopes, ExpiresAt: p.ExpiresAt}
+			return out, nil
+		})
+	Register(s, Operation{ID: "list-workspaces", Method: http.MethodGet, Path: "/api/v1/workspaces",
+		Summary: "Workspaces of the caller", Tags: []string{"workspaces"}, Access: Authenticated, ReadOnly: true},
+		func(ctx context.Context, _ *struct{}) (*WorkspaceListOutput, error) {
+			ws, err := s.Dir.WorkspacesOf(ctx, PrincipalFrom(ctx).UserID)
+			if err != nil {
+				e := problem.New(problem.DirectoryUnavailable, "the directory is unavailable; retry shortly")
+				e.RetryAfter, e.Retryable, e.Cause = 2, true, err
+				return nil, e
+			}
+			out := &WorkspaceListOutput{}
+			out.Body.Items = make([]WorkspaceView, 0, len(ws))
+			for _, w := range ws {
+				out.Body.Items = append(out.Body.Items, WorkspaceView{ID: w.ID, Name: w.Name, Role: w.Role, CreatedAt: w.CreatedAt})
+			}
+			return out, nil
+		})
+	Register(s, Operation{ID: "get-workspace", Method: http.MethodGet, Path: "/api/v1/workspaces/{workspace_id}",
+		Summary: "Workspace detail", Tags: []string{"workspaces"}, Access: InWorkspace, Scopes: []string{"workspace:read"}, ReadOnly: true},
+		func(ctx context.Context, _ *WorkspacePath) (*WorkspaceOutput, error) {
+			sc := ScopeFrom(ctx)
+			w, err := s.Dir.Workspace(ctx, sc.WorkspaceID())
+			if err != nil {
+				return nil, problem.ErrNotFound()
+			}
+			return &WorkspaceOutput{Body: WorkspaceView{ID: w.ID, Name: w.Name, Role: sc.Role(), CreatedAt: w.CreatedAt}}, nil
+		})
+}

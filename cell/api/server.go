@@ -1,0 +1,276 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"go.uber.org/zap"
+
+	"slidecells/cell/auth"
+	"slidecells/cell/tenancy"
+	"slidecells/shared/db"
+	"slidecells/shared/directory"
+	"slidecells/shared/ids"
+	"slidecells/shared/problem"
+)
+
+// Version is the service version reported by /api/v1/system/version (set at build time).
+var Version = "dev"
+
+// Health reports the state of one dependency.
+type Health struct {
+	Status string `json:"status" enum:"ok,degraded,unavailable"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// RenderHealth reports render capability; nil means no renderer is configured.
+type RenderHealth func(ctx context.Context) Health
+
+// Server is one cell's API.
+type Server struct {
+	CellID    string
+	API       huma.API
+	Mux       *http.ServeMux
+	Auth      *auth.Authenticator
+	Guard     *tenancy.Guard
+	Dir       *directory.Cached
+	DB        *db.DB
+	Log       *zap.Logger
+	Render    RenderHealth
+	StartedAt time.Time
+
+	ops []Operation
+}
+
+// Config is what New needs.
+type Config struct {
+	CellID string
+	DB     *db.DB
+	Dir    *directory.Cached
+	Log    *zap.Logger
+	Render RenderHealth
+}
+
+// New builds the API with every operation registered.
+func New(c Config) *Server {
+	mux := http.NewServeMux()
+	hc := huma.DefaultConfig("Presentation platform API", "1.0.0")
+	hc.OpenAPIPath = "/openapi"
+	hc.DocsPath = ""
+	hc.SchemasPath = ""
+	hc.CreateHooks = nil // no $schema links in bodies
+	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"bearer": {Type: "http", Scheme: "bearer", Description: "Personal access token, prefix svc_pat_"},
+	}
+	hc.Info.Description = "Public API v1. Every path starts with /api/v1; errors are RFC 9457 problem JSON with code, message and trace_id."
+	s := &Server{
+		CellID: c.CellID, Mux: mux, DB: c.DB, Dir: c.Dir, Log: c.Log, Render: c.Render,
+		Auth:      &auth.Authenticator{Dir: c.Dir},
+		Guard:     &tenancy.Guard{DB: c.DB, CellID: c.CellID, Dir: c.Dir},
+		StartedAt: time.Now(),
+	}
+	s.API = humago.New(mux, hc)
+	s.API.UseMiddleware(s.middleware)
+	s.registerSystem()
+	s.registerIdentity()
+	return s
+}
+
+type ctxKey int
+
+const (
+	traceKey ctxKey = iota
+	principalKey
+	scopeKey
+)
+
+// TraceID returns the request's trace ID.
+func TraceID(ctx context.Context) string {
+	s, _ := ctx.Value(traceKey).(string)
+	return s
+}
+
+// PrincipalFrom returns the authenticated caller.
+func PrincipalFrom(ctx context.Context) auth.Principal {
+	p, _ := ctx.Value(principalKey).(auth.Principal)
+	return p
+}
+
+// ScopeFrom returns the authorized workspace scope. Only InWorkspace operations have one.
+func ScopeFrom(ctx context.Context) auth.Scope {
+	s, _ := ctx.Value(scopeKey).(auth.Scope)
+	return s
+}
+
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+func (s *Server) middleware(ctx huma.Context, next func(huma.Context)) {
+	trace := ctx.Header(tenancy.HeaderRequestID)
+	if !requestIDPattern.MatchString(trace) {
+		trace = ids.New(ids.Request)
+	}
+	ctx.SetHeader(tenancy.HeaderRequestID, trace)
+	ctx = huma.WithValue(ctx, traceKey, trace)
+	op, ok := opOf(ctx)
+	if !ok || op.Access == Public {
+		next(ctx)
+		return
+	}
+	p, err := s.Auth.Authenticate(ctx.Context(), ctx.Header("Authorization"))
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	ctx = huma.WithValue(ctx, principalKey, p)
+	if op.Access == InWorkspace {
+		scope, err := s.authorize(ctx, op, p)
+		if err != nil {
+			s.writeError(ctx, err)
+			return
+		}
+		ctx = huma.WithValue(ctx, scopeKey, scope)
+	}
+	next(ctx)
+}
+
+// authorize resolves the workspace, checks membership, the tenancy guard and scopes, in that
+// order: a non-member learns nothing about placement or scopes.
+func (s *Server) authorize(ctx huma.Context, op Operation, p auth.Principal) (auth.Scope, error) {
+	ws := ctx.Param("workspace_id")
+	header := ctx.Header(tenancy.HeaderWorkspaceID)
+	switch {
+	case ws != "" && header != "" && ws != header:
+		return auth.Scope{}, problem.New(problem.WorkspaceIDConflict, "the X-Workspace-ID header and the path name different workspaces")
+	case ws == "":
+		ws = header
+	}
+	if ws == "" {
+		return auth.Scope{}, problem.New(problem.WorkspaceRequired, "this operation needs a workspace: send X-Workspace-ID")
+	}
+	if !ids.Valid(ids.Workspace, ws) {
+		return auth.Scope{}, problem.New(problem.WorkspaceIDInvalid, "the workspace ID is malformed")
+	}
+	scope, err := s.Auth.Authorize(ctx.Context(), p, ws)
+	if err != nil {
+		return scope, err
+	}
+	epoch, _ := strconv.ParseInt(ctx.Header(tenancy.HeaderEpoch), 10, 64)
+	if err := s.Guard.Check(ctx.Context(), ws, epoch); err != nil {
+		return scope, err
+	}
+	return scope, scope.Require(op.Scopes...)
+}
+
+// errorBody is the problem JSON huma writes for an error.
+type errorBody struct {
+	problem.Body
+	header http.Header
+}
+
+func (e *errorBody) Error() string             { return string(e.Code) + ": " + e.Message }
+func (e *errorBody) GetStatus() int            { return e.Status }
+func (e *errorBody) ContentType(string) string { return problem.ContentType }
+func (e *errorBody) GetHeaders() http.Header   { return e.header }
+func (s *Server) toHuma(ctx context.Context, err error) error {
+	pe := problem.As(err)
+	if pe.Code == problem.Internal || pe.Cause != nil {
+		s.Log.Error("request failed", zap.String("trace_id", TraceID(ctx)), zap.String("code", string(pe.Code)), zap.Error(err))
+	}
+	h := http.Header{"Cache-Control": []string{"no-store"}}
+	if pe.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(pe.RetryAfter))
+	}
+	for k, v := range pe.Header {
+		h[k] = v
+	}
+	return &errorBody{Body: problem.BodyOf(pe, TraceID(ctx)), header: h}
+}
+
+func (s *Server) writeError(ctx huma.Context, err error) {
+	e := s.toHuma(ctx.Context(), err).(*errorBody)
+	for k, v := range e.header {
+		for _, x := range v {
+			ctx.AppendHeader(k, x)
+		}
+	}
+	ctx.SetHeader("Content-Type", problem.ContentType)
+	ctx.SetStatus(e.Status)
+	_ = jsonEncode(ctx.BodyWriter(), e.Body)
+}
+
+func init() {
+	// huma's own errors (validation, malformed bodies, oversize bodies) use our model too.
+	huma.NewErrorWithContext = func(ctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
+		code := problem.BadRequest
+		switch status {
+		case http.StatusUnprocessableEntity:
+			code = problem.ValidationFailed
+		case http.StatusRequestEntityTooLarge:
+			code = problem.PayloadTooLarge
+		case http.StatusUnsupportedMediaType:
+			code = problem.UnsupportedMedia
+		case http.StatusNotFound:
+			code = problem.NotFound
+		case http.StatusInternalServerError:
+			code = problem.Internal
+			msg = "internal error"
+		}
+		pe := &problem.Error{Code: code, Message: msg}
+		for _, e := range errs {
+			var d *huma.ErrorDetail
+			if errors.As(e, &d) {
+				pe.Fields = append(pe.Fields, problem.FieldError{Field: d.Location, Message: d.Message})
+			} else if e != nil && status < 500 {
+				pe.Fields = append(pe.Fields, problem.FieldError{Message: e.Error()})
+			}
+		}
+		trace := ""
+		if ctx != nil {
+			trace = TraceID(ctx.Context())
+		}
+		b := problem.BodyOf(pe, trace)
+		b.Status = status
+		return &errorBody{Body: b, header: http.Header{"Cache-Control": []string{"no-store"}}}
+	}
+	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
+		return huma.NewErrorWithContext(nil, status, msg, errs...)
+	}
+}
+
+// Handler returns the cell's whole HTTP handler: the API, /livez, /readyz, and problem JSON
+// for unknown paths.
+func (s *Server) Handler() http.Handler {
+	outer := http.NewServeMux()
+	outer.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	outer.HandleFunc("GET /readyz", s.readyz)
+	outer.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := s.Mux.Handler(r); pattern == "" {
+			trace := r.Header.Get(tenancy.HeaderRequestID)
+			if !requestIDPattern.MatchString(trace) {
+				trace = ids.New(ids.Request)
+			}
+			w.Header().Set(tenancy.HeaderRequestID, trace)
+			problem.Write(w, problem.ErrNotFound(), trace)
+			return
+		}
+		s.Mux.ServeHTTP(w, r)
+	}))
+	return outer
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.DB.Pool.Ping(ctx); err != nil {
+		http.Error(w, "database unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = fmt.Fprintln(w, "ok")
+}

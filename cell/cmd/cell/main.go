@@ -1,0 +1,127 @@
+// Command cell runs one cell's backend: API v1 for the workspaces the cell hosts.
+//
+// Configuration is read from the environment (see README.md, "Configuration"); an invalid
+// setting stops start-up with a message naming it.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"slidecells/cell/api"
+	"slidecells/migrations"
+	"slidecells/shared/config"
+	"slidecells/shared/db"
+	"slidecells/shared/directory"
+	"slidecells/shared/ids"
+	"slidecells/shared/logging"
+)
+
+type settings struct {
+	CellID        string
+	ListenAddr    string
+	DatabaseURL   string
+	DirectoryURL  string
+	AuthTTL       time.Duration
+	AuthMaxStale  time.Duration
+	ShutdownGrace time.Duration
+}
+
+func load() (settings, error) {
+	l := &config.Loader{}
+	s := settings{
+		CellID:        l.String("CELL_ID", "", true),
+		ListenAddr:    l.String("CELL_LISTEN_ADDR", "127.0.0.1:8081", false),
+		DatabaseURL:   l.String("CELL_DATABASE_URL", "", true),
+		DirectoryURL:  l.String("DIRECTORY_DATABASE_URL", "", true),
+		AuthTTL:       l.Duration("CELL_DIRECTORY_CACHE_TTL", 10*time.Second),
+		AuthMaxStale:  l.Duration("CELL_DIRECTORY_MAX_STALE", 5*time.Minute),
+		ShutdownGrace: l.Duration("CELL_SHUTDOWN_GRACE", 10*time.Second),
+	}
+	if s.CellID != "" && !ids.CellIDValid(s.CellID) {
+		l.Fail("CELL_ID", "%q: use 1-32 of a-z, 0-9 and '-', starting with a letter", s.CellID)
+	}
+	if _, _, err := net.SplitHostPort(s.ListenAddr); err != nil {
+		l.Fail("CELL_LISTEN_ADDR", "%q is not host:port", s.ListenAddr)
+	}
+	if s.AuthMaxStale < s.AuthTTL {
+		l.Fail("CELL_DIRECTORY_MAX_STALE", "must be at least CELL_DIRECTORY_CACHE_TTL")
+	}
+	return s, l.Err()
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "cell:", logging.Redact(err.Error()))
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	s, err := load()
+	if err != nil {
+		return err
+	}
+	log, err := logging.New("cell")
+	if err != nil {
+		return err
+	}
+	log = log.With(zap.String("cell", s.CellID))
+	defer func() { _ = log.Sync() }()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	cellDB, err := db.Open(ctx, s.DatabaseURL, db.Options{ApplicationName: "cell-" + s.CellID, MaxConns: 32})
+	if err != nil {
+		return fmt.Errorf("cell database: %w", err)
+	}
+	defer cellDB.Close()
+	if err := db.Migrate(s.DatabaseURL, migrations.FS, migrations.Cell, cellDB.Cockroach); err != nil {
+		return err
+	}
+	dir, err := directory.Connect(ctx, s.DirectoryURL)
+	if err != nil {
+		return fmt.Errorf("directory database: %w", err)
+	}
+	defer dir.Close()
+
+	srv := api.New(api.Config{
+		CellID: s.CellID, DB: cellDB, Log: log,
+		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: s.AuthTTL, MaxStale: s.AuthMaxStale}),
+	})
+	ln, err := net.Listen("tcp", s.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("CELL_LISTEN_ADDR: %w", err)
+	}
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		IdleTimeout:       120 * time.Second,
+	}
+	log.Info("listening", zap.String("addr", ln.Addr().String()))
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), s.ShutdownGrace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

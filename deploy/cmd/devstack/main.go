@@ -1,0 +1,118 @@
+// Command devstack is `make run`: it starts the whole local deployment (PostgreSQL, the
+// directory, cell-a and cell-b, the router), seeds demo data, writes .run/env and runs until
+// Ctrl-C or SIGTERM, then stops every child.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"slidecells/deploy/stack"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "devstack:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	dir := flag.String("dir", ".run", "state folder (database, logs, env)")
+	bin := flag.String("bin", "bin", "folder of the built binaries")
+	routerAddr := flag.String("router-addr", envOr("RUN_ROUTER_ADDR", "127.0.0.1:8080"), "router listen address ($RUN_ROUTER_ADDR)")
+	cells := flag.String("cells", "cell-a,cell-b", "cells to run")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		return err
+	}
+	binAbs, err := filepath.Abs(*bin)
+	if err != nil {
+		return err
+	}
+	if l, err := net.Listen("tcp", *routerAddr); err != nil {
+		fmt.Printf("router address %s is busy; picking a free port\n", *routerAddr)
+		*routerAddr = ""
+	} else {
+		l.Close()
+	}
+	logf := func(format string, args ...any) { fmt.Printf("• "+format+"\n", args...) }
+	cellURLs := map[string]string{}
+	for _, c := range strings.Split(*cells, ",") {
+		if u := os.Getenv(strings.ToUpper(strings.ReplaceAll(c, "-", "_")) + "_DATABASE_URL"); u != "" {
+			cellURLs[c] = u
+		}
+	}
+	s, err := stack.Start(ctx, stack.Options{
+		Dir: abs, BinDir: binAbs, Cells: strings.Split(*cells, ","), RouterAddr: *routerAddr,
+		DirectoryURL: os.Getenv("DIRECTORY_DATABASE_URL"), CellURLs: cellURLs, Durable: true, Log: logf,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Println("\nstopping router, cells and database…")
+		s.Stop()
+		fmt.Println("stopped")
+	}()
+	demo, err := s.SeedDemo(ctx, filepath.Join(abs, "demo.json"))
+	if err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+	env := fmt.Sprintf(`export BASE_URL=%s
+export PAT=%s
+export PAT_READONLY=%s
+export WORKSPACE_A=%s
+export WORKSPACE_B=%s
+export DIRECTORY_DATABASE_URL=%s
+export CELLCTL=%s
+`, s.RouterURL, demo.PAT, demo.PATReadOnly, demo.WorkspaceA, demo.WorkspaceB, s.DirURL, filepath.Join(binAbs, "cellctl"))
+	for _, c := range strings.Split(*cells, ",") {
+		env += fmt.Sprintf("export %s_URL=%s\n", strings.ToUpper(strings.ReplaceAll(c, "-", "_")), s.Cells[c].URL)
+	}
+	if err := os.WriteFile(filepath.Join(abs, "env"), []byte(env), 0o600); err != nil {
+		return err
+	}
+	fmt.Printf(`
+Local deployment is up.
+  router (public)   %s
+`, s.RouterURL)
+	for _, c := range strings.Split(*cells, ",") {
+		fmt.Printf("  %-17s %s (internal)\n", c, s.Cells[c].URL)
+	}
+	fmt.Printf(`  directory DB      %s
+  workspace A       %s (on %s)
+  workspace B       %s (on %s)
+  PAT (all scopes)  %s
+  PAT (read-only)   %s
+  logs              %s
+
+Try:  source %s && curl -s -H "Authorization: Bearer $PAT" $BASE_URL/api/v1/workspaces
+Ctrl-C stops everything.
+`, s.DirURL, demo.WorkspaceA, strings.Split(*cells, ",")[0], demo.WorkspaceB, strings.Split(*cells, ",")[len(strings.Split(*cells, ","))-1],
+		demo.PAT, demo.PATReadOnly, filepath.Join(abs, "logs"), filepath.Join(*dir, "env"))
+	select {
+	case <-ctx.Done():
+	case <-s.Router.Done():
+		return fmt.Errorf("router exited; see %s", filepath.Join(abs, "logs", "router.log"))
+	}
+	return nil
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

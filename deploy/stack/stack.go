@@ -1,0 +1,293 @@
+// Package stack runs the whole local deployment as real processes: one PostgreSQL (or given
+// database URLs), the directory, N cells and the router, each a child process on a loopback
+// port. `make run` (deploy/cmd/devstack) and the end-to-end tests both use it, so what a
+// developer runs is what the tests check.
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"slidecells/shared/directory"
+	"slidecells/shared/pgserver"
+)
+
+// Options configure a stack.
+type Options struct {
+	// Dir holds the database folder (pg/) and logs (logs/). Reused across runs.
+	Dir string
+	// BinDir holds the built binaries: cell, router.
+	BinDir string
+	// Cells to run, e.g. ["cell-a", "cell-b"].
+	Cells []string
+	// DirectoryURL and CellURLs point at existing databases; empty means the stack starts its
+	// own PostgreSQL and creates them.
+	DirectoryURL string
+	CellURLs     map[string]string
+	// RouterAddr is the router's listen address; empty picks a free port.
+	RouterAddr string
+	// Env adds environment variables per component ("router", "cell-a", or "cell" for all cells).
+	Env map[string][]string
+	// Durable keeps PostgreSQL's fsync on (make run); tests turn it off.
+	Durable bool
+	// Log receives progress lines.
+	Log func(format string, args ...any)
+}
+
+// Stack is a running deployment.
+type Stack struct {
+	opts      Options
+	PG        *pgserver.Server
+	Directory *directory.Directory
+	DirURL    string
+	RouterURL string
+	Router    *Proc
+	Cells     map[string]*Proc
+	CellDBURL map[string]string
+}
+
+// Proc is one child process.
+type Proc struct {
+	Name string
+	URL  string
+	args []string
+	env  []string
+	bin  string
+	log  string
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Start brings everything up and waits until every process answers /livez.
+func Start(ctx context.Context, o Options) (*Stack, error) {
+	if o.Log == nil {
+		o.Log = func(string, ...any) {}
+	}
+	s := &Stack{opts: o, Cells: map[string]*Proc{}, CellDBURL: map[string]string{}}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Stop()
+		}
+	}()
+	if err := os.MkdirAll(filepath.Join(o.Dir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	s.DirURL = o.DirectoryURL
+	for _, c := range o.Cells {
+		s.CellDBURL[c] = o.CellURLs[c]
+	}
+	if s.DirURL == "" || len(o.CellURLs) < len(o.Cells) {
+		pg, err := pgserver.Start(ctx, pgserver.Options{Dir: filepath.Join(o.Dir, "pg"), Durable: o.Durable, Log: o.Log})
+		if err != nil {
+			return nil, err
+		}
+		s.PG = pg
+		if s.DirURL == "" {
+			if err := pg.CreateDatabase(ctx, "directory"); err != nil {
+				return nil, err
+			}
+			s.DirURL = pg.URL("directory")
+		}
+		for _, c := range o.Cells {
+			if s.CellDBURL[c] == "" {
+				name := "cell_" + sanitize(c)
+				if err := pg.CreateDatabase(ctx, name); err != nil {
+					return nil, err
+				}
+				s.CellDBURL[c] = pg.URL(name)
+			}
+		}
+	}
+	dir, err := directory.Open(ctx, s.DirURL)
+	if err != nil {
+		return nil, fmt.Errorf("directory: %w", err)
+	}
+	s.Directory = dir
+
+	for _, c := range o.Cells {
+		port, err := pgserver.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		url := "http://127.0.0.1:" + strconv.Itoa(port)
+		p := &Proc{Name: c, URL: url, bin: filepath.Join(o.BinDir, "cell"), log: filepath.Join(o.Dir, "logs", c+".log"),
+			env: append(append([]string{
+				"CELL_ID=" + c,
+				"CELL_LISTEN_ADDR=127.0.0.1:" + strconv.Itoa(port),
+				"CELL_DATABASE_URL=" + s.CellDBURL[c],
+				"DIRECTORY_DATABASE_URL=" + s.DirURL,
+			}, o.Env["cell"]...), o.Env[c]...)}
+		if err := p.Start(); err != nil {
+			return nil, err
+		}
+		s.Cells[c] = p
+		if _, err := dir.Cell(ctx, c); errors.Is(err, directory.ErrNotFound) {
+			err = dir.AddCell(ctx, directory.Cell{ID: c, InternalURL: url})
+			if err != nil {
+				return nil, err
+			}
+		} else if err != nil {
+			return nil, err
+		} else if err := dir.SetCellURL(ctx, c, url); err != nil {
+			return nil, err
+		}
+	}
+	addr := o.RouterAddr
+	if addr == "" {
+		port, err := pgserver.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		addr = "127.0.0.1:" + strconv.Itoa(port)
+	}
+	s.RouterURL = "http://" + addr
+	s.Router = &Proc{Name: "router", URL: s.RouterURL, bin: filepath.Join(o.BinDir, "router"), log: filepath.Join(o.Dir, "logs", "router.log"),
+		env: append([]string{"ROUTER_LISTEN_ADDR=" + addr, "DIRECTORY_DATABASE_URL=" + s.DirURL}, o.Env["router"]...)}
+	if err := s.Router.Start(); err != nil {
+		return nil, err
+	}
+	for _, p := range s.procs() {
+		if err := p.WaitLive(ctx, 60*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return s, nil
+}
+
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+func (s *Stack) procs() []*Proc {
+	var out []*Proc
+	if s.Router != nil {
+		out = append(out, s.Router)
+	}
+	for _, c := range s.opts.Cells {
+		if p := s.Cells[c]; p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Stop stops the router, the cells and the database, in that order.
+func (s *Stack) Stop() {
+	for _, p := range s.procs() {
+		p.Stop()
+	}
+	if s.Directory != nil {
+		s.Directory.Close()
+	}
+	if s.PG != nil {
+		_ = s.PG.Stop()
+	}
+}
+
+// LogFiles lists the log file of each process.
+func (s *Stack) LogFiles() []string {
+	var out []string
+	for _, p := range s.procs() {
+		out = append(out, p.log)
+	}
+	return out
+}
+
+// Start starts (or restarts) the process; its output goes to its log file.
+func (p *Proc) Start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("start %s: %w", p.Name, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); f.Close(); close(done) }()
+	p.cmd, p.done = cmd, done
+	return nil
+}
+
+// Stop sends SIGTERM and waits (SIGKILL after 15 s). A paused process is resumed first.
+func (p *Proc) Stop() {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
+
+// Pause freezes (SIGSTOP) or thaws (SIGCONT) the process.
+func (p *Proc) Pause(stop bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sig := syscall.SIGCONT
+	if stop {
+		sig = syscall.SIGSTOP
+	}
+	return syscall.Kill(-p.cmd.Process.Pid, sig)
+}
+
+// Done is closed when the process exits.
+func (p *Proc) Done() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done
+}
+
+// WaitLive polls /livez until it answers 200.
+func (p *Proc) WaitLive(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	c := &http.Client{Timeout: time.Second}
+	for {
+		select {
+		case <-p.Done():
+			return fmt.Errorf("%s exited at start; see %s", p.Name, p.log)
+		default:
+		}
+		if resp, err := c.Get(p.URL + "/livez"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s not live after %s; see %s", p.Name, limit, p.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
