@@ -250,7 +250,7 @@ func (s *Server) Handler() http.Handler {
 	outer := http.NewServeMux()
 	outer.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	outer.HandleFunc("GET /readyz", s.readyz)
-	outer.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	outer.Handle("/", s.accessLog(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := s.Mux.Handler(r); pattern == "" {
 			trace := r.Header.Get(tenancy.HeaderRequestID)
 			if !requestIDPattern.MatchString(trace) {
@@ -263,6 +263,48 @@ func (s *Server) Handler() http.Handler {
 		s.Mux.ServeHTTP(w, r)
 	}))
 	return outer
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// accessLog writes one line per request: never the query string (it may hold signed values) nor
+// any header but the workspace and trace IDs.
+func (s *Server) accessLog(next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next(sw, r)
+		ws := r.PathValue("workspace_id")
+		if ws == "" {
+			ws = r.Header.Get(tenancy.HeaderWorkspaceID)
+		}
+		if !ids.Valid(ids.Workspace, ws) {
+			ws = ""
+		}
+		s.Log.Info("request", zap.String("method", r.Method), zap.String("path", r.URL.Path),
+			zap.Int("status", sw.status), zap.String("workspace_id", ws),
+			zap.String("trace_id", w.Header().Get(tenancy.HeaderRequestID)),
+			zap.Duration("duration", time.Since(start)))
+	})
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,257 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"slidecells/cell/api"
+	"slidecells/migrations"
+	"slidecells/shared/db/dbtest"
+	"slidecells/shared/directory"
+	"slidecells/shared/ids"
+)
+
+type bundle struct {
+	srv      *httptest.Server
+	dir      *directory.Directory
+	api      *api.Server
+	user     directory.User
+	ws       string // on cell-a, demo user is owner
+	wsOther  string // on cell-a, demo user is not a member
+	wsB      string // on cell-b, demo user is owner
+	pat      string
+	patScope string // only project:read
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	ctx := context.Background()
+	dirURL := dbtest.NewDatabase(t, migrations.FS, migrations.Directory)
+	cellURL := dbtest.NewDatabase(t, migrations.FS, migrations.Cell)
+	dir, err := directory.Connect(ctx, dirURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dir.Close)
+	for _, c := range []string{"cell-a", "cell-b"} {
+		if err := dir.AddCell(ctx, directory.Cell{ID: c, InternalURL: "http://127.0.0.1:1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := &bundle{dir: dir}
+	b.user, err = dir.CreateUser(ctx, "ann@example.com", "Ann")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := dir.CreateUser(ctx, "bob@example.com", "Bob")
+	mk := func(name, cell, owner string) string {
+		w, err := dir.CreateWorkspace(ctx, name, cell, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dir.AddMember(ctx, w.ID, owner, "owner"); err != nil {
+			t.Fatal(err)
+		}
+		return w.ID
+	}
+	b.ws = mk("Ann's", "cell-a", b.user.ID)
+	b.wsOther = mk("Bob's", "cell-a", other.ID)
+	b.wsB = mk("Ann's B", "cell-b", b.user.ID)
+	b.pat, _, err = dir.CreateToken(ctx, b.user.ID, "all", directory.Scopes, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.patScope, _, _ = dir.CreateToken(ctx, b.user.ID, "narrow", []string{"project:read"}, time.Hour)
+	b.api = api.New(api.Config{CellID: "cell-a", DB: dbtest.Open(t, cellURL), Log: zap.NewNop(),
+		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: time.Nanosecond, MaxStale: time.Minute})})
+	b.srv = httptest.NewServer(b.api.Handler())
+	t.Cleanup(b.srv.Close)
+	return b
+}
+
+func (b *bundle) get(t *testing.T, path, token string, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, b.srv.URL+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, body
+}
+
+func code(t *testing.T, body []byte) string {
+	t.Helper()
+	var p struct {
+		Code    string `json:"code"`
+		TraceID string `json:"trace_id"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil {
+		t.Fatalf("not JSON: %s", body)
+	}
+	if p.TraceID == "" {
+		t.Fatalf("no trace_id in %s", body)
+	}
+	return p.Code
+}
+
+func TestWhoamiAndWorkspaces(t *testing.T) {
+	b := setup(t)
+	resp, body := b.get(t, "/api/v1/auth/whoami", b.pat)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), b.user.ID) || strings.Contains(string(body), b.pat) {
+		t.Fatalf("whoami %d %s", resp.StatusCode, body)
+	}
+	resp, body = b.get(t, "/api/v1/workspaces", b.pat)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), b.ws) || !strings.Contains(string(body), b.wsB) || strings.Contains(string(body), b.wsOther) {
+		t.Fatalf("list %d %s", resp.StatusCode, body)
+	}
+	resp, body = b.get(t, "/api/v1/workspaces/"+b.ws, b.pat)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"role":"owner"`) {
+		t.Fatalf("detail %d %s", resp.StatusCode, body)
+	}
+	if resp.Header.Get("X-Request-ID") == "" {
+		t.Fatal("no X-Request-ID")
+	}
+}
+
+func TestBadTokensAre401(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	expired, tokExp, _ := b.dir.CreateToken(ctx, b.user.ID, "exp", directory.Scopes, time.Hour)
+	if _, err := b.dir.DB.Pool.Exec(ctx, `UPDATE tokens SET expires_at = now() - INTERVAL '1 second' WHERE id = $1`, tokExp.ID); err != nil {
+		t.Fatal(err)
+	}
+	revoked, tokRev, _ := b.dir.CreateToken(ctx, b.user.ID, "rev", directory.Scopes, time.Hour)
+	if err := b.dir.RevokeToken(ctx, tokRev.ID); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{
+		"missing":      "",
+		"malformed":    "svc_pat_short",
+		"wrong prefix": "svc_dlg_" + strings.TrimPrefix(b.pat, directory.TokenPrefix),
+		"unknown":      directory.NewTokenSecret(),
+		"expired":      expired,
+		"revoked":      revoked,
+	}
+	for name, tok := range cases {
+		for _, path := range []string{"/api/v1/auth/whoami", "/api/v1/workspaces/" + b.ws} {
+			resp, body := b.get(t, path, tok)
+			if resp.StatusCode != 401 || code(t, body) != "UNAUTHENTICATED" {
+				t.Errorf("%s %s: %d %s", name, path, resp.StatusCode, body)
+			}
+		}
+	}
+	// Basic auth or a token in another header is never a fallback.
+	resp, _ := b.get(t, "/api/v1/auth/whoami", "", "Authorization", "Basic "+b.pat, "X-Api-Key", b.pat)
+	if resp.StatusCode != 401 {
+		t.Errorf("non-bearer scheme: %d", resp.StatusCode)
+	}
+}
+
+func TestNonMemberIdenticalToNonexistent(t *testing.T) {
+	b := setup(t)
+	r1, b1 := b.get(t, "/api/v1/workspaces/"+b.wsOther, b.pat)
+	r2, b2 := b.get(t, "/api/v1/workspaces/"+ids.New(ids.Workspace), b.pat)
+	if r1.StatusCode != 404 || r2.StatusCode != 404 {
+		t.Fatalf("statuses %d %d", r1.StatusCode, r2.StatusCode)
+	}
+	strip := func(body []byte) string {
+		var m map[string]any
+		_ = json.Unmarshal(body, &m)
+		delete(m, "trace_id")
+		out, _ := json.Marshal(m)
+		return string(out)
+	}
+	if strip(b1) != strip(b2) {
+		t.Fatalf("bodies differ:\n%s\n%s", b1, b2)
+	}
+	for _, h := range []http.Header{r1.Header, r2.Header} {
+		h.Del("Date")
+		h.Del("X-Request-Id")
+	}
+	if len(r1.Header) != len(r2.Header) {
+		t.Fatalf("headers differ:\n%v\n%v", r1.Header, r2.Header)
+	}
+	for k := range r1.Header {
+		if r1.Header.Get(k) != r2.Header.Get(k) {
+			t.Fatalf("header %s differs: %q vs %q", k, r1.Header.Get(k), r2.Header.Get(k))
+		}
+	}
+}
+
+func TestWorkspaceIDChecks(t *testing.T) {
+	b := setup(t)
+	resp, body := b.get(t, "/api/v1/workspaces/ws_nope", b.pat)
+	if resp.StatusCode != 400 || code(t, body) != "WORKSPACE_ID_INVALID" {
+		t.Errorf("malformed: %d %s", resp.StatusCode, body)
+	}
+	resp, body = b.get(t, "/api/v1/workspaces/"+b.ws, b.pat, "X-Workspace-ID", b.wsB)
+	if resp.StatusCode != 400 || code(t, body) != "WORKSPACE_ID_CONFLICT" {
+		t.Errorf("conflict: %d %s", resp.StatusCode, body)
+	}
+	resp, body = b.get(t, "/api/v1/workspaces/"+b.ws, b.patScope)
+	if resp.StatusCode != 403 || code(t, body) != "SCOPE_REQUIRED" || !strings.Contains(string(body), "workspace:read") {
+		t.Errorf("scope: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestTenancyGuard(t *testing.T) {
+	b := setup(t)
+	// A workspace placed on cell-b is misdirected here, with the owner as a hint.
+	resp, body := b.get(t, "/api/v1/workspaces/"+b.wsB, b.pat, "X-Placement-Epoch", "1")
+	if resp.StatusCode != 421 || code(t, body) != "WORKSPACE_MISDIRECTED" || resp.Header.Get("X-Owning-Cell") != "cell-b" {
+		t.Fatalf("misdirect: %d %s %v", resp.StatusCode, body, resp.Header)
+	}
+	// Adopted at epoch 1; a router asserting an older epoch than the cell's is sent back.
+	if resp, _ := b.get(t, "/api/v1/workspaces/"+b.ws, b.pat, "X-Placement-Epoch", "1"); resp.StatusCode != 200 {
+		t.Fatalf("owner: %d", resp.StatusCode)
+	}
+	if err := b.api.Guard.Fence(context.Background(), b.ws, 2, "moved", "cell-b"); err != nil {
+		t.Fatal(err)
+	}
+	resp, _ = b.get(t, "/api/v1/workspaces/"+b.ws, b.pat, "X-Placement-Epoch", "1")
+	if resp.StatusCode != 421 || resp.Header.Get("X-Owning-Cell") != "cell-b" {
+		t.Fatalf("fenced: %d %v", resp.StatusCode, resp.Header)
+	}
+}
+
+func TestUnknownPathsAndPrefix(t *testing.T) {
+	b := setup(t)
+	for _, p := range []string{"/api/external/v1/workspaces", "/api/v1/nope", "/"} {
+		resp, body := b.get(t, p, b.pat)
+		if resp.StatusCode != 404 || code(t, body) != "NOT_FOUND" {
+			t.Errorf("%s: %d %s", p, resp.StatusCode, body)
+		}
+	}
+	resp, body := b.get(t, "/openapi.json", "")
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"/api/v1/workspaces/{workspace_id}"`) || strings.Contains(string(body), "/api/external") {
+		t.Errorf("openapi: %d", resp.StatusCode)
+	}
+}
+
+func TestHealthReportsRenderUnavailable(t *testing.T) {
+	b := setup(t)
+	resp, body := b.get(t, "/api/v1/system/health", "")
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"render":{"status":"unavailable"`) {
+		t.Fatalf("health %d %s", resp.StatusCode, body)
+	}
+	resp, body = b.get(t, "/api/v1/system/version", "")
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"api_version":"v1"`) {
+		t.Fatalf("version %d %s", resp.StatusCode, body)
+	}
+}

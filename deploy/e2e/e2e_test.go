@@ -1,0 +1,382 @@
+// Package e2e starts the real deployment — router and cell binaries as processes, PostgreSQL
+// databases, the directory — and checks routing, the 421 protocol, fault isolation and
+// authentication through the router, over real HTTP on loopback.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"slidecells/deploy/stack"
+	"slidecells/migrations"
+	"slidecells/shared/db/dbtest"
+	"slidecells/shared/directory"
+	"slidecells/shared/ids"
+	"slidecells/shared/pgserver"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	binDir = os.Getenv("SLIDECELLS_BIN")
+	if binDir == "" {
+		tmp, err := os.MkdirTemp("", "slidecells-bin-")
+		if err != nil {
+			panic(err)
+		}
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		cmd := exec.Command("go", "build", "-o", tmp+"/", "./router/cmd/router", "./cell/cmd/cell")
+		cmd.Dir = root
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build binaries:", err)
+			os.Exit(1)
+		}
+		binDir = tmp
+		code := m.Run()
+		os.RemoveAll(tmp)
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+type env struct {
+	s     *stack.Stack
+	demo  stack.Demo
+	dir   string
+	other string // a workspace on cell-a the demo user is not a member of
+}
+
+// start runs a stack whose cell databases live on the shared test server; directoryURL may
+// name a separate server (for the directory-outage test).
+func start(t *testing.T, directoryURL string, extra map[string][]string) *env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	ctx := context.Background()
+	if directoryURL == "" {
+		directoryURL = dbtest.NewDatabase(t, nil, "")
+	}
+	dir := t.TempDir()
+	e := &env{dir: dir}
+	s, err := stack.Start(ctx, stack.Options{
+		Dir: dir, BinDir: binDir, Cells: []string{"cell-a", "cell-b"},
+		DirectoryURL: directoryURL,
+		CellURLs: map[string]string{
+			"cell-a": dbtest.NewDatabase(t, migrations.FS, migrations.Cell),
+			"cell-b": dbtest.NewDatabase(t, migrations.FS, migrations.Cell),
+		},
+		Env: extra,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.s = s
+	t.Cleanup(func() {
+		s.Stop()
+		assertNoSecretsInLogs(t, s, e.demo)
+	})
+	if e.demo, err = s.SeedDemo(ctx, filepath.Join(dir, "demo.json")); err != nil {
+		t.Fatal(err)
+	}
+	u, err := s.Directory.CreateUser(ctx, "eve@example.com", "Eve")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Directory.CreateWorkspace(ctx, "Eve's", "cell-a", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Directory.AddMember(ctx, w.ID, u.ID, "owner"); err != nil {
+		t.Fatal(err)
+	}
+	e.other = w.ID
+	return e
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+	code   string
+}
+
+func (e *env) do(t *testing.T, method, path, token string, body []byte, hdr ...string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, e.s.RouterURL+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	c := &http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	a := answer{status: resp.StatusCode, header: resp.Header, body: b}
+	var p struct{ Code string }
+	_ = json.Unmarshal(b, &p)
+	a.code = p.Code
+	return a
+}
+
+func (e *env) get(t *testing.T, path, token string, hdr ...string) answer {
+	return e.do(t, http.MethodGet, path, token, nil, hdr...)
+}
+
+func assertNoSecretsInLogs(t *testing.T, s *stack.Stack, d stack.Demo) {
+	for _, f := range s.LogFiles() {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, secret := range []string{d.PAT, d.PATReadOnly, directory.TokenPrefix} {
+			if secret != "" && bytes.Contains(b, []byte(secret)) {
+				t.Errorf("%s contains a token", f)
+			}
+		}
+		if bytes.Contains(bytes.ToLower(b), []byte("bearer ")) {
+			t.Errorf("%s contains an Authorization value", f)
+		}
+	}
+}
+
+func TestRoutingByPathAndHeader(t *testing.T) {
+	e := start(t, "", nil)
+	for ws, cell := range map[string]string{e.demo.WorkspaceA: "cell-a", e.demo.WorkspaceB: "cell-b"} {
+		a := e.get(t, "/api/v1/workspaces/"+ws, e.demo.PAT)
+		if a.status != 200 || a.header.Get("X-Cell-ID") != cell || a.header.Get("X-Request-ID") == "" {
+			t.Fatalf("path %s: %d %s %v", ws, a.status, a.body, a.header)
+		}
+		// A workspace-scoped route without the ID in the path is routed by X-Workspace-ID.
+		a = e.get(t, "/api/v1/projects", e.demo.PAT, "X-Workspace-ID", ws)
+		if a.header.Get("X-Cell-ID") != cell {
+			t.Fatalf("header %s: served by %q (%d)", ws, a.header.Get("X-Cell-ID"), a.status)
+		}
+	}
+	a := e.get(t, "/api/v1/workspaces", e.demo.PAT)
+	if a.status != 200 || !bytes.Contains(a.body, []byte(e.demo.WorkspaceA)) || !bytes.Contains(a.body, []byte(e.demo.WorkspaceB)) {
+		t.Fatalf("list: %d %s", a.status, a.body)
+	}
+	a = e.get(t, "/api/v1/auth/whoami", e.demo.PATReadOnly)
+	if a.status != 200 || a.header.Get("X-Cell-ID") == "" {
+		t.Fatalf("whoami: %d %s", a.status, a.body)
+	}
+	// A client cannot pose as the router: a forged epoch is stripped, so the request works.
+	a = e.get(t, "/api/v1/workspaces/"+e.demo.WorkspaceA, e.demo.PAT, "X-Placement-Epoch", "999", "X-Placement-Cell", "cell-b")
+	if a.status != 200 || a.header.Get("X-Cell-ID") != "cell-a" {
+		t.Fatalf("forged headers: %d %s", a.status, a.body)
+	}
+}
+
+func TestBadInputAndAuth(t *testing.T) {
+	e := start(t, "", nil)
+	ws := e.demo.WorkspaceA
+	for _, p := range []string{"/api/v1/workspaces/ws_bad", "/api/v1/workspaces/WS_" + strings.Repeat("a", 26)} {
+		if a := e.get(t, p, e.demo.PAT); a.status != 400 || a.code != "WORKSPACE_ID_INVALID" {
+			t.Errorf("%s: %d %s", p, a.status, a.body)
+		}
+	}
+	if a := e.get(t, "/api/v1/workspaces/"+ws, e.demo.PAT, "X-Workspace-ID", e.demo.WorkspaceB); a.status != 400 || a.code != "WORKSPACE_ID_CONFLICT" {
+		t.Errorf("conflict: %d %s", a.status, a.body)
+	}
+	if a := e.get(t, "/api/v1/projects", e.demo.PAT); a.status != 400 {
+		t.Errorf("missing workspace: %d %s", a.status, a.body)
+	}
+	if a := e.get(t, "/api/external/v1/workspaces/"+ws, e.demo.PAT); a.status != 404 {
+		t.Errorf("external prefix: %d %s", a.status, a.body)
+	}
+	ctx := context.Background()
+	expired, te, _ := e.s.Directory.CreateToken(ctx, e.demo.UserID, "x", directory.Scopes, time.Hour)
+	_, _ = e.s.Directory.DB.Pool.Exec(ctx, `UPDATE tokens SET expires_at = now() - INTERVAL '1 second' WHERE id = $1`, te.ID)
+	revoked, tr, _ := e.s.Directory.CreateToken(ctx, e.demo.UserID, "y", directory.Scopes, time.Hour)
+	_ = e.s.Directory.RevokeToken(ctx, tr.ID)
+	for name, tok := range map[string]string{
+		"missing": "", "malformed": "svc_pat_x", "wrong prefix": "svc_oat_" + strings.TrimPrefix(e.demo.PAT, directory.TokenPrefix),
+		"unknown": directory.NewTokenSecret(), "expired": expired, "revoked": revoked,
+	} {
+		for _, p := range []string{"/api/v1/auth/whoami", "/api/v1/workspaces/" + ws, "/api/v1/workspaces/" + ids.New(ids.Workspace)} {
+			if a := e.get(t, p, tok); a.status != 401 || a.code != "UNAUTHENTICATED" {
+				t.Errorf("%s %s: %d %s", name, p, a.status, a.body)
+			}
+		}
+	}
+	// Non-member and nonexistent: same status, same body but the trace ID, same headers but
+	// the per-request IDs and the serving cell.
+	a1 := e.get(t, "/api/v1/workspaces/"+e.other, e.demo.PAT)
+	a2 := e.get(t, "/api/v1/workspaces/"+ids.New(ids.Workspace), e.demo.PAT)
+	if a1.status != 404 || a2.status != 404 {
+		t.Fatalf("404s: %d %d", a1.status, a2.status)
+	}
+	if normBody(a1.body) != normBody(a2.body) {
+		t.Fatalf("bodies differ:\n%s\n%s", a1.body, a2.body)
+	}
+	if h1, h2 := normHeader(a1.header), normHeader(a2.header); h1 != h2 {
+		t.Fatalf("headers differ:\n%s\n%s", h1, h2)
+	}
+}
+
+func normBody(b []byte) string {
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	delete(m, "trace_id")
+	out, _ := json.Marshal(m)
+	return string(out)
+}
+
+func normHeader(h http.Header) string {
+	c := h.Clone()
+	for _, k := range []string{"Date", "X-Request-Id", "X-Cell-Id"} {
+		c.Del(k)
+	}
+	var b strings.Builder
+	_ = c.Write(&b)
+	return b.String()
+}
+
+func TestStalePlacementRetriesOnOwner(t *testing.T) {
+	e := start(t, "", nil)
+	ctx := context.Background()
+	ws := e.demo.WorkspaceA
+	if a := e.get(t, "/api/v1/workspaces/"+ws, e.demo.PAT); a.header.Get("X-Cell-ID") != "cell-a" {
+		t.Fatalf("warm: %d %v", a.status, a.header)
+	}
+	// What a move does at its flip: the source is fenced and the directory names the target at
+	// a newer epoch. The router still holds cell-a@1 in its cache.
+	if _, err := e.s.Directory.DB.Pool.Exec(ctx, `UPDATE placements SET cell_id = 'cell-b', epoch = 2 WHERE workspace_id = $1`, ws); err != nil {
+		t.Fatal(err)
+	}
+	fence(t, e.s.CellDBURL["cell-a"], ws, 2, "cell-b")
+	a := e.get(t, "/api/v1/workspaces/"+ws, e.demo.PAT)
+	if a.status != 200 || a.header.Get("X-Cell-ID") != "cell-b" {
+		t.Fatalf("after move: %d %s %v", a.status, a.body, a.header)
+	}
+}
+
+func fence(t *testing.T, cellDBURL, ws string, epoch int64, owner string) {
+	t.Helper()
+	d := dbtest.Open(t, cellDBURL)
+	if _, err := d.Pool.Exec(context.Background(), `
+		INSERT INTO tenancy (workspace_id, epoch, state, owner_hint) VALUES ($1, $2, 'moved', $3)
+		ON CONFLICT (workspace_id) DO UPDATE SET epoch = excluded.epoch, state = 'moved', owner_hint = excluded.owner_hint`,
+		ws, epoch, owner); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStoppedCellFailsFastOtherServes(t *testing.T) {
+	e := start(t, "", nil)
+	e.get(t, "/api/v1/workspaces/"+e.demo.WorkspaceB, e.demo.PAT)
+	e.s.Cells["cell-b"].Stop()
+	for i := 0; i < 5; i++ {
+		a := e.get(t, "/api/v1/workspaces/"+e.demo.WorkspaceB, e.demo.PAT)
+		if a.status != 503 || a.header.Get("Retry-After") == "" || a.code == "" {
+			t.Fatalf("stopped cell: %d %s %v", a.status, a.body, a.header)
+		}
+		if a := e.get(t, "/api/v1/workspaces/"+e.demo.WorkspaceA, e.demo.PAT); a.status != 200 {
+			t.Fatalf("other cell: %d %s", a.status, a.body)
+		}
+	}
+}
+
+func TestFrozenCellDoesNotSlowOthers(t *testing.T) {
+	e := start(t, "", map[string][]string{"router": {"ROUTER_CELL_TIMEOUT=1s"}})
+	e.get(t, "/api/v1/workspaces/"+e.demo.WorkspaceB, e.demo.PAT)
+	b := e.s.Cells["cell-b"]
+	if err := b.Pause(true); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = b.Pause(false) }()
+	// Keep requests to the frozen cell in flight while the other cell is used.
+	var wg sync.WaitGroup
+	frozen := make(chan answer, 16)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			frozen <- e.get(t, "/api/v1/workspaces/"+e.demo.WorkspaceB, e.demo.PAT)
+		}()
+	}
+	for i := 0; i < 20; i++ {
+		if a := e.get(t, "/api/v1/workspaces/"+e.demo.WorkspaceA, e.demo.PAT); a.status != 200 {
+			t.Fatalf("other cell while one is frozen: %d %s", a.status, a.body)
+		}
+	}
+	wg.Wait()
+	close(frozen)
+	for a := range frozen {
+		if a.status != 503 && a.status != 504 {
+			t.Fatalf("frozen cell answered %d %s", a.status, a.body)
+		}
+	}
+	// Once the breaker is open, the frozen cell's requests fail with CELL_UNAVAILABLE at once.
+	opened := false
+	for i := 0; i < 10 && !opened; i++ {
+		a := e.get(t, "/api/v1/workspaces/"+e.demo.WorkspaceB, e.demo.PAT)
+		opened = a.status == 503 && a.code == "CELL_UNAVAILABLE" && a.header.Get("Retry-After") != ""
+	}
+	if !opened {
+		t.Fatal("breaker never reported the frozen cell unavailable")
+	}
+}
+
+func TestDirectoryOutageServesCachedForBoundedTime(t *testing.T) {
+	ctx := context.Background()
+	pgDir := t.TempDir()
+	_ = os.Chmod(pgDir, 0o755)
+	pg, err := pgserver.Start(ctx, pgserver.Options{Dir: filepath.Join(pgDir, "pg")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = pg.Stop() }()
+	if err := pg.CreateDatabase(ctx, "directory"); err != nil {
+		t.Fatal(err)
+	}
+	const maxStale = 6 * time.Second
+	e := start(t, pg.URL("directory"), map[string][]string{
+		"router": {"ROUTER_PLACEMENT_TTL=1s", "ROUTER_PLACEMENT_MAX_STALE=" + maxStale.String()},
+		"cell":   {"CELL_DIRECTORY_CACHE_TTL=1s", "CELL_DIRECTORY_MAX_STALE=" + maxStale.String()},
+	})
+	for _, ws := range []string{e.demo.WorkspaceA, e.demo.WorkspaceB} {
+		if a := e.get(t, "/api/v1/workspaces/"+ws, e.demo.PAT); a.status != 200 {
+			t.Fatalf("warm: %d %s", a.status, a.body)
+		}
+	}
+	e.s.Directory.Close()
+	e.s.Directory = nil
+	if err := pg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	time.Sleep(1500 * time.Millisecond) // past the TTLs: answers now come from stale entries
+	for _, ws := range []string{e.demo.WorkspaceA, e.demo.WorkspaceB} {
+		if a := e.get(t, "/api/v1/workspaces/"+ws, e.demo.PAT); a.status != 200 {
+			t.Fatalf("directory down, cached: %d %s", a.status, a.body)
+		}
+	}
+	time.Sleep(time.Until(stopped.Add(maxStale + 2*time.Second)))
+	if a := e.get(t, "/api/v1/workspaces/"+e.demo.WorkspaceA, e.demo.PAT); a.status != 503 {
+		t.Fatalf("directory down past max stale: %d %s", a.status, a.body)
+	}
+}
