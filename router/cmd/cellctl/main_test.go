@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"slidecells/shared/db/dbtest"
+)
+
+func run(t *testing.T, url string, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	root := newRoot(&out)
+	root.SetArgs(append([]string{"--directory-url", url}, args...))
+	root.SetErr(&bytes.Buffer{})
+	err := root.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func TestCellctlFlow(t *testing.T) {
+	url := dbtest.NewDatabase(t, nil, "")
+	mustRun := func(args ...string) string {
+		out, err := run(t, url, args...)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return strings.TrimSpace(out)
+	}
+	mustRun("cells", "add", "--id", "cell-a", "--url", "http://127.0.0.1:9001")
+	user := mustRun("users", "create", "--email", "ann@example.com")
+	ws := mustRun("workspaces", "create", "--name", "Acme", "--cell", "cell-a", "--pin")
+	mustRun("members", "add", "--workspace", ws, "--user", "ann@example.com", "--role", "editor")
+	tok := mustRun("tokens", "create", "--user", user, "--scopes", "page:read,project:read", "--expires", "30d")
+	if !strings.HasPrefix(tok, "svc_pat_") {
+		t.Fatalf("token %q", tok)
+	}
+	cells := mustRun("cells", "list")
+	if !strings.Contains(cells, "cell-a") || !strings.Contains(cells, "http://127.0.0.1:9001") || !strings.Contains(cells, "active") {
+		t.Fatalf("cells list:\n%s", cells)
+	}
+	if fields := strings.Fields(strings.Split(cells, "\n")[1]); fields[3] != "1" {
+		t.Fatalf("workspace count: %v", fields)
+	}
+	if pl := mustRun("placements", "list"); !strings.Contains(pl, ws) || !strings.Contains(pl, "true") {
+		t.Fatalf("placements:\n%s", pl)
+	}
+	list := mustRun("tokens", "list", "--user", user)
+	if strings.Contains(list, tok) {
+		t.Fatal("tokens list shows a secret")
+	}
+	id := strings.Fields(strings.Split(list, "\n")[1])[0]
+	mustRun("tokens", "revoke", "--id", id)
+	if list := mustRun("tokens", "list", "--user", user); !strings.Contains(list, "revoked") {
+		t.Fatalf("not revoked:\n%s", list)
+	}
+}
+
+func TestCellctlBadInput(t *testing.T) {
+	url := dbtest.NewDatabase(t, nil, "")
+	if _, err := run(t, url, "cells", "add", "--id", "cell-a", "--url", "http://x"); err != nil {
+		t.Fatal(err)
+	}
+	cases := [][]string{
+		{"cells", "add", "--id", "Bad_ID", "--url", "http://x"},
+		{"cells", "add", "--id", "cell-a", "--url", "http://x"}, // duplicate
+		{"cells", "add", "--id", "cell-z", "--url", "ftp://x"},
+		{"cells", "add", "--url", "http://x"}, // missing --id
+		{"users", "create", "--email", "not-an-address"},
+		{"workspaces", "create", "--name", "X", "--cell", "nope"},
+		{"members", "add", "--workspace", "ws_bad", "--user", "x@example.com", "--role", "owner"},
+		{"tokens", "create", "--user", "nobody@example.com", "--scopes", "page:read"},
+		{"tokens", "revoke", "--id", "nope"},
+		{"cells", "list", "extra-arg"},
+	}
+	for _, c := range cases {
+		if _, err := run(t, url, c...); err == nil {
+			t.Errorf("%v: no error", c)
+		}
+	}
+	if _, err := run(t, url, "users", "create", "--email", "ann@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range [][]string{
+		{"tokens", "create", "--user", "ann@example.com", "--scopes", "page:read,admin:all"},
+		{"tokens", "create", "--user", "ann@example.com", "--scopes", "page:read", "--expires", "900d"},
+		{"tokens", "create", "--user", "ann@example.com", "--scopes", "page:read", "--expires", "soon"},
+	} {
+		if _, err := run(t, url, c...); err == nil {
+			t.Errorf("%v: no error", c)
+		}
+	}
+	if _, err := run(t, "", "cells", "list"); err == nil {
+		t.Error("no directory URL: no error")
+	}
+}
