@@ -80,6 +80,7 @@ func New(c Config) *Server {
 	s.API.UseMiddleware(s.middleware)
 	s.registerSystem()
 	s.registerIdentity()
+	s.registerCapabilities()
 	return s
 }
 

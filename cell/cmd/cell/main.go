@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,6 +36,7 @@ type settings struct {
 	AuthTTL       time.Duration
 	AuthMaxStale  time.Duration
 	ShutdownGrace time.Duration
+	RendererURLs  []string
 }
 
 func load() (settings, error) {
@@ -46,6 +49,15 @@ func load() (settings, error) {
 		AuthTTL:       l.Duration("CELL_DIRECTORY_CACHE_TTL", 10*time.Second),
 		AuthMaxStale:  l.Duration("CELL_DIRECTORY_MAX_STALE", 5*time.Minute),
 		ShutdownGrace: l.Duration("CELL_SHUTDOWN_GRACE", 10*time.Second),
+	}
+	for _, u := range strings.Split(l.String("CELL_RENDERER_URLS", "", false), ",") {
+		if u = strings.TrimSpace(u); u == "" {
+			continue
+		}
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			l.Fail("CELL_RENDERER_URLS", "%q is not an http(s) base URL", u)
+		}
+		s.RendererURLs = append(s.RendererURLs, strings.TrimRight(u, "/"))
 	}
 	if s.CellID != "" && !ids.CellIDValid(s.CellID) {
 		l.Fail("CELL_ID", "%q: use 1-32 of a-z, 0-9 and '-', starting with a letter", s.CellID)
@@ -95,8 +107,12 @@ func run() error {
 	}
 	defer dir.Close()
 
+	var render api.RenderHealth
+	if len(s.RendererURLs) > 0 {
+		render = api.ProbeRenderers(s.RendererURLs)
+	}
 	srv := api.New(api.Config{
-		CellID: s.CellID, DB: cellDB, Log: log,
+		CellID: s.CellID, DB: cellDB, Log: log, Render: render,
 		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: s.AuthTTL, MaxStale: s.AuthMaxStale}),
 	})
 	ln, err := net.Listen("tcp", s.ListenAddr)

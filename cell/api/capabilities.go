@@ -1,0 +1,35 @@
+package api
+
+import (
+	"context"
+	"net/http"
+)
+
+// CapabilitiesOutput lists what the credential can do in a workspace. It is a hint for clients;
+// the backend checks every call anyway.
+type CapabilitiesOutput struct {
+	Body struct {
+		WorkspaceID string   `json:"workspace_id"`
+		Role        string   `json:"role"`
+		Scopes      []string `json:"scopes" doc:"effective scopes: token scopes ∩ role scopes"`
+		Operations  []string `json:"operations" doc:"operation IDs this credential can use in the workspace"`
+	}
+}
+
+func (s *Server) registerCapabilities() {
+	Register(s, Operation{ID: "get-workspace-capabilities", Method: http.MethodGet, Path: "/api/v1/workspaces/{workspace_id}/capabilities",
+		Summary: "Scopes and operations available to this credential in the workspace", Tags: []string{"workspaces"},
+		Access: InWorkspace, Scopes: []string{"workspace:read"}, ReadOnly: true},
+		func(ctx context.Context, _ *WorkspacePath) (*CapabilitiesOutput, error) {
+			sc := ScopeFrom(ctx)
+			out := &CapabilitiesOutput{}
+			out.Body.WorkspaceID, out.Body.Role, out.Body.Scopes = sc.WorkspaceID(), sc.Role(), sc.Scopes()
+			out.Body.Operations = []string{}
+			for _, op := range s.Operations() {
+				if sc.Require(op.Scopes...) == nil {
+					out.Body.Operations = append(out.Body.Operations, op.ID)
+				}
+			}
+			return out, nil
+		})
+}
