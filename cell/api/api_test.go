@@ -255,3 +255,25 @@ func TestHealthReportsRenderUnavailable(t *testing.T) {
 		t.Fatalf("version %d %s", resp.StatusCode, body)
 	}
 }
+
+func TestStandardsKitFonts(t *testing.T) {
+	b := setup(t)
+	for path, want := range map[string]string{
+		"/api/v1/standards/page":      `"file_types":["tsx","jsx","html"]`,
+		"/api/v1/standards/component": `"max_scenes":16`,
+		"/api/v1/runtime-kit":         `"name":"layout"`,
+		"/api/v1/runtime-kit/chart":   `"BarChart"`,
+		"/api/v1/fonts":               `"platform-mono"`,
+	} {
+		resp, body := b.get(t, path, b.patScope)
+		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
+			t.Errorf("%s: %d %s", path, resp.StatusCode, body)
+		}
+	}
+	if resp, body := b.get(t, "/api/v1/runtime-kit/nope", b.pat); resp.StatusCode != 404 || code(t, body) != "NOT_FOUND" {
+		t.Errorf("unknown kit item: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := b.get(t, "/api/v1/runtime-kit/Bad!Name", b.pat); resp.StatusCode != 422 || code(t, body) != "VALIDATION_FAILED" {
+		t.Errorf("bad kit item: %d %s", resp.StatusCode, body)
+	}
+}

@@ -81,6 +81,7 @@ func New(c Config) *Server {
 	s.registerSystem()
 	s.registerIdentity()
 	s.registerCapabilities()
+	s.registerStandards()
 	return s
 }
 
