@@ -21,6 +21,7 @@ import (
 
 type bundle struct {
 	srv      *httptest.Server
+	srvB     *httptest.Server // cell-b, its own database
 	dir      *directory.Directory
 	api      *api.Server
 	user     directory.User
@@ -74,6 +75,10 @@ func setup(t *testing.T) *bundle {
 		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: time.Nanosecond, MaxStale: time.Minute})})
 	b.srv = httptest.NewServer(b.api.Handler())
 	t.Cleanup(b.srv.Close)
+	apiB := api.New(api.Config{CellID: "cell-b", DB: dbtest.Open(t, dbtest.NewDatabase(t, migrations.FS, migrations.Cell)), Log: zap.NewNop(),
+		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: time.Nanosecond, MaxStale: time.Minute})})
+	b.srvB = httptest.NewServer(apiB.Handler())
+	t.Cleanup(b.srvB.Close)
 	return b
 }
 

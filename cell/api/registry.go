@@ -94,6 +94,7 @@ func Register[I, O any](s *Server, op Operation, h func(context.Context, *I) (*O
 		}
 	}
 	s.ops = append(s.ops, op)
+	s.byPattern[op.Method+" "+op.Path] = op
 	hop := huma.Operation{
 		OperationID:  op.ID,
 		Method:       op.Method,
@@ -129,12 +130,4 @@ func (s *Server) Operations() []Operation {
 	out := append([]Operation(nil), s.ops...)
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
-}
-
-func opOf(ctx huma.Context) (Operation, bool) {
-	if o := ctx.Operation(); o != nil {
-		op, ok := o.Metadata[metaKey].(Operation)
-		return op, ok
-	}
-	return Operation{}, false
 }

@@ -14,6 +14,8 @@ import (
 	"go.uber.org/zap"
 
 	"slidecells/cell/auth"
+	"slidecells/cell/idempotency"
+	"slidecells/cell/store"
 	"slidecells/cell/tenancy"
 	"slidecells/shared/db"
 	"slidecells/shared/directory"
@@ -46,7 +48,10 @@ type Server struct {
 	Render    RenderHealth
 	StartedAt time.Time
 
-	ops []Operation
+	Idem *idempotency.Store
+
+	ops       []Operation
+	byPattern map[string]Operation
 }
 
 // Config is what New needs.
@@ -56,6 +61,8 @@ type Config struct {
 	Dir    *directory.Cached
 	Log    *zap.Logger
 	Render RenderHealth
+	// IdempotencyRetention is how long Idempotency-Key answers are replayed (default 24h).
+	IdempotencyRetention time.Duration
 }
 
 // New builds the API with every operation registered.
@@ -75,13 +82,15 @@ func New(c Config) *Server {
 		Auth:      &auth.Authenticator{Dir: c.Dir},
 		Guard:     &tenancy.Guard{DB: c.DB, CellID: c.CellID, Dir: c.Dir},
 		StartedAt: time.Now(),
+		Idem:      &idempotency.Store{DB: c.DB, Retention: c.IdempotencyRetention},
+		byPattern: map[string]Operation{},
 	}
-	s.API = humago.New(mux, hc)
-	s.API.UseMiddleware(s.middleware)
+	s.API = humago.New(opMux{s}, hc)
 	s.registerSystem()
 	s.registerIdentity()
 	s.registerCapabilities()
 	s.registerStandards()
+	s.registerProjects(&store.Store{DB: c.DB})
 	return s
 }
 
@@ -113,40 +122,11 @@ func ScopeFrom(ctx context.Context) auth.Scope {
 
 var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
-func (s *Server) middleware(ctx huma.Context, next func(huma.Context)) {
-	trace := ctx.Header(tenancy.HeaderRequestID)
-	if !requestIDPattern.MatchString(trace) {
-		trace = ids.New(ids.Request)
-	}
-	ctx.SetHeader(tenancy.HeaderRequestID, trace)
-	ctx = huma.WithValue(ctx, traceKey, trace)
-	op, ok := opOf(ctx)
-	if !ok || op.Access == Public {
-		next(ctx)
-		return
-	}
-	p, err := s.Auth.Authenticate(ctx.Context(), ctx.Header("Authorization"))
-	if err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	ctx = huma.WithValue(ctx, principalKey, p)
-	if op.Access == InWorkspace {
-		scope, err := s.authorize(ctx, op, p)
-		if err != nil {
-			s.writeError(ctx, err)
-			return
-		}
-		ctx = huma.WithValue(ctx, scopeKey, scope)
-	}
-	next(ctx)
-}
-
 // authorize resolves the workspace, checks membership, the tenancy guard and scopes, in that
 // order: a non-member learns nothing about placement or scopes.
-func (s *Server) authorize(ctx huma.Context, op Operation, p auth.Principal) (auth.Scope, error) {
-	ws := ctx.Param("workspace_id")
-	header := ctx.Header(tenancy.HeaderWorkspaceID)
+func (s *Server) authorize(ctx context.Context, r *http.Request, op Operation, p auth.Principal) (auth.Scope, error) {
+	ws := r.PathValue("workspace_id")
+	header := r.Header.Get(tenancy.HeaderWorkspaceID)
 	switch {
 	case ws != "" && header != "" && ws != header:
 		return auth.Scope{}, problem.New(problem.WorkspaceIDConflict, "the X-Workspace-ID header and the path name different workspaces")
@@ -159,12 +139,12 @@ func (s *Server) authorize(ctx huma.Context, op Operation, p auth.Principal) (au
 	if !ids.Valid(ids.Workspace, ws) {
 		return auth.Scope{}, problem.New(problem.WorkspaceIDInvalid, "the workspace ID is malformed")
 	}
-	scope, err := s.Auth.Authorize(ctx.Context(), p, ws)
+	scope, err := s.Auth.Authorize(ctx, p, ws)
 	if err != nil {
 		return scope, err
 	}
-	epoch, _ := strconv.ParseInt(ctx.Header(tenancy.HeaderEpoch), 10, 64)
-	if err := s.Guard.Check(ctx.Context(), ws, epoch); err != nil {
+	epoch, _ := strconv.ParseInt(r.Header.Get(tenancy.HeaderEpoch), 10, 64)
+	if err := s.Guard.Check(ctx, ws, epoch); err != nil {
 		return scope, err
 	}
 	return scope, scope.Require(op.Scopes...)
@@ -193,18 +173,6 @@ func (s *Server) toHuma(ctx context.Context, err error) error {
 		h[k] = v
 	}
 	return &errorBody{Body: problem.BodyOf(pe, TraceID(ctx)), header: h}
-}
-
-func (s *Server) writeError(ctx huma.Context, err error) {
-	e := s.toHuma(ctx.Context(), err).(*errorBody)
-	for k, v := range e.header {
-		for _, x := range v {
-			ctx.AppendHeader(k, x)
-		}
-	}
-	ctx.SetHeader("Content-Type", problem.ContentType)
-	ctx.SetStatus(e.Status)
-	_ = jsonEncode(ctx.BodyWriter(), e.Body)
 }
 
 func init() {

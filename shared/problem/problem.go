@@ -23,6 +23,7 @@ const (
 	WorkspaceIDConflict  Code = "WORKSPACE_ID_CONFLICT"
 	WorkspaceRequired    Code = "WORKSPACE_REQUIRED"
 	IdempotencyKeyNeeded Code = "IDEMPOTENCY_KEY_REQUIRED"
+	IdempotencyKeyBad    Code = "IDEMPOTENCY_KEY_INVALID"
 	Unauthenticated      Code = "UNAUTHENTICATED"
 	ScopeRequired        Code = "SCOPE_REQUIRED"
 	Forbidden            Code = "FORBIDDEN"
@@ -51,6 +52,7 @@ var statuses = map[Code]int{
 	WorkspaceIDConflict:  http.StatusBadRequest,
 	WorkspaceRequired:    http.StatusBadRequest,
 	IdempotencyKeyNeeded: http.StatusBadRequest,
+	IdempotencyKeyBad:    http.StatusBadRequest,
 	Unauthenticated:      http.StatusUnauthorized,
 	ScopeRequired:        http.StatusForbidden,
 	Forbidden:            http.StatusForbidden,

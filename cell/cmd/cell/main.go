@@ -37,6 +37,7 @@ type settings struct {
 	AuthMaxStale  time.Duration
 	ShutdownGrace time.Duration
 	RendererURLs  []string
+	IdemRetention time.Duration
 }
 
 func load() (settings, error) {
@@ -49,6 +50,10 @@ func load() (settings, error) {
 		AuthTTL:       l.Duration("CELL_DIRECTORY_CACHE_TTL", 10*time.Second),
 		AuthMaxStale:  l.Duration("CELL_DIRECTORY_MAX_STALE", 5*time.Minute),
 		ShutdownGrace: l.Duration("CELL_SHUTDOWN_GRACE", 10*time.Second),
+		IdemRetention: l.Duration("CELL_IDEMPOTENCY_RETENTION", 24*time.Hour),
+	}
+	if s.IdemRetention < 24*time.Hour {
+		l.Fail("CELL_IDEMPOTENCY_RETENTION", "must be at least 24h")
 	}
 	for _, u := range strings.Split(l.String("CELL_RENDERER_URLS", "", false), ",") {
 		if u = strings.TrimSpace(u); u == "" {
@@ -112,8 +117,11 @@ func run() error {
 		render = api.ProbeRenderers(s.RendererURLs)
 	}
 	srv := api.New(api.Config{
-		CellID: s.CellID, DB: cellDB, Log: log, Render: render,
+		CellID: s.CellID, DB: cellDB, Log: log, Render: render, IdempotencyRetention: s.IdemRetention,
 		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: s.AuthTTL, MaxStale: s.AuthMaxStale}),
+	})
+	go srv.Idem.PurgeLoop(ctx, 10*time.Minute, func(err error) {
+		log.Warn("idempotency purge failed", zap.Error(err))
 	})
 	ln, err := net.Listen("tcp", s.ListenAddr)
 	if err != nil {

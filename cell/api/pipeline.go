@@ -1,0 +1,180 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+
+	"go.uber.org/zap"
+
+	"slidecells/cell/idempotency"
+	"slidecells/cell/tenancy"
+	"slidecells/shared/ids"
+	"slidecells/shared/problem"
+)
+
+// DefaultMaxBodyBytes caps request bodies of operations that declare no limit.
+const DefaultMaxBodyBytes = 1 << 20
+
+// opMux is the mux huma registers routes on. It wraps every operation's handler in the
+// pipeline its registry entry asks for, so nothing reaches a handler unchecked.
+type opMux struct{ s *Server }
+
+func (m opMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	if op, ok := m.s.byPattern[pattern]; ok {
+		m.s.Mux.HandleFunc(pattern, m.s.pipeline(op, h))
+		return
+	}
+	m.s.Mux.HandleFunc(pattern, h) // the OpenAPI document
+}
+
+func (m opMux) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.s.Mux.ServeHTTP(w, r) }
+
+// pipeline runs, in order: trace ID, authentication, workspace authorization (membership,
+// tenancy guard, scopes), idempotency, then the handler.
+func (s *Server) pipeline(op Operation, next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		trace := r.Header.Get(tenancy.HeaderRequestID)
+		if !requestIDPattern.MatchString(trace) {
+			trace = ids.New(ids.Request)
+		}
+		w.Header().Set(tenancy.HeaderRequestID, trace)
+		ctx := context.WithValue(r.Context(), traceKey, trace)
+		if op.Access != Public {
+			p, err := s.Auth.Authenticate(ctx, r.Header.Get("Authorization"))
+			if err != nil {
+				s.fail(ctx, w, err)
+				return
+			}
+			ctx = context.WithValue(ctx, principalKey, p)
+			if op.Access == InWorkspace {
+				scope, err := s.authorize(ctx, r, op, p)
+				if err != nil {
+					s.fail(ctx, w, err)
+					return
+				}
+				ctx = context.WithValue(ctx, scopeKey, scope)
+			}
+		}
+		r = r.WithContext(ctx)
+		if op.Idempotency == KeyRequired {
+			s.idempotent(w, r, op, next)
+			return
+		}
+		next(w, r)
+	}
+}
+
+// fail writes an error answer and logs its internal cause.
+func (s *Server) fail(ctx context.Context, w http.ResponseWriter, err error) {
+	pe := problem.As(err)
+	if pe.Code == problem.Internal || pe.Cause != nil {
+		s.Log.Error("request failed", zap.String("trace_id", TraceID(ctx)), zap.String("code", string(pe.Code)), zap.Error(err))
+	}
+	problem.Write(w, pe, TraceID(ctx))
+}
+
+// replayedHeader marks an answer replayed from an idempotency record.
+const replayedHeader = "Idempotency-Replayed"
+
+func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, op Operation, next http.HandlerFunc) {
+	ctx := r.Context()
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		s.fail(ctx, w, problem.New(problem.IdempotencyKeyNeeded, "this operation needs an Idempotency-Key header"))
+		return
+	}
+	if !idempotency.ValidKey(key) {
+		s.fail(ctx, w, problem.New(problem.IdempotencyKeyBad, "Idempotency-Key must be 1-255 printable ASCII characters"))
+		return
+	}
+	limit := op.MaxBodyBytes
+	if limit <= 0 {
+		limit = DefaultMaxBodyBytes
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		s.fail(ctx, w, problem.New(problem.BadRequest, "the request body could not be read"))
+		return
+	}
+	if int64(len(body)) > limit {
+		s.fail(ctx, w, problem.New(problem.PayloadTooLarge, "the request body is larger than %d bytes", limit))
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	ws := ""
+	if op.Access == InWorkspace {
+		ws = ScopeFrom(ctx).WorkspaceID()
+	}
+	k := idempotency.Key{WorkspaceID: ws, UserID: PrincipalFrom(ctx).UserID, OperationID: op.ID, Key: key}
+	fp := idempotency.Fingerprint(r.Method, r.URL.RequestURI(), body)
+	replay, err := s.Idem.Begin(ctx, k, fp)
+	if err != nil {
+		s.fail(ctx, w, err)
+		return
+	}
+	if replay != nil {
+		h := w.Header()
+		for name, v := range replay.Header {
+			h[name] = v
+		}
+		h.Set(replayedHeader, "true")
+		w.WriteHeader(replay.Status)
+		_, _ = w.Write(replay.Body)
+		return
+	}
+	rec := &recorder{ResponseWriter: w}
+	completed := false
+	defer func() {
+		if completed {
+			return
+		}
+		// A panic or an abandoned request: free the key so a retry can run.
+		_ = s.Idem.Release(context.WithoutCancel(ctx), k, fp)
+	}()
+	next(rec, r)
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	if rec.status >= 500 {
+		return
+	}
+	stored := http.Header{}
+	for name, v := range w.Header() {
+		switch name {
+		case "Date", "Content-Length", tenancy.HeaderRequestID:
+			continue
+		}
+		stored[name] = v
+	}
+	if err := s.Idem.Complete(context.WithoutCancel(ctx), k, fp, idempotency.Response{Status: rec.status, Header: stored, Body: rec.buf.Bytes()}); err != nil {
+		s.Log.Error("idempotency record not completed", zap.String("trace_id", TraceID(ctx)), zap.Error(err))
+		return
+	}
+	completed = true
+}
+
+// recorder tees the answer so it can be stored for replay.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	buf    bytes.Buffer
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	r.buf.Write(b)
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

@@ -1,0 +1,121 @@
+// Package store is the cell's workspace-scoped storage. Every function takes an auth.Scope,
+// which only authorization can make, and every query is bound to its workspace: a query that
+// is not scoped to an authorized workspace cannot be written with this package.
+//
+// It also holds the shared mechanisms of all content: optimistic locking (a version or hash
+// baseline; a stale one is a 409, never a silent overwrite) and archive-only removal (archived
+// rows leave default queries; there is no hard delete and no restore).
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"slidecells/cell/auth"
+	"slidecells/shared/db"
+	"slidecells/shared/problem"
+)
+
+// Store is one cell's database.
+type Store struct {
+	DB *db.DB
+}
+
+// Kind describes one table of workspace-owned objects. Table and column names come only from
+// the Kinds below, never from input.
+type Kind struct {
+	Name   string // plural API name, e.g. "projects"
+	Table  string
+	Prefix string // ID prefix
+	// LockColumn is the optimistic-lock baseline column: "version" or a hash column.
+	LockColumn string
+}
+
+// ErrNoScope guards against a zero Scope reaching a query.
+var ErrNoScope = errors.New("store: no authorized workspace scope")
+
+func check(s auth.Scope) error {
+	if s.WorkspaceID() == "" {
+		return problem.Wrap(ErrNoScope, "internal error")
+	}
+	return nil
+}
+
+// WriteTx runs fn in a retrying transaction after checking, inside it, that this cell still
+// serves the workspace (the write fence): a workspace fenced for a move takes no more writes.
+func (st *Store) WriteTx(ctx context.Context, s auth.Scope, fn func(pgx.Tx) error) error {
+	if err := check(s); err != nil {
+		return err
+	}
+	return st.DB.Tx(ctx, func(tx pgx.Tx) error {
+		var state, owner string
+		err := tx.QueryRow(ctx, `SELECT state, owner_hint FROM tenancy WHERE workspace_id = $1`, s.WorkspaceID()).Scan(&state, &owner)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if state != "active" {
+			e := problem.New(problem.Misdirected, "this cell no longer serves the workspace")
+			e.Header = map[string][]string{"X-Owning-Cell": {owner}}
+			return e
+		}
+		return fn(tx)
+	})
+}
+
+// Locked interprets a conditional UPDATE that matched no row: 404 when the object is absent or
+// archived, 409 VERSION_CONFLICT (naming the current baseline) when the baseline was stale.
+func Locked(ctx context.Context, q pgx.Tx, k Kind, s auth.Scope, id string) error {
+	var current string
+	err := q.QueryRow(ctx, fmt.Sprintf(`SELECT %s::TEXT FROM %s WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`,
+		k.LockColumn, k.Table), s.WorkspaceID(), id).Scan(&current)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return problem.ErrNotFound()
+	}
+	if err != nil {
+		return err
+	}
+	return problem.New(problem.VersionConflict, "the %s changed since it was read (current %s %s); re-read before deciding", singular(k), k.LockColumn, current)
+}
+
+func singular(k Kind) string {
+	if n := len(k.Name); n > 1 && k.Name[n-1] == 's' {
+		return k.Name[:n-1]
+	}
+	return k.Name
+}
+
+// MaxArchiveBatch caps one batch archive.
+const MaxArchiveBatch = 100
+
+// Archive archives every listed object of one kind in one transaction, all or nothing: if any
+// ID is absent, archived already, or of another workspace, nothing changes and the answer is 404.
+func (st *Store) Archive(ctx context.Context, s auth.Scope, k Kind, ids []string) error {
+	if len(ids) == 0 || len(ids) > MaxArchiveBatch {
+		return problem.Invalid(problem.FieldError{Field: "body.ids", Message: fmt.Sprintf("give 1 to %d IDs", MaxArchiveBatch)})
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			return problem.Invalid(problem.FieldError{Field: "body.ids", Message: "IDs must be unique"})
+		}
+		seen[id] = true
+	}
+	return st.WriteTx(ctx, s, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, fmt.Sprintf(`
+			UPDATE %s SET archived_at = now(), updated_at = now()
+			WHERE workspace_id = $1 AND id = ANY($2) AND archived_at IS NULL`, k.Table), s.WorkspaceID(), ids)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != int64(len(ids)) {
+			return errAbort
+		}
+		return nil
+	})
+}
+
+// errAbort rolls a batch back; it becomes the one 404 answer.
+var errAbort = problem.ErrNotFound()
