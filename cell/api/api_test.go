@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
 
 	"slidecells/cell/api"
 	"slidecells/migrations"
@@ -71,11 +73,11 @@ func setup(t *testing.T) *bundle {
 		t.Fatal(err)
 	}
 	b.patScope, _, _ = dir.CreateToken(ctx, b.user.ID, "narrow", []string{"project:read"}, time.Hour)
-	b.api = api.New(api.Config{CellID: "cell-a", DB: dbtest.Open(t, cellURL), Log: zap.NewNop(),
+	b.api = api.New(api.Config{CellID: "cell-a", DB: dbtest.Open(t, cellURL), Log: zap.NewNop(), Blobs: newBucket(t),
 		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: time.Nanosecond, MaxStale: time.Minute})})
 	b.srv = httptest.NewServer(b.api.Handler())
 	t.Cleanup(b.srv.Close)
-	apiB := api.New(api.Config{CellID: "cell-b", DB: dbtest.Open(t, dbtest.NewDatabase(t, migrations.FS, migrations.Cell)), Log: zap.NewNop(),
+	apiB := api.New(api.Config{CellID: "cell-b", DB: dbtest.Open(t, dbtest.NewDatabase(t, migrations.FS, migrations.Cell)), Log: zap.NewNop(), Blobs: newBucket(t),
 		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: time.Nanosecond, MaxStale: time.Minute})})
 	b.srvB = httptest.NewServer(apiB.Handler())
 	t.Cleanup(b.srvB.Close)
@@ -281,4 +283,15 @@ func TestStandardsKitFonts(t *testing.T) {
 	if resp, body := b.get(t, "/api/v1/runtime-kit/Bad!Name", b.pat); resp.StatusCode != 422 || code(t, body) != "VALIDATION_FAILED" {
 		t.Errorf("bad kit item: %d %s", resp.StatusCode, body)
 	}
+}
+
+// newBucket is a real file blob store in a temporary folder.
+func newBucket(t *testing.T) *blob.Bucket {
+	t.Helper()
+	b, err := fileblob.OpenBucket(t.TempDir(), &fileblob.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
 }

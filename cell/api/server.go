@@ -12,6 +12,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"go.uber.org/zap"
+	"gocloud.dev/blob"
 
 	"slidecells/cell/auth"
 	"slidecells/cell/idempotency"
@@ -46,6 +47,7 @@ type Server struct {
 	DB        *db.DB
 	Log       *zap.Logger
 	Render    RenderHealth
+	Blobs     *blob.Bucket
 	StartedAt time.Time
 
 	Idem *idempotency.Store
@@ -61,6 +63,8 @@ type Config struct {
 	Dir    *directory.Cached
 	Log    *zap.Logger
 	Render RenderHealth
+	// Blobs is the cell's blob store (fileblob locally, s3blob in production).
+	Blobs *blob.Bucket
 	// IdempotencyRetention is how long Idempotency-Key answers are replayed (default 24h).
 	IdempotencyRetention time.Duration
 }
@@ -78,7 +82,7 @@ func New(c Config) *Server {
 	}
 	hc.Info.Description = "Public API v1. Every path starts with /api/v1; errors are RFC 9457 problem JSON with code, message and trace_id."
 	s := &Server{
-		CellID: c.CellID, Mux: mux, DB: c.DB, Dir: c.Dir, Log: c.Log, Render: c.Render,
+		CellID: c.CellID, Mux: mux, DB: c.DB, Dir: c.Dir, Log: c.Log, Render: c.Render, Blobs: c.Blobs,
 		Auth:      &auth.Authenticator{Dir: c.Dir},
 		Guard:     &tenancy.Guard{DB: c.DB, CellID: c.CellID, Dir: c.Dir},
 		StartedAt: time.Now(),
@@ -90,7 +94,12 @@ func New(c Config) *Server {
 	s.registerIdentity()
 	s.registerCapabilities()
 	s.registerStandards()
-	s.registerProjects(&store.Store{DB: c.DB})
+	st := &store.Store{DB: c.DB}
+	s.registerProjects(st)
+	s.registerAssets(st)
+	s.registerDesign(st)
+	s.registerProjectStructure(st)
+	s.registerAI(st)
 	return s
 }
 

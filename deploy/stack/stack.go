@@ -127,6 +127,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 				"CELL_LISTEN_ADDR=127.0.0.1:" + strconv.Itoa(port),
 				"CELL_DATABASE_URL=" + s.CellDBURL[c],
 				"DIRECTORY_DATABASE_URL=" + s.DirURL,
+				"CELL_BLOB_URL=file://" + filepath.Join(o.Dir, "blobs", c),
 			}, o.Env["cell"]...), o.Env[c]...)}
 		if err := p.Start(); err != nil {
 			return nil, err

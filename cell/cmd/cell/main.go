@@ -18,6 +18,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/fileblob" // file:// buckets
+	_ "gocloud.dev/blob/memblob"  // mem:// buckets (tests)
 
 	"slidecells/cell/api"
 	"slidecells/migrations"
@@ -38,6 +41,7 @@ type settings struct {
 	ShutdownGrace time.Duration
 	RendererURLs  []string
 	IdemRetention time.Duration
+	BlobURL       string
 }
 
 func load() (settings, error) {
@@ -51,6 +55,10 @@ func load() (settings, error) {
 		AuthMaxStale:  l.Duration("CELL_DIRECTORY_MAX_STALE", 5*time.Minute),
 		ShutdownGrace: l.Duration("CELL_SHUTDOWN_GRACE", 10*time.Second),
 		IdemRetention: l.Duration("CELL_IDEMPOTENCY_RETENTION", 24*time.Hour),
+		BlobURL:       l.String("CELL_BLOB_URL", "", true),
+	}
+	if s.BlobURL != "" && !strings.HasPrefix(s.BlobURL, "file://") && !strings.HasPrefix(s.BlobURL, "s3://") && !strings.HasPrefix(s.BlobURL, "mem://") {
+		l.Fail("CELL_BLOB_URL", "use file:///path, s3://bucket or mem://")
 	}
 	if s.IdemRetention < 24*time.Hour {
 		l.Fail("CELL_IDEMPOTENCY_RETENTION", "must be at least 24h")
@@ -112,12 +120,17 @@ func run() error {
 	}
 	defer dir.Close()
 
+	bucket, err := openBucket(ctx, s.BlobURL)
+	if err != nil {
+		return fmt.Errorf("CELL_BLOB_URL: %w", err)
+	}
+	defer bucket.Close()
 	var render api.RenderHealth
 	if len(s.RendererURLs) > 0 {
 		render = api.ProbeRenderers(s.RendererURLs)
 	}
 	srv := api.New(api.Config{
-		CellID: s.CellID, DB: cellDB, Log: log, Render: render, IdempotencyRetention: s.IdemRetention,
+		CellID: s.CellID, DB: cellDB, Log: log, Render: render, IdempotencyRetention: s.IdemRetention, Blobs: bucket,
 		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: s.AuthTTL, MaxStale: s.AuthMaxStale}),
 	})
 	go srv.Idem.PurgeLoop(ctx, 10*time.Minute, func(err error) {
@@ -148,4 +161,18 @@ func run() error {
 		return err
 	}
 	return nil
+}
+
+// openBucket opens the blob store; a local folder is created when missing.
+func openBucket(ctx context.Context, u string) (*blob.Bucket, error) {
+	if strings.HasPrefix(u, "file://") {
+		dir := strings.TrimPrefix(u, "file://")
+		if i := strings.IndexByte(dir, '?'); i >= 0 {
+			dir = dir[:i]
+		}
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, err
+		}
+	}
+	return blob.OpenBucket(ctx, u)
 }
