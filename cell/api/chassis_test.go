@@ -15,13 +15,14 @@ import (
 )
 
 type call struct {
-	base   string
-	method string
-	path   string
-	token  string
-	ws     string
-	key    string
-	body   string
+	contentType string
+	base        string
+	method      string
+	path        string
+	token       string
+	ws          string
+	key         string
+	body        string
 }
 
 func (b *bundle) call(t *testing.T, c call) (*http.Response, []byte) {
@@ -40,7 +41,9 @@ func (b *bundle) call(t *testing.T, c call) (*http.Response, []byte) {
 	if c.key != "" {
 		req.Header.Set("Idempotency-Key", c.key)
 	}
-	if c.body != "" {
+	if c.contentType != "" {
+		req.Header.Set("Content-Type", c.contentType)
+	} else if c.body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -211,6 +214,30 @@ func TestArchive(t *testing.T) {
 	}
 }
 
+// isoFixture makes an object of one kind in (cell server, workspace) and returns its ID.
+type isoFixture struct {
+	prefix string // ID prefix, to make a well-formed ID that does not exist
+	make   func(t *testing.T, b *bundle, base, ws string) string
+}
+
+// The isolation test's tables. Each resource's test file adds its rows in an init function:
+// a fixture per object ID path parameter, a valid sample body per writing operation that names
+// an object (so the answer is about the object, not about bad input), and the body's media
+// type when it is not JSON.
+var (
+	isoFixtures     = map[string]isoFixture{}
+	isoBodies       = map[string]string{}
+	isoContentTypes = map[string]string{}
+)
+
+func init() {
+	isoFixtures["project_id"] = isoFixture{prefix: ids.Project, make: func(t *testing.T, b *bundle, base, ws string) string {
+		id, _ := b.createProject(t, base, ws, "Foreign")
+		return id
+	}}
+	isoBodies["update-project"] = `{"version":1,"name":"Hijack"}`
+}
+
 // objectParam finds the object ID parameters of a path.
 var objectParam = regexp.MustCompile(`\{([a-z_]+_id)\}`)
 
@@ -224,15 +251,6 @@ func TestCrossWorkspaceObjectsAre404(t *testing.T) {
 	if err := b.dir.AddMember(ctx, b.wsOther, b.user.ID, "editor"); err != nil {
 		t.Fatal(err)
 	}
-	// fixtures make an object in (server, workspace) and return its ID.
-	fixtures := map[string]func(base, ws string) string{
-		"project_id": func(base, ws string) string { id, _ := b.createProject(t, base, ws, "Foreign"); return id },
-	}
-	newID := map[string]string{"project_id": ids.Project}
-	// Valid bodies for operations that take one, so the answer is about the object, not input.
-	bodies := map[string]string{
-		"update-project": `{"version":1,"name":"Hijack"}`,
-	}
 	checked := 0
 	for _, op := range b.api.Operations() {
 		params := objectParam.FindAllStringSubmatch(op.Path, -1)
@@ -245,21 +263,23 @@ func TestCrossWorkspaceObjectsAre404(t *testing.T) {
 		if len(names) == 0 {
 			continue
 		}
-		if op.Method != "GET" && bodies[op.ID] == "" && !strings.HasSuffix(op.Path, "/archive") {
+		if op.Method != "GET" && isoBodies[op.ID] == "" && !strings.HasSuffix(op.Path, "/archive") {
 			t.Errorf("%s: no sample body; add one so the isolation check is meaningful", op.ID)
 			continue
 		}
 		for _, other := range []struct{ name, base, ws string }{{"same cell", b.srv.URL, b.wsOther}, {"other cell", b.srvB.URL, b.wsB}} {
 			foreign, missing := op.Path, op.Path
 			for _, n := range names {
-				make, ok := fixtures[n]
+				fx, ok := isoFixtures[n]
 				if !ok {
-					t.Fatalf("%s: no fixture for {%s}; add one", op.ID, n)
+					t.Fatalf("%s: no fixture for {%s}; add one to isoFixtures", op.ID, n)
 				}
-				foreign = strings.ReplaceAll(foreign, "{"+n+"}", make(other.base, other.ws))
-				missing = strings.ReplaceAll(missing, "{"+n+"}", ids.New(newID[n]))
+				foreign = strings.ReplaceAll(foreign, "{"+n+"}", fx.make(t, b, other.base, other.ws))
+				missing = strings.ReplaceAll(missing, "{"+n+"}", ids.New(fx.prefix))
 			}
-			c := call{method: op.Method, ws: b.ws, body: bodies[op.ID]}
+			foreign = strings.ReplaceAll(foreign, "{workspace_id}", b.ws)
+			missing = strings.ReplaceAll(missing, "{workspace_id}", b.ws)
+			c := call{method: op.Method, ws: b.ws, body: isoBodies[op.ID], contentType: isoContentTypes[op.ID]}
 			if op.Idempotency == "required" {
 				c.key = ids.New("k")
 			}
