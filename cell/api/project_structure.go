@@ -1,7 +1,279 @@
 package api
 
-import "slidecells/cell/store"
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+
+	"github.com/jackc/pgx/v5"
+
+	"slidecells/cell/store"
+	"slidecells/shared/problem"
+)
+
+// ProjectConfiguration is a project's configuration, validated by this schema on every write.
+type ProjectConfiguration struct {
+	Title        string         `json:"title,omitempty" maxLength:"200"`
+	Locale       string         `json:"locale,omitempty" pattern:"^[a-z]{2,3}(-[A-Z]{2})?$" doc:"BCP 47 language tag, e.g. en-US"`
+	EntryRoute   string         `json:"entry_route,omitempty" maxLength:"200" pattern:"^/([a-z0-9-]+(/[a-z0-9-]+)*)?$" doc:"default entry route of previews"`
+	Timezone     string         `json:"timezone,omitempty" maxLength:"64" pattern:"^[A-Za-z_]+(/[A-Za-z0-9_+-]+)*$"`
+	Presentation map[string]any `json:"presentation,omitempty" doc:"presentation settings; apply-style writes a style's snapshot here"`
+}
+
+// ConfigurationBody is read and written as a whole, with its version baseline.
+type ConfigurationBody struct {
+	Version       int64                `json:"version" minimum:"1" doc:"the configuration version you read"`
+	Configuration ProjectConfiguration `json:"configuration"`
+}
+
+// ConfigurationOutput is a project's configuration.
+type ConfigurationOutput struct {
+	Body ConfigurationBody
+}
+
+// RouteNode is one route of a project's route tree.
+type RouteNode struct {
+	Segment  string      `json:"segment" maxLength:"64" pattern:"^([a-z0-9-]+)?$" doc:"path segment; empty only for the root"`
+	PageID   string      `json:"page_id,omitempty" pattern:"^pg_[a-z2-7]{26}$"`
+	Title    string      `json:"title,omitempty" maxLength:"200"`
+	Children []RouteNode `json:"children,omitempty" maxItems:"100"`
+}
+
+// RouteTree is a project's route tree.
+type RouteTree struct {
+	Routes []RouteNode `json:"routes" maxItems:"100"`
+}
+
+// RouteTreeBody is read and written as a whole, with its version baseline.
+type RouteTreeBody struct {
+	Version   int64     `json:"version" minimum:"1" doc:"the route tree version you read"`
+	RouteTree RouteTree `json:"route_tree"`
+}
+
+// RouteTreeOutput is a project's route tree.
+type RouteTreeOutput struct {
+	Body RouteTreeBody
+}
+
+// Route tree limits beyond the schema's per-level caps.
+const (
+	maxRouteNodes = 500
+	maxRouteDepth = 6
+	maxConfigJSON = 64 << 10
+)
+
+// PageSummaryView is a page in its project's list.
+type PageSummaryView struct {
+	ID       string `json:"id"`
+	Key      string `json:"key"`
+	Title    string `json:"title"`
+	FileType string `json:"file_type"`
+	Version  int64  `json:"version"`
+}
+
+// ProjectPagesOutput is a page of a project's pages.
+type ProjectPagesOutput struct {
+	Body struct {
+		Items      []PageSummaryView `json:"items"`
+		NextCursor string            `json:"next_cursor,omitempty"`
+	}
+}
+
+type projectIn struct {
+	WorkspaceHeader
+	ProjectPath
+}
 
 // registerProjectStructure adds project configuration, route tree, apply-style, build assets and
 // the project's pages.
-func (s *Server) registerProjectStructure(st *store.Store) {}
+func (s *Server) registerProjectStructure(st *store.Store) {
+	tags := []string{"projects"}
+	read := []string{"project:read"}
+	write := []string{"project:write"}
+	Register(s, Operation{ID: "get-project-configuration", Method: http.MethodGet, Path: "/api/v1/projects/{project_id}/configuration",
+		Summary: "Project configuration", Tags: tags, Access: InWorkspace, Scopes: read, ReadOnly: true},
+		func(ctx context.Context, in *projectIn) (*ConfigurationOutput, error) {
+			raw, v, err := st.GetPart(ctx, ScopeFrom(ctx), in.ProjectID, store.Configuration)
+			if err != nil {
+				return nil, err
+			}
+			out := &ConfigurationOutput{}
+			out.Body.Version = v
+			if err := json.Unmarshal(raw, &out.Body.Configuration); err != nil {
+				return nil, problem.Wrap(err, "stored configuration unreadable")
+			}
+			return out, nil
+		})
+	Register(s, Operation{ID: "put-project-configuration", Method: http.MethodPut, Path: "/api/v1/projects/{project_id}/configuration",
+		Summary: "Replace the project configuration (version-locked)", Tags: tags, Access: InWorkspace, Scopes: write,
+		Idempotency: KeyRequired, Lock: VersionLock},
+		func(ctx context.Context, in *struct {
+			WorkspaceHeader
+			IdempotencyHeader
+			ProjectPath
+			Body ConfigurationBody
+		}) (*ConfigurationOutput, error) {
+			if fe := validatePresentation(in.Body.Configuration.Presentation); len(fe) > 0 {
+				return nil, problem.Invalid(fe...)
+			}
+			v, err := st.PutPart(ctx, ScopeFrom(ctx), in.ProjectID, store.Configuration, in.Body.Version, in.Body.Configuration, nil)
+			if err != nil {
+				return nil, err
+			}
+			out := &ConfigurationOutput{}
+			out.Body.Version, out.Body.Configuration = v, in.Body.Configuration
+			return out, nil
+		})
+	Register(s, Operation{ID: "get-project-route-tree", Method: http.MethodGet, Path: "/api/v1/projects/{project_id}/route-tree",
+		Summary: "Project route tree", Tags: tags, Access: InWorkspace, Scopes: read, ReadOnly: true},
+		func(ctx context.Context, in *projectIn) (*RouteTreeOutput, error) {
+			raw, v, err := st.GetPart(ctx, ScopeFrom(ctx), in.ProjectID, store.RouteTree)
+			if err != nil {
+				return nil, err
+			}
+			out := &RouteTreeOutput{}
+			out.Body.Version = v
+			if err := json.Unmarshal(raw, &out.Body.RouteTree); err != nil {
+				return nil, problem.Wrap(err, "stored route tree unreadable")
+			}
+			if out.Body.RouteTree.Routes == nil {
+				out.Body.RouteTree.Routes = []RouteNode{}
+			}
+			return out, nil
+		})
+	Register(s, Operation{ID: "put-project-route-tree", Method: http.MethodPut, Path: "/api/v1/projects/{project_id}/route-tree",
+		Summary: "Replace the route tree (version-locked; every page must be a live page of the project)", Tags: tags,
+		Access: InWorkspace, Scopes: write, Idempotency: KeyRequired, Lock: VersionLock},
+		func(ctx context.Context, in *struct {
+			WorkspaceHeader
+			IdempotencyHeader
+			ProjectPath
+			Body RouteTreeBody
+		}) (*RouteTreeOutput, error) {
+			tree := in.Body.RouteTree
+			if tree.Routes == nil {
+				tree.Routes = []RouteNode{}
+			}
+			refs, fe := checkRouteTree(tree)
+			if len(fe) > 0 {
+				return nil, problem.Invalid(fe...)
+			}
+			sc := ScopeFrom(ctx)
+			v, err := st.PutPart(ctx, sc, in.ProjectID, store.RouteTree, in.Body.Version, tree, func(tx pgx.Tx) error {
+				if len(refs) == 0 {
+					return nil
+				}
+				ids := make([]string, 0, len(refs))
+				for id := range refs {
+					ids = append(ids, id)
+				}
+				live, err := store.LivePages(ctx, tx, sc, in.ProjectID, ids)
+				if err != nil {
+					return err
+				}
+				var missing []problem.FieldError
+				for id, field := range refs {
+					if !live[id] {
+						missing = append(missing, problem.FieldError{Field: field, Message: "not a live page of this project"})
+					}
+				}
+				if len(missing) > 0 {
+					return problem.Invalid(missing...)
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			out := &RouteTreeOutput{}
+			out.Body.Version, out.Body.RouteTree = v, tree
+			return out, nil
+		})
+	Register(s, Operation{ID: "list-project-pages", Method: http.MethodGet, Path: "/api/v1/projects/{project_id}/pages",
+		Summary: "Pages of the project", Tags: tags, Access: InWorkspace, Scopes: []string{"project:read", "page:read"}, ReadOnly: true},
+		func(ctx context.Context, in *struct {
+			WorkspaceHeader
+			ProjectPath
+			ListQuery
+		}) (*ProjectPagesOutput, error) {
+			ps, err := st.ListProjectPages(ctx, ScopeFrom(ctx), in.ProjectID, in.Cursor, in.Limit+1)
+			if err != nil {
+				return nil, err
+			}
+			out := &ProjectPagesOutput{}
+			out.Body.Items = []PageSummaryView{}
+			for i, p := range ps {
+				if i == in.Limit {
+					out.Body.NextCursor = ps[i-1].Key
+					break
+				}
+				out.Body.Items = append(out.Body.Items, PageSummaryView{ID: p.ID, Key: p.Key, Title: p.Title, FileType: p.FileType, Version: p.Version})
+			}
+			return out, nil
+		})
+}
+
+// checkRouteTree validates what the schema cannot: total size, depth, unique full paths, one
+// root. It returns the referenced page IDs with their field paths.
+func checkRouteTree(t RouteTree) (map[string]string, []problem.FieldError) {
+	refs := map[string]string{}
+	seen := map[string]string{}
+	var fe []problem.FieldError
+	count := 0
+	var walk func(nodes []RouteNode, parent, field string, depth int)
+	walk = func(nodes []RouteNode, parent, field string, depth int) {
+		for i, n := range nodes {
+			f := fmt.Sprintf("%s[%d]", field, i)
+			count++
+			if depth > maxRouteDepth {
+				fe = append(fe, problem.FieldError{Field: f, Message: fmt.Sprintf("routes nest at most %d deep", maxRouteDepth)})
+				continue
+			}
+			if n.Segment == "" && (depth > 1 || parent != "") {
+				fe = append(fe, problem.FieldError{Field: f + ".segment", Message: "only a top-level route may be the root (empty segment)"})
+			}
+			full := parent + "/" + n.Segment
+			if parent == "" && n.Segment == "" {
+				full = "/"
+			}
+			if prev, dup := seen[full]; dup {
+				fe = append(fe, problem.FieldError{Field: f + ".segment", Message: "route " + full + " is already defined at " + prev})
+			}
+			seen[full] = f
+			if n.PageID != "" {
+				refs[n.PageID] = f + ".page_id"
+			}
+			next := full
+			if full == "/" {
+				next = ""
+			}
+			walk(n.Children, next, f+".children", depth+1)
+		}
+	}
+	walk(t.Routes, "", "body.route_tree.routes", 1)
+	if count > maxRouteNodes {
+		fe = append(fe, problem.FieldError{Field: "body.route_tree.routes", Message: fmt.Sprintf("at most %d routes in all", maxRouteNodes)})
+	}
+	return refs, fe
+}
+
+var presentationKey = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+// validatePresentation bounds the free-form presentation object.
+func validatePresentation(p map[string]any) []problem.FieldError {
+	if p == nil {
+		return nil
+	}
+	var fe []problem.FieldError
+	for k := range p {
+		if !presentationKey.MatchString(k) {
+			fe = append(fe, problem.FieldError{Field: "body.configuration.presentation." + k, Message: "keys are snake_case, at most 64 characters"})
+		}
+	}
+	if raw, err := json.Marshal(p); err != nil || len(raw) > maxConfigJSON {
+		fe = append(fe, problem.FieldError{Field: "body.configuration.presentation", Message: fmt.Sprintf("at most %d bytes", maxConfigJSON)})
+	}
+	return fe
+}

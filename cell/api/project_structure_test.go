@@ -1,0 +1,137 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"slidecells/shared/ids"
+)
+
+func init() {
+	isoBodies["put-project-configuration"] = `{"version":1,"configuration":{"title":"x"}}`
+	isoBodies["put-project-route-tree"] = `{"version":1,"route_tree":{"routes":[]}}`
+}
+
+func TestProjectConfiguration(t *testing.T) {
+	b := setup(t)
+	id, _ := b.createProject(t, "", b.ws, "Deck")
+	path := "/api/v1/projects/" + id + "/configuration"
+	resp, body := b.call(t, call{method: "GET", path: path, ws: b.ws})
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"version":1`) {
+		t.Fatalf("get: %d %s", resp.StatusCode, body)
+	}
+	put := func(version int, cfg string) (int, []byte) {
+		resp, body := b.call(t, call{method: "PUT", path: path, ws: b.ws, key: ids.New("k"), body: fmt.Sprintf(`{"version":%d,"configuration":%s}`, version, cfg)})
+		return resp.StatusCode, body
+	}
+	if st, body := put(1, `{"title":"Q3","locale":"en-US","entry_route":"/intro","presentation":{"page_width":1280,"theme_key":"brand"}}`); st != 200 || !strings.Contains(string(body), `"version":2`) {
+		t.Fatalf("put: %d %s", st, body)
+	}
+	if st, body := put(1, `{"title":"stale"}`); st != 409 || code(t, body) != "VERSION_CONFLICT" {
+		t.Fatalf("stale: %d %s", st, body)
+	}
+	for cfg, field := range map[string]string{
+		`{"locale":"english"}`:                         "body.configuration.locale",
+		`{"entry_route":"no-slash"}`:                   "body.configuration.entry_route",
+		`{"title":"` + strings.Repeat("t", 201) + `"}`: "body.configuration.title",
+		`{"presentation":{"Bad Key":1}}`:               "body.configuration.presentation",
+		`{"unknown_field":1}`:                          "unknown_field",
+	} {
+		st, body := put(2, cfg)
+		if st != 422 || !strings.Contains(string(body), field) {
+			t.Errorf("%s: %d %s", cfg, st, body)
+		}
+	}
+	_, body = b.call(t, call{method: "GET", path: path, ws: b.ws})
+	if !strings.Contains(string(body), `"title":"Q3"`) || !strings.Contains(string(body), `"theme_key":"brand"`) {
+		t.Fatalf("after rejected writes: %s", body)
+	}
+}
+
+func TestRouteTree(t *testing.T) {
+	b := setup(t)
+	id, _ := b.createProject(t, "", b.ws, "Deck")
+	other, _ := b.createProject(t, "", b.ws, "Other")
+	page := ids.New(ids.Page)
+	otherPage := ids.New(ids.Page)
+	for _, p := range []struct{ id, project, key string }{{page, id, "intro"}, {otherPage, other, "x"}} {
+		if _, err := b.api.DB.Pool.Exec(context.Background(), `INSERT INTO pages (workspace_id, id, project_id, key, file_type, created_by) VALUES ($1, $2, $3, $4, 'tsx', 'u')`,
+			b.ws, p.id, p.project, p.key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := "/api/v1/projects/" + id + "/route-tree"
+	put := func(version int, tree string) (int, []byte) {
+		resp, body := b.call(t, call{method: "PUT", path: path, ws: b.ws, key: ids.New("k"), body: fmt.Sprintf(`{"version":%d,"route_tree":%s}`, version, tree)})
+		return resp.StatusCode, body
+	}
+	good := `{"routes":[{"segment":"","page_id":"` + page + `","children":[{"segment":"intro","title":"Intro"}]}]}`
+	if st, body := put(1, good); st != 200 || !strings.Contains(string(body), `"version":2`) {
+		t.Fatalf("good: %d %s", st, body)
+	}
+	cases := map[string]string{
+		`{"routes":[{"segment":"a"},{"segment":"a"}]}`:                       "body.route_tree.routes[1].segment",
+		`{"routes":[{"segment":"a","children":[{"segment":""}]}]}`:           "body.route_tree.routes[0].children[0].segment",
+		`{"routes":[{"segment":"a","page_id":"` + otherPage + `"}]}`:         "body.route_tree.routes[0].page_id",
+		`{"routes":[{"segment":"a","page_id":"` + ids.New(ids.Page) + `"}]}`: "body.route_tree.routes[0].page_id",
+		`{"routes":[{"segment":"Bad Segment"}]}`:                             "segment",
+		`{"routes":[{"segment":"a","page_id":"pg_x"}]}`:                      "page_id",
+		nest(8): "body.route_tree.routes[0]",
+	}
+	for tree, field := range cases {
+		if st, body := put(2, tree); st != 422 || !strings.Contains(string(body), field) {
+			t.Errorf("%s: %d %s", tree, st, body)
+		}
+	}
+	if st, body := put(1, `{"routes":[]}`); st != 409 {
+		t.Fatalf("stale: %d %s", st, body)
+	}
+	resp, body := b.call(t, call{method: "GET", path: path, ws: b.ws})
+	if resp.StatusCode != 200 || !strings.Contains(string(body), page) || !strings.Contains(string(body), `"segment":"intro"`) {
+		t.Fatalf("get: %d %s", resp.StatusCode, body)
+	}
+	resp, body = b.call(t, call{method: "GET", path: "/api/v1/projects/" + id + "/pages", ws: b.ws})
+	if resp.StatusCode != 200 || !strings.Contains(string(body), page) || strings.Contains(string(body), otherPage) {
+		t.Fatalf("pages: %d %s", resp.StatusCode, body)
+	}
+}
+
+func nest(depth int) string {
+	s := `{"segment":"leaf"}`
+	for i := 0; i < depth; i++ {
+		s = fmt.Sprintf(`{"segment":"n%d","children":[%s]}`, i, s)
+	}
+	return `{"routes":[` + s + `]}`
+}
+
+func TestAICatalogAndConfigs(t *testing.T) {
+	b := setup(t)
+	resp, body := b.call(t, call{method: "GET", path: "/ai/agent-catalog"})
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"key":"deck-writer"`) {
+		t.Fatalf("catalog: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := b.call(t, call{method: "GET", path: "/ai/agent-catalog/nope"}); resp.StatusCode != 404 {
+		t.Fatalf("unknown agent: %d", resp.StatusCode)
+	}
+	if _, err := b.api.DB.Pool.Exec(context.Background(), `INSERT INTO agent_configs (workspace_id, agent_key, enabled, settings, updated_by) VALUES ($1, 'deck-writer', false, '{"tone":"formal"}', 'u')`, b.ws); err != nil {
+		t.Fatal(err)
+	}
+	resp, body = b.call(t, call{method: "GET", path: "/ai/agent-configs", ws: b.ws})
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"tone":"formal"`) || !strings.Contains(string(body), `"palette_size":5`) {
+		t.Fatalf("configs: %d %s", resp.StatusCode, body)
+	}
+	resp, body = b.call(t, call{method: "GET", path: "/ai/agent-configs/deck-writer", ws: b.ws})
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"enabled":false`) {
+		t.Fatalf("config: %d %s", resp.StatusCode, body)
+	}
+	// Configs are per workspace: the other workspace sees the defaults.
+	resp, body = b.call(t, call{base: b.srvB.URL, method: "GET", path: "/ai/agent-configs/deck-writer", ws: b.wsB})
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"enabled":true`) {
+		t.Fatalf("other workspace: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := b.call(t, call{method: "GET", path: "/ai/agent-configs"}); resp.StatusCode != 400 {
+		t.Fatalf("no workspace: %d", resp.StatusCode)
+	}
+}
