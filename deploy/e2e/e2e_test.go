@@ -343,7 +343,13 @@ func TestFrozenCellDoesNotSlowOthers(t *testing.T) {
 
 func TestDirectoryOutageServesCachedForBoundedTime(t *testing.T) {
 	ctx := context.Background()
-	pgDir := t.TempDir()
+	// PostgreSQL runs as the postgres user when we are root: its folder must be reachable, and
+	// t.TempDir's parent is private.
+	pgDir, err := os.MkdirTemp("", "slidecells-dirpg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(pgDir) })
 	_ = os.Chmod(pgDir, 0o755)
 	pg, err := pgserver.Start(ctx, pgserver.Options{Dir: filepath.Join(pgDir, "pg")})
 	if err != nil {
