@@ -1,0 +1,229 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"slidecells/cell/auth"
+	"slidecells/shared/ids"
+	"slidecells/shared/problem"
+)
+
+// Assets is the kind of assets. Metadata edits are version-locked.
+var Assets = Kind{Name: "assets", Table: "assets", Prefix: ids.Asset, LockColumn: "version"}
+
+// assetContent is the same table seen by a content replacement, which is locked by hash.
+var assetContent = Kind{Name: "assets", Table: "assets", Prefix: ids.Asset, LockColumn: "sha256"}
+
+// Asset is an asset row. The bytes are in the cell's blob store under BlobKey (see cell/blob);
+// SHA256 is the lower-case hex digest of those bytes and the content's lock baseline.
+type Asset struct {
+	ID          string
+	Name        string
+	ContentType string // canonical, sniffed from the bytes (cell/blob allow-list)
+	ByteSize    int64
+	SHA256      string
+	BlobKey     string
+	Tags        []string
+	Metadata    json.RawMessage // a JSON object
+	Version     int64
+	CreatedBy   string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// AssetContent is stored content as cell/blob reports it, ready to be referenced by a row.
+type AssetContent struct {
+	ContentType string
+	ByteSize    int64
+	SHA256      string
+	BlobKey     string
+}
+
+// NewAsset is what CreateAsset inserts.
+type NewAsset struct {
+	Name     string
+	Content  AssetContent
+	Tags     []string
+	Metadata json.RawMessage // nil is {}
+}
+
+const assetCols = `id, name, content_type, byte_size, sha256, blob_key, tags, metadata, version, created_by, created_at, updated_at`
+
+func scanAsset(r pgx.Row) (Asset, error) {
+	var a Asset
+	err := r.Scan(&a.ID, &a.Name, &a.ContentType, &a.ByteSize, &a.SHA256, &a.BlobKey, &a.Tags, &a.Metadata,
+		&a.Version, &a.CreatedBy, &a.CreatedAt, &a.UpdatedAt)
+	if a.Tags == nil {
+		a.Tags = []string{}
+	}
+	return a, err
+}
+
+func metadataOrEmpty(m json.RawMessage) []byte {
+	if len(m) == 0 {
+		return []byte("{}")
+	}
+	return m
+}
+
+func tagsOrEmpty(t []string) []string {
+	if t == nil {
+		return []string{}
+	}
+	return t
+}
+
+// GetAsset returns a live asset of the workspace, or the one 404.
+func (st *Store) GetAsset(ctx context.Context, s auth.Scope, id string) (Asset, error) {
+	if err := check(s); err != nil {
+		return Asset{}, err
+	}
+	a, err := scanAsset(st.DB.Pool.QueryRow(ctx, `SELECT `+assetCols+` FROM assets
+		WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`, s.WorkspaceID(), id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Asset{}, problem.ErrNotFound()
+	}
+	return a, err
+}
+
+// CreateAsset inserts an asset row for content already in the blob store.
+func (st *Store) CreateAsset(ctx context.Context, s auth.Scope, n NewAsset) (Asset, error) {
+	var a Asset
+	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
+		var err error
+		a, err = scanAsset(tx.QueryRow(ctx, `
+			INSERT INTO assets (workspace_id, id, name, content_type, byte_size, sha256, blob_key, tags, metadata, created_by)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+			RETURNING `+assetCols, s.WorkspaceID(), ids.New(ids.Asset), n.Name, n.Content.ContentType, n.Content.ByteSize,
+			n.Content.SHA256, n.Content.BlobKey, tagsOrEmpty(n.Tags), metadataOrEmpty(n.Metadata), s.Principal().UserID))
+		return err
+	})
+	return a, err
+}
+
+// ReplaceAssetContent points a live asset at new content if its current sha256 is still the
+// baseline; a stale baseline is a 409 naming the current hash. The old blob is left in place.
+func (st *Store) ReplaceAssetContent(ctx context.Context, s auth.Scope, id, baselineSHA256 string, c AssetContent) (Asset, error) {
+	var a Asset
+	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
+		var err error
+		a, err = scanAsset(tx.QueryRow(ctx, `
+			UPDATE assets SET content_type = $4, byte_size = $5, sha256 = $6, blob_key = $7,
+			       version = version + 1, updated_at = now()
+			WHERE workspace_id = $1 AND id = $2 AND sha256 = $3 AND archived_at IS NULL
+			RETURNING `+assetCols, s.WorkspaceID(), id, baselineSHA256, c.ContentType, c.ByteSize, c.SHA256, c.BlobKey))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Locked(ctx, tx, assetContent, s, id)
+		}
+		return err
+	})
+	return a, err
+}
+
+// AssetChanges are the metadata edits of UpdateAsset; nil leaves a field as it is.
+type AssetChanges struct {
+	Name     *string
+	Tags     *[]string       // replaces the whole list
+	Metadata json.RawMessage // replaces the whole object; nil keeps it
+}
+
+// UpdateAsset edits name, tags and metadata if the version baseline is current.
+func (st *Store) UpdateAsset(ctx context.Context, s auth.Scope, id string, baseline int64, c AssetChanges) (Asset, error) {
+	var tags []string
+	if c.Tags != nil {
+		tags = tagsOrEmpty(*c.Tags)
+	}
+	var meta []byte
+	if c.Metadata != nil {
+		meta = metadataOrEmpty(c.Metadata)
+	}
+	var a Asset
+	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
+		var err error
+		a, err = scanAsset(tx.QueryRow(ctx, `
+			UPDATE assets SET name = COALESCE($4, name), tags = COALESCE($5, tags), metadata = COALESCE($6, metadata),
+			       version = version + 1, updated_at = now()
+			WHERE workspace_id = $1 AND id = $2 AND version = $3 AND archived_at IS NULL
+			RETURNING `+assetCols, s.WorkspaceID(), id, baseline, c.Name, tags, meta))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Locked(ctx, tx, Assets, s, id)
+		}
+		return err
+	})
+	return a, err
+}
+
+// CopyAsset makes a new asset row that references the same blob as a live source asset (content
+// addressing makes a byte copy unnecessary). Tags and metadata are copied; name, when not nil,
+// replaces the source's name.
+func (st *Store) CopyAsset(ctx context.Context, s auth.Scope, id string, name *string) (Asset, error) {
+	var a Asset
+	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
+		var err error
+		a, err = scanAsset(tx.QueryRow(ctx, `
+			INSERT INTO assets (workspace_id, id, name, content_type, byte_size, sha256, blob_key, tags, metadata, created_by)
+			SELECT workspace_id, $3, COALESCE($4, name), content_type, byte_size, sha256, blob_key, tags, metadata, $5
+			FROM assets WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL
+			RETURNING `+assetCols, s.WorkspaceID(), id, ids.New(ids.Asset), name, s.Principal().UserID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return problem.ErrNotFound()
+		}
+		return err
+	})
+	return a, err
+}
+
+// AssetFilter narrows ListAssets; empty fields do not filter.
+type AssetFilter struct {
+	Tag          string
+	ContentTypes []string // any of these
+}
+
+// ListAssets pages through live assets ordered by ID, after cursor.
+func (st *Store) ListAssets(ctx context.Context, s auth.Scope, f AssetFilter, cursor string, limit int) ([]Asset, error) {
+	if err := check(s); err != nil {
+		return nil, err
+	}
+	types := f.ContentTypes
+	if len(types) == 0 {
+		types = nil
+	}
+	rows, err := st.DB.Pool.Query(ctx, `SELECT `+assetCols+` FROM assets
+		WHERE workspace_id = $1 AND archived_at IS NULL AND id > $2
+		  AND ($4 = '' OR $4 = ANY(tags))
+		  AND ($5::TEXT[] IS NULL OR content_type = ANY($5::TEXT[]))
+		ORDER BY id LIMIT $3`, s.WorkspaceID(), cursor, limit, f.Tag, types)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Asset, error) { return scanAsset(r) })
+}
+
+// TagCount is one distinct tag of live assets and how many live assets carry it.
+type TagCount struct {
+	Tag   string
+	Count int64
+}
+
+// AssetTags lists the distinct tags of the workspace's live assets, ordered by tag, after cursor.
+func (st *Store) AssetTags(ctx context.Context, s auth.Scope, cursor string, limit int) ([]TagCount, error) {
+	if err := check(s); err != nil {
+		return nil, err
+	}
+	rows, err := st.DB.Pool.Query(ctx, `SELECT t.tag, count(*) FROM assets, unnest(assets.tags) AS t(tag)
+		WHERE assets.workspace_id = $1 AND assets.archived_at IS NULL AND t.tag > $2
+		GROUP BY t.tag ORDER BY t.tag LIMIT $3`, s.WorkspaceID(), cursor, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (TagCount, error) {
+		var tc TagCount
+		err := r.Scan(&tc.Tag, &tc.Count)
+		return tc, err
+	})
+}
