@@ -3,8 +3,10 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"io"
 	"net/http"
+	"os"
 
 	"go.uber.org/zap"
 
@@ -93,22 +95,17 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, op Operation
 	if limit <= 0 {
 		limit = DefaultMaxBodyBytes
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	fp, cleanup, err := fingerprintBody(r, limit)
+	defer cleanup()
 	if err != nil {
-		s.fail(ctx, w, problem.New(problem.BadRequest, "the request body could not be read"))
+		s.fail(ctx, w, err)
 		return
 	}
-	if int64(len(body)) > limit {
-		s.fail(ctx, w, problem.New(problem.PayloadTooLarge, "the request body is larger than %d bytes", limit))
-		return
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	ws := ""
 	if op.Access == InWorkspace {
 		ws = ScopeFrom(ctx).WorkspaceID()
 	}
 	k := idempotency.Key{WorkspaceID: ws, UserID: PrincipalFrom(ctx).UserID, OperationID: op.ID, Key: key}
-	fp := idempotency.Fingerprint(r.Method, r.URL.RequestURI(), body)
 	replay, err := s.Idem.Begin(ctx, k, fp)
 	if err != nil {
 		s.fail(ctx, w, err)
@@ -153,6 +150,46 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, op Operation
 		return
 	}
 	completed = true
+}
+
+// memoryBodyLimit is how much of a body is held in memory to fingerprint it; larger bodies
+// (uploads) are spooled to a temporary file while hashing, so memory stays flat.
+const memoryBodyLimit = 1 << 20
+
+// fingerprintBody reads the body once, bounded by limit, fingerprints the request and puts a
+// replayable body back on r. cleanup removes any spool file.
+func fingerprintBody(r *http.Request, limit int64) (fp []byte, cleanup func(), err error) {
+	cleanup = func() {}
+	head, err := io.ReadAll(io.LimitReader(r.Body, min(limit, memoryBodyLimit)+1))
+	if err != nil {
+		return nil, cleanup, problem.New(problem.BadRequest, "the request body could not be read")
+	}
+	if int64(len(head)) > limit {
+		return nil, cleanup, problem.New(problem.PayloadTooLarge, "the request body is larger than %d bytes", limit)
+	}
+	if int64(len(head)) <= memoryBodyLimit {
+		r.Body = io.NopCloser(bytes.NewReader(head))
+		return idempotency.Fingerprint(r.Method, r.URL.RequestURI(), r.Header, head), cleanup, nil
+	}
+	f, err := os.CreateTemp("", "slidecells-body-")
+	if err != nil {
+		return nil, cleanup, problem.Wrap(err, "cannot spool the request body")
+	}
+	cleanup = func() { f.Close(); os.Remove(f.Name()) }
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), io.MultiReader(bytes.NewReader(head), io.LimitReader(r.Body, limit+1-int64(len(head)))))
+	if err != nil {
+		return nil, cleanup, problem.New(problem.BadRequest, "the request body could not be read")
+	}
+	if n > limit {
+		return nil, cleanup, problem.New(problem.PayloadTooLarge, "the request body is larger than %d bytes", limit)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, cleanup, problem.Wrap(err, "cannot spool the request body")
+	}
+	r.Body = io.NopCloser(f)
+	r.ContentLength = n
+	return idempotency.FingerprintDigest(r.Method, r.URL.RequestURI(), r.Header, h.Sum(nil)), cleanup, nil
 }
 
 // recorder tees the answer so it can be stored for replay.

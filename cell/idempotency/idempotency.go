@@ -91,15 +91,23 @@ func ValidKey(k string) bool {
 	return true
 }
 
-// Fingerprint hashes method, path (with query) and the canonical form of the body: JSON bodies
-// are re-encoded with sorted keys and no insignificant space, others are hashed as sent.
-func Fingerprint(method, path string, body []byte) []byte {
+// Fingerprint hashes method, path (with query), the headers that change a request's meaning
+// (Content-Type, If-Match) and the canonical form of a body held in memory: JSON bodies are
+// re-encoded with sorted keys and no insignificant space, others are taken as sent.
+func Fingerprint(method, path string, header http.Header, body []byte) []byte {
+	d := sha256.Sum256(canonical(body))
+	return FingerprintDigest(method, path, header, d[:])
+}
+
+// FingerprintDigest is Fingerprint for a body too large to hold, given the SHA-256 of its bytes
+// as sent (large bodies are binary, so there is nothing to canonicalise).
+func FingerprintDigest(method, path string, header http.Header, bodyDigest []byte) []byte {
 	h := sha256.New()
-	h.Write([]byte(method))
-	h.Write([]byte{0})
-	h.Write([]byte(path))
-	h.Write([]byte{0})
-	h.Write(canonical(body))
+	for _, part := range []string{method, path, header.Get("Content-Type"), header.Get("If-Match")} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	h.Write(bodyDigest)
 	return h.Sum(nil)
 }
 

@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"crypto/sha256"
 	"net/http"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ func TestLeaseFreesAStuckKeyAndPurgeRemovesExpired(t *testing.T) {
 		Lease: time.Minute, Retention: 24 * time.Hour, Now: func() time.Time { return now }}
 	ctx := context.Background()
 	k := Key{WorkspaceID: "ws", UserID: "u", OperationID: "op", Key: "k1"}
-	fp := Fingerprint("POST", "/x", []byte(`{"a":1}`))
+	fp := Fingerprint("POST", "/x", nil, []byte(`{"a":1}`))
 	if r, err := s.Begin(ctx, k, fp); r != nil || err != nil {
 		t.Fatalf("first begin: %v %v", r, err)
 	}
@@ -39,7 +40,7 @@ func TestLeaseFreesAStuckKeyAndPurgeRemovesExpired(t *testing.T) {
 		t.Fatalf("replay: %+v %v", r, err)
 	}
 	// Different fingerprint: 409.
-	if _, err := s.Begin(ctx, k, Fingerprint("POST", "/x", []byte(`{"a":2}`))); problem.As(err).Code != problem.IdempotencyConflict {
+	if _, err := s.Begin(ctx, k, Fingerprint("POST", "/x", nil, []byte(`{"a":2}`))); problem.As(err).Code != problem.IdempotencyConflict {
 		t.Fatalf("reuse: %v", err)
 	}
 	// Retention over: purged, and the key is new again.
@@ -47,11 +48,11 @@ func TestLeaseFreesAStuckKeyAndPurgeRemovesExpired(t *testing.T) {
 	if n, err := s.Purge(ctx, 100); err != nil || n != 1 {
 		t.Fatalf("purge: %d %v", n, err)
 	}
-	if r, err := s.Begin(ctx, k, Fingerprint("POST", "/x", []byte(`{"a":2}`))); r != nil || err != nil {
+	if r, err := s.Begin(ctx, k, Fingerprint("POST", "/x", nil, []byte(`{"a":2}`))); r != nil || err != nil {
 		t.Fatalf("after retention: %v %v", r, err)
 	}
 	// Release forgets an execution so a retry can run at once.
-	if err := s.Release(ctx, k, Fingerprint("POST", "/x", []byte(`{"a":2}`))); err != nil {
+	if err := s.Release(ctx, k, Fingerprint("POST", "/x", nil, []byte(`{"a":2}`))); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := s.Begin(ctx, k, fp); r != nil || err != nil {
@@ -60,20 +61,30 @@ func TestLeaseFreesAStuckKeyAndPurgeRemovesExpired(t *testing.T) {
 }
 
 func TestFingerprintCanonicalJSON(t *testing.T) {
-	a := Fingerprint("POST", "/p", []byte(`{"b":1,"a":[1,2]}`))
-	b := Fingerprint("POST", "/p", []byte(" {\"a\": [1, 2], \"b\": 1}\n"))
+	a := Fingerprint("POST", "/p", nil, []byte(`{"b":1,"a":[1,2]}`))
+	b := Fingerprint("POST", "/p", nil, []byte(" {\"a\": [1, 2], \"b\": 1}\n"))
 	if string(a) != string(b) {
 		t.Fatal("reordered JSON fingerprints differ")
 	}
 	for _, other := range [][]byte{
-		Fingerprint("POST", "/p", []byte(`{"b":2,"a":[1,2]}`)),
-		Fingerprint("PUT", "/p", []byte(`{"b":1,"a":[1,2]}`)),
-		Fingerprint("POST", "/q", []byte(`{"b":1,"a":[1,2]}`)),
-		Fingerprint("POST", "/p", []byte(`{"b":1.0,"a":[1,2]}`)),
+		Fingerprint("POST", "/p", nil, []byte(`{"b":2,"a":[1,2]}`)),
+		Fingerprint("PUT", "/p", nil, []byte(`{"b":1,"a":[1,2]}`)),
+		Fingerprint("POST", "/q", nil, []byte(`{"b":1,"a":[1,2]}`)),
+		Fingerprint("POST", "/p", nil, []byte(`{"b":1.0,"a":[1,2]}`)),
+		Fingerprint("POST", "/p", http.Header{"Content-Type": {"text/plain"}}, []byte(`{"b":1,"a":[1,2]}`)),
+		Fingerprint("POST", "/p", http.Header{"If-Match": {`"abc"`}}, []byte(`{"b":1,"a":[1,2]}`)),
 	} {
 		if string(a) == string(other) {
 			t.Fatal("different requests share a fingerprint")
 		}
+	}
+}
+
+func TestFingerprintDigestMatchesBinaryBody(t *testing.T) {
+	body := []byte("\x89PNG binary")
+	d := sha256.Sum256(body)
+	if string(Fingerprint("PUT", "/a", nil, body)) != string(FingerprintDigest("PUT", "/a", nil, d[:])) {
+		t.Fatal("spooled and in-memory fingerprints of the same bytes differ")
 	}
 }
 

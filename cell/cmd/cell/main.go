@@ -23,6 +23,7 @@ import (
 	_ "gocloud.dev/blob/memblob"  // mem:// buckets (tests)
 
 	"slidecells/cell/api"
+	cblob "slidecells/cell/blob"
 	"slidecells/migrations"
 	"slidecells/shared/config"
 	"slidecells/shared/db"
@@ -136,6 +137,7 @@ func run() error {
 	go srv.Idem.PurgeLoop(ctx, 10*time.Minute, func(err error) {
 		log.Warn("idempotency purge failed", zap.Error(err))
 	})
+	go sweepTempBlobs(ctx, &cblob.Store{Bucket: bucket}, log)
 	ln, err := net.Listen("tcp", s.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("CELL_LISTEN_ADDR: %w", err)
@@ -175,4 +177,23 @@ func openBucket(ctx context.Context, u string) (*blob.Bucket, error) {
 		}
 	}
 	return blob.OpenBucket(ctx, u)
+}
+
+// sweepTempBlobs removes upload temporaries older than an hour (left by a crash mid-upload),
+// every ten minutes.
+func sweepTempBlobs(ctx context.Context, st *cblob.Store, log *zap.Logger) {
+	t := time.NewTicker(10 * time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := st.SweepTemp(ctx, time.Now().Add(-time.Hour)); err != nil {
+				log.Warn("temporary blob sweep failed", zap.Error(err))
+			} else if n > 0 {
+				log.Info("temporary blobs swept", zap.Int("count", n))
+			}
+		}
+	}
 }
