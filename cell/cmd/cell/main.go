@@ -21,6 +21,7 @@ import (
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/fileblob" // file:// buckets
 	_ "gocloud.dev/blob/memblob"  // mem:// buckets (tests)
+	_ "gocloud.dev/blob/s3blob"   // s3:// buckets (production)
 
 	"slidecells/cell/api"
 	cblob "slidecells/cell/blob"
