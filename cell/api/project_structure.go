@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
+	cblob "slidecells/cell/blob"
 	"slidecells/cell/store"
 	"slidecells/shared/problem"
 )
@@ -63,6 +65,36 @@ const (
 	maxRouteDepth = 6
 	maxConfigJSON = 64 << 10
 )
+
+// BuildAsset is one asset a project's build ships, at a path of the built site.
+type BuildAsset struct {
+	AssetID string `json:"asset_id" pattern:"^ast_[a-z2-7]{26}$"`
+	Role    string `json:"role" enum:"favicon,social-image,font,image,download" doc:"what the build does with it"`
+	Path    string `json:"path" maxLength:"200" pattern:"^/assets/[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$" doc:"path in the built site, under /assets/"`
+	// SHA256 and ContentURL are filled in by the backend: the build pins this content.
+	SHA256     string `json:"sha256,omitempty" readOnly:"true"`
+	ContentURL string `json:"content_url,omitempty" readOnly:"true"`
+}
+
+// BuildAssetsBody is read and written as a whole, with its version baseline.
+type BuildAssetsBody struct {
+	Version     int64        `json:"version" minimum:"1" doc:"the build assets version you read"`
+	BuildAssets []BuildAsset `json:"build_assets" maxItems:"100"`
+}
+
+// BuildAssetsOutput is a project's build assets.
+type BuildAssetsOutput struct {
+	Body BuildAssetsBody
+}
+
+// roleKinds says which content each build role takes.
+var roleKinds = map[string][]cblob.Kind{
+	"favicon":      {cblob.KindImage},
+	"social-image": {cblob.KindImage},
+	"image":        {cblob.KindImage},
+	"font":         {cblob.KindFont},
+	"download":     {cblob.KindImage, cblob.KindFont, cblob.KindDocument},
+}
 
 // PageSummaryView is a page in its project's list.
 type PageSummaryView struct {
@@ -189,6 +221,69 @@ func (s *Server) registerProjectStructure(st *store.Store) {
 			}
 			out := &RouteTreeOutput{}
 			out.Body.Version, out.Body.RouteTree = v, tree
+			return out, nil
+		})
+	Register(s, Operation{ID: "get-project-build-assets", Method: http.MethodGet, Path: "/api/v1/projects/{project_id}/build-assets",
+		Summary: "Assets the project's build ships", Tags: tags, Access: InWorkspace, Scopes: read, ReadOnly: true},
+		func(ctx context.Context, in *projectIn) (*BuildAssetsOutput, error) {
+			raw, v, err := st.GetPart(ctx, ScopeFrom(ctx), in.ProjectID, store.BuildAssets)
+			if err != nil {
+				return nil, err
+			}
+			out := &BuildAssetsOutput{}
+			out.Body.Version = v
+			if err := json.Unmarshal(raw, &out.Body.BuildAssets); err != nil {
+				return nil, problem.Wrap(err, "stored build assets unreadable")
+			}
+			if out.Body.BuildAssets == nil {
+				out.Body.BuildAssets = []BuildAsset{}
+			}
+			return out, nil
+		})
+	Register(s, Operation{ID: "put-project-build-assets", Method: http.MethodPut, Path: "/api/v1/projects/{project_id}/build-assets",
+		Summary: "Set the assets the project's build ships (version-locked; each asset pinned by its content hash)", Tags: tags,
+		Access: InWorkspace, Scopes: []string{"project:write", "asset:read"}, Idempotency: KeyRequired, Lock: VersionLock},
+		func(ctx context.Context, in *struct {
+			WorkspaceHeader
+			IdempotencyHeader
+			ProjectPath
+			Body BuildAssetsBody
+		}) (*BuildAssetsOutput, error) {
+			sc := ScopeFrom(ctx)
+			list := in.Body.BuildAssets
+			if list == nil {
+				list = []BuildAsset{}
+			}
+			var fe []problem.FieldError
+			paths := map[string]int{}
+			for i := range list {
+				f := fmt.Sprintf("body.build_assets[%d]", i)
+				if j, dup := paths[list[i].Path]; dup {
+					fe = append(fe, problem.FieldError{Field: f + ".path", Message: fmt.Sprintf("same path as build_assets[%d]", j)})
+				}
+				paths[list[i].Path] = i
+				a, err := st.GetAsset(ctx, sc, list[i].AssetID)
+				if problem.As(err).Code == problem.NotFound {
+					fe = append(fe, problem.FieldError{Field: f + ".asset_id", Message: "not a live asset of this workspace"})
+					continue
+				}
+				if err != nil {
+					return nil, err
+				}
+				if !slices.Contains(roleKinds[list[i].Role], cblob.KindOf(a.ContentType)) {
+					fe = append(fe, problem.FieldError{Field: f + ".role", Message: fmt.Sprintf("a %s asset cannot be a %s", a.ContentType, list[i].Role)})
+				}
+				list[i].SHA256, list[i].ContentURL = a.SHA256, AssetContentURL(a.ID, a.SHA256)
+			}
+			if len(fe) > 0 {
+				return nil, problem.Invalid(fe...)
+			}
+			v, err := st.PutPart(ctx, sc, in.ProjectID, store.BuildAssets, in.Body.Version, list, nil)
+			if err != nil {
+				return nil, err
+			}
+			out := &BuildAssetsOutput{}
+			out.Body.Version, out.Body.BuildAssets = v, list
 			return out, nil
 		})
 	Register(s, Operation{ID: "list-project-pages", Method: http.MethodGet, Path: "/api/v1/projects/{project_id}/pages",

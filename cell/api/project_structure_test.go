@@ -12,6 +12,43 @@ import (
 func init() {
 	isoBodies["put-project-configuration"] = `{"version":1,"configuration":{"title":"x"}}`
 	isoBodies["put-project-route-tree"] = `{"version":1,"route_tree":{"routes":[]}}`
+	isoBodies["put-project-build-assets"] = `{"version":1,"build_assets":[]}`
+}
+
+func TestBuildAssets(t *testing.T) {
+	b := setup(t)
+	id, _ := b.createProject(t, "", b.ws, "Deck")
+	png := b.uploadAsset(t, "", b.ws, "image/png", string(testPNG(t, 4, 4, 9)), "")
+	font := b.uploadAsset(t, "", b.ws, "font/woff2", "wOF2\x00\x01\x00\x00"+strings.Repeat("\x01", 40), "")
+	foreign := b.uploadAsset(t, b.srvB.URL, b.wsB, "image/png", string(testPNG(t, 2, 2, 1)), "")
+	path := "/api/v1/projects/" + id + "/build-assets"
+	put := func(version int, list string) (int, []byte) {
+		resp, body := b.call(t, call{method: "PUT", path: path, ws: b.ws, key: ids.New("k"), body: fmt.Sprintf(`{"version":%d,"build_assets":%s}`, version, list)})
+		return resp.StatusCode, body
+	}
+	good := fmt.Sprintf(`[{"asset_id":%q,"role":"favicon","path":"/assets/favicon.png"},{"asset_id":%q,"role":"font","path":"/assets/fonts/brand.woff2"}]`, png.ID, font.ID)
+	st, body := put(1, good)
+	if st != 200 || !strings.Contains(string(body), png.SHA256) || !strings.Contains(string(body), `"version":2`) {
+		t.Fatalf("good: %d %s", st, body)
+	}
+	for list, field := range map[string]string{
+		fmt.Sprintf(`[{"asset_id":%q,"role":"font","path":"/assets/a.png"}]`, png.ID):                                                                "body.build_assets[0].role",
+		fmt.Sprintf(`[{"asset_id":%q,"role":"image","path":"/assets/a.png"}]`, foreign.ID):                                                           "body.build_assets[0].asset_id",
+		fmt.Sprintf(`[{"asset_id":%q,"role":"image","path":"/assets/a.png"},{"asset_id":%q,"role":"image","path":"/assets/a.png"}]`, png.ID, png.ID): "body.build_assets[1].path",
+		fmt.Sprintf(`[{"asset_id":%q,"role":"image","path":"/etc/passwd"}]`, png.ID):                                                                 "path",
+		fmt.Sprintf(`[{"asset_id":%q,"role":"banner","path":"/assets/a.png"}]`, png.ID):                                                              "role",
+	} {
+		if st, body := put(2, list); st != 422 || !strings.Contains(string(body), field) {
+			t.Errorf("%s: %d %s", list, st, body)
+		}
+	}
+	if st, _ := put(1, `[]`); st != 409 {
+		t.Fatalf("stale: %d", st)
+	}
+	resp, body := b.call(t, call{method: "GET", path: path, ws: b.ws})
+	if resp.StatusCode != 200 || !strings.Contains(string(body), font.SHA256) || !strings.Contains(string(body), "/assets/favicon.png") {
+		t.Fatalf("get: %d %s", resp.StatusCode, body)
+	}
 }
 
 func TestProjectConfiguration(t *testing.T) {
