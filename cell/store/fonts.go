@@ -1,0 +1,415 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"slidecells/cell/auth"
+	"slidecells/shared/db"
+	"slidecells/shared/ids"
+	"slidecells/shared/problem"
+)
+
+// FontFamily is a workspace font family with its faces.
+type FontFamily struct {
+	ID        string
+	Name      string
+	Version   int64
+	Faces     []FontFace // every face, enabled or not, ordered by ID
+	CreatedBy string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// FontFace is one face: an uploaded font asset and its @font-face descriptors.
+type FontFace struct {
+	ID           string
+	FamilyID     string
+	FamilyName   string
+	AssetID      string
+	WeightMin    int
+	WeightMax    int
+	Style        string
+	Display      string
+	UnicodeRange string
+	Enabled      bool
+	Version      int64
+	CreatedBy    string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// FontFaceInput is a face to create. The caller has validated every field; FamilyName is found
+// or created (case-insensitively) in the workspace.
+type FontFaceInput struct {
+	FamilyName   string
+	AssetID      string
+	WeightMin    int
+	WeightMax    int
+	Style        string
+	Display      string
+	UnicodeRange string
+	Enabled      bool
+}
+
+// FontFacePatch changes a face; nil fields keep their value. A FamilyName moves the face to
+// that family, found or created by name.
+type FontFacePatch struct {
+	FamilyName   *string
+	AssetID      *string
+	WeightMin    *int // set together with WeightMax
+	WeightMax    *int
+	Style        *string
+	Display      *string
+	UnicodeRange *string
+	Enabled      *bool
+}
+
+// FamilyNameKey is the key under which family names are unique in a workspace: names differing
+// only in letter case are the same family.
+func FamilyNameKey(name string) string { return strings.ToLower(name) }
+
+const faceCols = `f.id, f.family_id, m.name, f.asset_id, f.weight_min, f.weight_max, f.font_style, f.font_display,
+	f.unicode_range, f.enabled, f.version, f.created_by, f.created_at, f.updated_at`
+
+const faceFrom = ` FROM font_faces f JOIN font_families m ON m.workspace_id = f.workspace_id AND m.id = f.family_id `
+
+func scanFace(r pgx.Row) (FontFace, error) {
+	var f FontFace
+	err := r.Scan(&f.ID, &f.FamilyID, &f.FamilyName, &f.AssetID, &f.WeightMin, &f.WeightMax, &f.Style, &f.Display,
+		&f.UnicodeRange, &f.Enabled, &f.Version, &f.CreatedBy, &f.CreatedAt, &f.UpdatedAt)
+	return f, err
+}
+
+const familyCols = `id, name, version, created_by, created_at, updated_at`
+
+func scanFamily(r pgx.Row) (FontFamily, error) {
+	var m FontFamily
+	err := r.Scan(&m.ID, &m.Name, &m.Version, &m.CreatedBy, &m.CreatedAt, &m.UpdatedAt)
+	return m, err
+}
+
+// querier is what both the pool and a transaction offer.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// ListFontFamilies pages through the workspace's families ordered by ID, after cursor, each
+// with all of its faces.
+func (st *Store) ListFontFamilies(ctx context.Context, s auth.Scope, cursor string, limit int) ([]FontFamily, error) {
+	if err := check(s); err != nil {
+		return nil, err
+	}
+	rows, err := st.DB.Pool.Query(ctx, `SELECT `+familyCols+` FROM font_families
+		WHERE workspace_id = $1 AND id > $2 ORDER BY id LIMIT $3`, s.WorkspaceID(), cursor, limit)
+	if err != nil {
+		return nil, err
+	}
+	fams, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (FontFamily, error) { return scanFamily(r) })
+	if err != nil || len(fams) == 0 {
+		return fams, err
+	}
+	famIDs := make([]string, len(fams))
+	for i, m := range fams {
+		famIDs[i] = m.ID
+	}
+	faces, err := facesOf(ctx, st.DB.Pool, s, famIDs)
+	if err != nil {
+		return nil, err
+	}
+	for i := range fams {
+		fams[i].Faces = faces[fams[i].ID]
+		if fams[i].Faces == nil {
+			fams[i].Faces = []FontFace{}
+		}
+	}
+	return fams, nil
+}
+
+// facesOf returns the faces of the given families, by family, each list ordered by face ID.
+func facesOf(ctx context.Context, q querier, s auth.Scope, familyIDs []string) (map[string][]FontFace, error) {
+	rows, err := q.Query(ctx, `SELECT `+faceCols+faceFrom+`
+		WHERE f.workspace_id = $1 AND f.family_id = ANY($2) ORDER BY f.family_id, f.id`, s.WorkspaceID(), familyIDs)
+	if err != nil {
+		return nil, err
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (FontFace, error) { return scanFace(r) })
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]FontFace{}
+	for _, f := range list {
+		out[f.FamilyID] = append(out[f.FamilyID], f)
+	}
+	return out, nil
+}
+
+// GetFontFamily returns a family of the workspace with all its faces.
+func (st *Store) GetFontFamily(ctx context.Context, s auth.Scope, id string) (FontFamily, error) {
+	if err := check(s); err != nil {
+		return FontFamily{}, err
+	}
+	return getFamily(ctx, st.DB.Pool, s, id)
+}
+
+func getFamily(ctx context.Context, q querier, s auth.Scope, id string) (FontFamily, error) {
+	m, err := scanFamily(q.QueryRow(ctx, `SELECT `+familyCols+` FROM font_families WHERE workspace_id = $1 AND id = $2`,
+		s.WorkspaceID(), id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return m, problem.ErrNotFound()
+	}
+	if err != nil {
+		return m, err
+	}
+	faces, err := facesOf(ctx, q, s, []string{id})
+	if err != nil {
+		return m, err
+	}
+	m.Faces = faces[id]
+	if m.Faces == nil {
+		m.Faces = []FontFace{}
+	}
+	return m, nil
+}
+
+func errFamilyName(name string) error {
+	return problem.New(problem.NameConflict, "a font family named %q already exists in this workspace (names are compared case-insensitively)", name)
+}
+
+// RenameFontFamily renames a family if the version baseline is current. Names are unique per
+// workspace, case-insensitively: a clash is a 409 NAME_CONFLICT.
+func (st *Store) RenameFontFamily(ctx context.Context, s auth.Scope, id string, baseline int64, name string) (FontFamily, error) {
+	var m FontFamily
+	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
+		var current int64
+		err := tx.QueryRow(ctx, `SELECT version FROM font_families WHERE workspace_id = $1 AND id = $2 FOR UPDATE`,
+			s.WorkspaceID(), id).Scan(&current)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return problem.ErrNotFound()
+		}
+		if err != nil {
+			return err
+		}
+		if current != baseline {
+			return problem.New(problem.VersionConflict, "the font family changed since it was read (current version %d); re-read before deciding", current)
+		}
+		var clash string
+		err = tx.QueryRow(ctx, `SELECT id FROM font_families WHERE workspace_id = $1 AND name_key = $2 AND id <> $3`,
+			s.WorkspaceID(), FamilyNameKey(name), id).Scan(&clash)
+		if err == nil {
+			return errFamilyName(name)
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE font_families SET name = $3, name_key = $4, version = version + 1, updated_at = now()
+			WHERE workspace_id = $1 AND id = $2`, s.WorkspaceID(), id, name, FamilyNameKey(name)); err != nil {
+			if db.IsUniqueViolation(err) {
+				return errFamilyName(name)
+			}
+			return err
+		}
+		m, err = getFamily(ctx, tx, s, id)
+		return err
+	})
+	return m, err
+}
+
+// familyBound reports whether a live theme binds the family for any role.
+func familyBound(ctx context.Context, tx pgx.Tx, s auth.Scope, familyID string) (bool, error) {
+	var n int
+	err := tx.QueryRow(ctx, `SELECT count(*) FROM themes WHERE workspace_id = $1 AND archived_at IS NULL
+		AND (heading_font_family_id = $2 OR body_font_family_id = $2 OR code_font_family_id = $2)`,
+		s.WorkspaceID(), familyID).Scan(&n)
+	return n > 0, err
+}
+
+// DeleteFontFamily removes a family that has no faces and no binding from a live theme;
+// otherwise it is a 409 STATE_CONFLICT. This is the one hard delete of the design system, the
+// one the specification names for font families.
+func (st *Store) DeleteFontFamily(ctx context.Context, s auth.Scope, id string) error {
+	return st.WriteTx(ctx, s, func(tx pgx.Tx) error {
+		var found string
+		err := tx.QueryRow(ctx, `SELECT id FROM font_families WHERE workspace_id = $1 AND id = $2 FOR UPDATE`,
+			s.WorkspaceID(), id).Scan(&found)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return problem.ErrNotFound()
+		}
+		if err != nil {
+			return err
+		}
+		var faces int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM font_faces WHERE workspace_id = $1 AND family_id = $2`,
+			s.WorkspaceID(), id).Scan(&faces); err != nil {
+			return err
+		}
+		if faces > 0 {
+			return problem.New(problem.StateConflict, "the font family still has %d face(s); delete them first", faces)
+		}
+		bound, err := familyBound(ctx, tx, s, id)
+		if err != nil {
+			return err
+		}
+		if bound {
+			return problem.New(problem.StateConflict, "a theme binds this font family; bind the theme to another family or a preset first")
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM font_families WHERE workspace_id = $1 AND id = $2`, s.WorkspaceID(), id)
+		return err
+	})
+}
+
+// familyByName finds the family with that name (case-insensitively) or creates it, and returns
+// its ID.
+func familyByName(ctx context.Context, tx pgx.Tx, s auth.Scope, name string) (string, error) {
+	var id string
+	err := tx.QueryRow(ctx, `SELECT id FROM font_families WHERE workspace_id = $1 AND name_key = $2`,
+		s.WorkspaceID(), FamilyNameKey(name)).Scan(&id)
+	if err == nil || !errors.Is(err, pgx.ErrNoRows) {
+		return id, err
+	}
+	id = ids.New(ids.FontFamily)
+	_, err = tx.Exec(ctx, `INSERT INTO font_families (workspace_id, id, name, name_key, created_by) VALUES ($1, $2, $3, $4, $5)`,
+		s.WorkspaceID(), id, name, FamilyNameKey(name), s.Principal().UserID)
+	return id, err
+}
+
+// removeIfOrphan deletes a family left without faces unless a live theme binds it, and reports
+// whether it did.
+func removeIfOrphan(ctx context.Context, tx pgx.Tx, s auth.Scope, familyID string) (bool, error) {
+	var faces int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM font_faces WHERE workspace_id = $1 AND family_id = $2`,
+		s.WorkspaceID(), familyID).Scan(&faces); err != nil {
+		return false, err
+	}
+	if faces > 0 {
+		return false, nil
+	}
+	bound, err := familyBound(ctx, tx, s, familyID)
+	if err != nil || bound {
+		return false, err
+	}
+	_, err = tx.Exec(ctx, `DELETE FROM font_families WHERE workspace_id = $1 AND id = $2`, s.WorkspaceID(), familyID)
+	return err == nil, err
+}
+
+func getFace(ctx context.Context, q querier, s auth.Scope, id string) (FontFace, error) {
+	f, err := scanFace(q.QueryRow(ctx, `SELECT `+faceCols+faceFrom+` WHERE f.workspace_id = $1 AND f.id = $2`, s.WorkspaceID(), id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return f, problem.ErrNotFound()
+	}
+	return f, err
+}
+
+// GetFontFace returns a face of the workspace.
+func (st *Store) GetFontFace(ctx context.Context, s auth.Scope, id string) (FontFace, error) {
+	if err := check(s); err != nil {
+		return FontFace{}, err
+	}
+	return getFace(ctx, st.DB.Pool, s, id)
+}
+
+// CreateFontFace adds a face to the family named in.FamilyName, creating the family when the
+// workspace has none of that name, in one transaction.
+func (st *Store) CreateFontFace(ctx context.Context, s auth.Scope, in FontFaceInput) (FontFace, error) {
+	var f FontFace
+	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
+		famID, err := familyByName(ctx, tx, s, in.FamilyName)
+		if err != nil {
+			return err
+		}
+		id := ids.New(ids.FontFace)
+		if _, err := tx.Exec(ctx, `INSERT INTO font_faces (workspace_id, id, family_id, asset_id, weight_min, weight_max,
+			font_style, font_display, unicode_range, enabled, created_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			s.WorkspaceID(), id, famID, in.AssetID, in.WeightMin, in.WeightMax, in.Style, in.Display, in.UnicodeRange,
+			in.Enabled, s.Principal().UserID); err != nil {
+			return err
+		}
+		f, err = getFace(ctx, tx, s, id)
+		return err
+	})
+	return f, err
+}
+
+// UpdateFontFace changes a face if the version baseline is current. A move to another family
+// (p.FamilyName) finds or creates the target and removes the old family when it is left without
+// faces and no live theme binds it.
+func (st *Store) UpdateFontFace(ctx context.Context, s auth.Scope, id string, baseline int64, p FontFacePatch) (FontFace, error) {
+	var f FontFace
+	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
+		cur, err := getFace(ctx, tx, s, id)
+		if err != nil {
+			return err
+		}
+		if cur.Version != baseline {
+			return problem.New(problem.VersionConflict, "the font face changed since it was read (current version %d); re-read before deciding", cur.Version)
+		}
+		famID := cur.FamilyID
+		if p.FamilyName != nil {
+			if famID, err = familyByName(ctx, tx, s, *p.FamilyName); err != nil {
+				return err
+			}
+		}
+		next := cur
+		set := func(dst *string, v *string) {
+			if v != nil {
+				*dst = *v
+			}
+		}
+		set(&next.AssetID, p.AssetID)
+		set(&next.Style, p.Style)
+		set(&next.Display, p.Display)
+		set(&next.UnicodeRange, p.UnicodeRange)
+		if p.WeightMin != nil && p.WeightMax != nil {
+			next.WeightMin, next.WeightMax = *p.WeightMin, *p.WeightMax
+		}
+		if p.Enabled != nil {
+			next.Enabled = *p.Enabled
+		}
+		if _, err := tx.Exec(ctx, `UPDATE font_faces SET family_id = $3, asset_id = $4, weight_min = $5, weight_max = $6,
+			font_style = $7, font_display = $8, unicode_range = $9, enabled = $10, version = version + 1, updated_at = now()
+			WHERE workspace_id = $1 AND id = $2`, s.WorkspaceID(), id, famID, next.AssetID, next.WeightMin, next.WeightMax,
+			next.Style, next.Display, next.UnicodeRange, next.Enabled); err != nil {
+			return err
+		}
+		if famID != cur.FamilyID {
+			if _, err := removeIfOrphan(ctx, tx, s, cur.FamilyID); err != nil {
+				return err
+			}
+		}
+		f, err = getFace(ctx, tx, s, id)
+		return err
+	})
+	return f, err
+}
+
+// DeleteFontFace removes a face. When it was the family's last face and no live theme binds the
+// family, the family is removed too; familyRemoved says so.
+func (st *Store) DeleteFontFace(ctx context.Context, s auth.Scope, id string) (familyID string, familyRemoved bool, err error) {
+	err = st.WriteTx(ctx, s, func(tx pgx.Tx) error {
+		familyRemoved = false
+		err := tx.QueryRow(ctx, `DELETE FROM font_faces WHERE workspace_id = $1 AND id = $2 RETURNING family_id`,
+			s.WorkspaceID(), id).Scan(&familyID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return problem.ErrNotFound()
+		}
+		if err != nil {
+			return err
+		}
+		familyRemoved, err = removeIfOrphan(ctx, tx, s, familyID)
+		return err
+	})
+	return familyID, familyRemoved, err
+}
+
+// familyExists reports whether the workspace has the family. It reads in tx so that a theme
+// binding and a family removal cannot pass each other.
+func familyExists(ctx context.Context, tx pgx.Tx, s auth.Scope, id string) (bool, error) {
+	var n int
+	err := tx.QueryRow(ctx, `SELECT count(*) FROM font_families WHERE workspace_id = $1 AND id = $2`, s.WorkspaceID(), id).Scan(&n)
+	return n > 0, err
+}

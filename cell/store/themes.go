@@ -1,0 +1,249 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"slidecells/cell/auth"
+	"slidecells/shared/db"
+	"slidecells/shared/ids"
+	"slidecells/shared/problem"
+)
+
+// Themes is the kind of themes.
+var Themes = Kind{Name: "themes", Table: "themes", Prefix: ids.Theme, LockColumn: "version"}
+
+// FontRoles are the typography roles of a theme, in output order.
+var FontRoles = []string{"heading", "body", "code"}
+
+// ThemeFont is a theme's typography for one role: a workspace font family (FamilyID) or a
+// platform preset token (Preset), exactly one of them.
+type ThemeFont struct {
+	FamilyID   string
+	FamilyName string // read only: the bound family's current name
+	Preset     string
+}
+
+// Theme is a theme row. Colors, Spacing and Radius are stored as validated by the API.
+type Theme struct {
+	ID        string
+	Key       string
+	Name      string
+	Colors    map[string]string
+	Spacing   []int
+	Radius    []int
+	Fonts     map[string]ThemeFont // by role; every role is present
+	Version   int64
+	CreatedBy string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// UnknownFamilyError names the roles whose font family does not exist in the workspace.
+type UnknownFamilyError struct {
+	Roles []string
+}
+
+func (e *UnknownFamilyError) Error() string {
+	return "unknown font family for roles " + strings.Join(e.Roles, ", ")
+}
+
+func errThemeKey(key string) error {
+	return problem.New(problem.NameConflict, "a theme with key %q already exists in this workspace", key)
+}
+
+const themeCols = `t.id, t.key, t.name, t.colors, t.spacing, t.radius,
+	COALESCE(t.heading_font_family_id, ''), COALESCE(h.name, ''), COALESCE(t.heading_font_preset, ''),
+	COALESCE(t.body_font_family_id, ''), COALESCE(b.name, ''), COALESCE(t.body_font_preset, ''),
+	COALESCE(t.code_font_family_id, ''), COALESCE(c.name, ''), COALESCE(t.code_font_preset, ''),
+	t.version, t.created_by, t.created_at, t.updated_at`
+
+const themeFrom = ` FROM themes t
+	LEFT JOIN font_families h ON h.workspace_id = t.workspace_id AND h.id = t.heading_font_family_id
+	LEFT JOIN font_families b ON b.workspace_id = t.workspace_id AND b.id = t.body_font_family_id
+	LEFT JOIN font_families c ON c.workspace_id = t.workspace_id AND c.id = t.code_font_family_id `
+
+func scanTheme(r pgx.Row) (Theme, error) {
+	var t Theme
+	var colors, spacing, radius []byte
+	var hf, hn, hp, bf, bn, bp, cf, cn, cp string
+	err := r.Scan(&t.ID, &t.Key, &t.Name, &colors, &spacing, &radius, &hf, &hn, &hp, &bf, &bn, &bp, &cf, &cn, &cp,
+		&t.Version, &t.CreatedBy, &t.CreatedAt, &t.UpdatedAt)
+	if err != nil {
+		return t, err
+	}
+	if err := errors.Join(json.Unmarshal(colors, &t.Colors), json.Unmarshal(spacing, &t.Spacing), json.Unmarshal(radius, &t.Radius)); err != nil {
+		return t, problem.Wrap(err, "cannot decode theme")
+	}
+	t.Fonts = map[string]ThemeFont{
+		"heading": {FamilyID: hf, FamilyName: hn, Preset: hp},
+		"body":    {FamilyID: bf, FamilyName: bn, Preset: bp},
+		"code":    {FamilyID: cf, FamilyName: cn, Preset: cp},
+	}
+	return t, nil
+}
+
+func getTheme(ctx context.Context, q querier, s auth.Scope, id string, forUpdate bool) (Theme, error) {
+	sql := `SELECT ` + themeCols + themeFrom + ` WHERE t.workspace_id = $1 AND t.id = $2 AND t.archived_at IS NULL`
+	if forUpdate {
+		sql += ` FOR UPDATE OF t`
+	}
+	t, err := scanTheme(q.QueryRow(ctx, sql, s.WorkspaceID(), id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, problem.ErrNotFound()
+	}
+	return t, err
+}
+
+// GetTheme returns a live theme of the workspace.
+func (st *Store) GetTheme(ctx context.Context, s auth.Scope, id string) (Theme, error) {
+	if err := check(s); err != nil {
+		return Theme{}, err
+	}
+	return getTheme(ctx, st.DB.Pool, s, id, false)
+}
+
+// ListThemes pages through live themes ordered by ID, after cursor.
+func (st *Store) ListThemes(ctx context.Context, s auth.Scope, cursor string, limit int) ([]Theme, error) {
+	if err := check(s); err != nil {
+		return nil, err
+	}
+	rows, err := st.DB.Pool.Query(ctx, `SELECT `+themeCols+themeFrom+`
+		WHERE t.workspace_id = $1 AND t.archived_at IS NULL AND t.id > $2 ORDER BY t.id LIMIT $3`, s.WorkspaceID(), cursor, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Theme, error) { return scanTheme(r) })
+}
+
+// checkThemeFamilies returns an *UnknownFamilyError when a bound family is not in the workspace.
+func checkThemeFamilies(ctx context.Context, tx pgx.Tx, s auth.Scope, t Theme) error {
+	var missing []string
+	for _, role := range FontRoles {
+		id := t.Fonts[role].FamilyID
+		if id == "" {
+			continue
+		}
+		ok, err := familyExists(ctx, tx, s, id)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			missing = append(missing, role)
+		}
+	}
+	if len(missing) > 0 {
+		return &UnknownFamilyError{Roles: missing}
+	}
+	return nil
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func themeArgs(t Theme) ([]any, error) {
+	colors, err1 := json.Marshal(t.Colors)
+	spacing, err2 := json.Marshal(t.Spacing)
+	radius, err3 := json.Marshal(t.Radius)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return nil, problem.Wrap(err, "cannot encode theme")
+	}
+	args := []any{colors, spacing, radius}
+	for _, role := range FontRoles {
+		f := t.Fonts[role]
+		args = append(args, nullable(f.FamilyID), nullable(f.Preset))
+	}
+	return args, nil
+}
+
+// CreateTheme inserts a theme. Its key must be free among the workspace's live themes (409
+// NAME_CONFLICT) and its bound families must exist (*UnknownFamilyError).
+func (st *Store) CreateTheme(ctx context.Context, s auth.Scope, t Theme) (Theme, error) {
+	args, err := themeArgs(t)
+	if err != nil {
+		return Theme{}, err
+	}
+	var out Theme
+	err = st.WriteTx(ctx, s, func(tx pgx.Tx) error {
+		if ok, err := themeKeyExists(ctx, tx, s, t.Key); err != nil || ok {
+			if ok {
+				return errThemeKey(t.Key)
+			}
+			return err
+		}
+		if err := checkThemeFamilies(ctx, tx, s, t); err != nil {
+			return err
+		}
+		id := ids.New(ids.Theme)
+		_, err := tx.Exec(ctx, `INSERT INTO themes (workspace_id, id, key, name, colors, spacing, radius,
+			heading_font_family_id, heading_font_preset, body_font_family_id, body_font_preset, code_font_family_id, code_font_preset,
+			created_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+			append(append([]any{s.WorkspaceID(), id, t.Key, t.Name}, args...), s.Principal().UserID)...)
+		if db.IsUniqueViolation(err) {
+			return errThemeKey(t.Key)
+		}
+		if err != nil {
+			return err
+		}
+		out, err = getTheme(ctx, tx, s, id, false)
+		return err
+	})
+	return out, err
+}
+
+// UpdateTheme applies change to a live theme if the version baseline is current, in one
+// transaction: the theme is read, changed, its bound families checked, and written. The key is
+// not changeable (styles refer to it).
+func (st *Store) UpdateTheme(ctx context.Context, s auth.Scope, id string, baseline int64, change func(*Theme) error) (Theme, error) {
+	var out Theme
+	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
+		cur, err := getTheme(ctx, tx, s, id, true)
+		if err != nil {
+			return err
+		}
+		if cur.Version != baseline {
+			return problem.New(problem.VersionConflict, "the theme changed since it was read (current version %d); re-read before deciding", cur.Version)
+		}
+		next := cur
+		next.Fonts = map[string]ThemeFont{}
+		for k, v := range cur.Fonts {
+			next.Fonts[k] = v
+		}
+		if err := change(&next); err != nil {
+			return err
+		}
+		if err := checkThemeFamilies(ctx, tx, s, next); err != nil {
+			return err
+		}
+		args, err := themeArgs(next)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE themes SET name = $3, colors = $4, spacing = $5, radius = $6,
+			heading_font_family_id = $7, heading_font_preset = $8, body_font_family_id = $9, body_font_preset = $10,
+			code_font_family_id = $11, code_font_preset = $12, version = version + 1, updated_at = now()
+			WHERE workspace_id = $1 AND id = $2`, append([]any{s.WorkspaceID(), id, next.Name}, args...)...); err != nil {
+			return err
+		}
+		out, err = getTheme(ctx, tx, s, id, false)
+		return err
+	})
+	return out, err
+}
+
+// themeKeyExists reports whether a live theme of the workspace has the key.
+func themeKeyExists(ctx context.Context, q querier, s auth.Scope, key string) (bool, error) {
+	var n int
+	err := q.QueryRow(ctx, `SELECT count(*) FROM themes WHERE workspace_id = $1 AND key = $2 AND archived_at IS NULL`,
+		s.WorkspaceID(), key).Scan(&n)
+	return n > 0, err
+}
