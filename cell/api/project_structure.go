@@ -3,31 +3,58 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
 
+	"slidecells/cell/auth"
 	cblob "slidecells/cell/blob"
 	"slidecells/cell/store"
 	"slidecells/shared/problem"
 )
 
-// ProjectConfiguration is a project's configuration, validated by this schema on every write.
-type ProjectConfiguration struct {
-	Title        string         `json:"title,omitempty" maxLength:"200"`
-	Locale       string         `json:"locale,omitempty" pattern:"^[a-z]{2,3}(-[A-Z]{2})?$" doc:"BCP 47 language tag, e.g. en-US"`
-	EntryRoute   string         `json:"entry_route,omitempty" maxLength:"200" pattern:"^/([a-z0-9-]+(/[a-z0-9-]+)*)?$" doc:"default entry route of previews"`
-	Timezone     string         `json:"timezone,omitempty" maxLength:"64" pattern:"^[A-Za-z_]+(/[A-Za-z0-9_+-]+)*$"`
-	Presentation map[string]any `json:"presentation,omitempty" doc:"presentation settings; apply-style writes a style's snapshot here"`
+// ProjectSettings are the project-wide settings of a configuration.
+type ProjectSettings struct {
+	Title      string `json:"title,omitempty" maxLength:"200"`
+	Locale     string `json:"locale,omitempty" pattern:"^[a-z]{2,3}(-[A-Z]{2})?$" doc:"BCP 47 language tag, e.g. en-US"`
+	EntryRoute string `json:"entry_route,omitempty" maxLength:"200" pattern:"^/([a-z0-9-]+(/[a-z0-9-]+)*)?$" doc:"default entry route of previews"`
+	Timezone   string `json:"timezone,omitempty" maxLength:"64" pattern:"^[A-Za-z_]+(/[A-Za-z0-9_+-]+)*$"`
 }
 
-// ConfigurationBody is read and written as a whole, with its version baseline.
+// ProjectConfigurationInput is what a client writes. Its presentation takes the same fields, with
+// the same rules and defaults, as a style (absent fields take the style defaults).
+type ProjectConfigurationInput struct {
+	ProjectSettings
+	Presentation *StylePresentationFields `json:"presentation,omitempty"`
+}
+
+// ProjectPresentation is the normalised presentation of a project: every field present, and
+// the style it came from when apply-style wrote it.
+type ProjectPresentation struct {
+	StylePresentation
+	StyleID             string `json:"style_id,omitempty" doc:"the applied style, when apply-style wrote this presentation"`
+	StyleSnapshotDigest string `json:"style_snapshot_digest,omitempty" doc:"digest of the applied style snapshot"`
+}
+
+// ProjectConfiguration is a project's stored configuration.
+type ProjectConfiguration struct {
+	ProjectSettings
+	Presentation *ProjectPresentation `json:"presentation,omitempty"`
+}
+
+// ConfigurationBody is a configuration read as a whole, with its version.
 type ConfigurationBody struct {
-	Version       int64                `json:"version" minimum:"1" doc:"the configuration version you read"`
+	Version       int64                `json:"version" doc:"send it back as the baseline of the next write"`
 	Configuration ProjectConfiguration `json:"configuration"`
+}
+
+// ConfigurationInputBody is a configuration written as a whole, with its version baseline.
+type ConfigurationInputBody struct {
+	Version       int64                     `json:"version" minimum:"1" doc:"the configuration version you read"`
+	Configuration ProjectConfigurationInput `json:"configuration"`
 }
 
 // ConfigurationOutput is a project's configuration.
@@ -63,7 +90,6 @@ type RouteTreeOutput struct {
 const (
 	maxRouteNodes = 500
 	maxRouteDepth = 6
-	maxConfigJSON = 64 << 10
 )
 
 // BuildAsset is one asset a project's build ships, at a path of the built site.
@@ -145,17 +171,80 @@ func (s *Server) registerProjectStructure(st *store.Store) {
 			WorkspaceHeader
 			IdempotencyHeader
 			ProjectPath
-			Body ConfigurationBody
+			Body ConfigurationInputBody
 		}) (*ConfigurationOutput, error) {
-			if fe := validatePresentation(in.Body.Configuration.Presentation); len(fe) > 0 {
-				return nil, problem.Invalid(fe...)
+			cfg := ProjectConfiguration{ProjectSettings: in.Body.Configuration.ProjectSettings}
+			const prefix = "body.configuration.presentation."
+			var themeKey string
+			if f := in.Body.Configuration.Presentation; f != nil {
+				req := styleRequest{fields: *f, prefix: prefix, themeKeySet: f.ThemeKey != nil}
+				if f.StyleSpecMarkdown != nil && len(*f.StyleSpecMarkdown) > maxStyleSpecBytes {
+					return nil, problem.Invalid(problem.FieldError{Field: prefix + "style_spec_markdown", Message: fmt.Sprintf("at most %d bytes", maxStyleSpecBytes)})
+				}
+				pres, fe := req.apply(defaultStylePresentation())
+				if len(fe) > 0 {
+					return nil, problem.Invalid(fe...)
+				}
+				cfg.Presentation = &ProjectPresentation{StylePresentation: pres}
+				themeKey = themeKeyOf(pres)
 			}
-			v, err := st.PutPart(ctx, ScopeFrom(ctx), in.ProjectID, store.Configuration, in.Body.Version, in.Body.Configuration, nil)
+			sc := ScopeFrom(ctx)
+			v, err := st.PutPart(ctx, sc, in.ProjectID, store.Configuration, in.Body.Version, cfg, func(tx pgx.Tx) error {
+				return checkProjectThemeKey(ctx, tx, sc, themeKey, prefix+"theme_key")
+			})
 			if err != nil {
 				return nil, err
 			}
 			out := &ConfigurationOutput{}
-			out.Body.Version, out.Body.Configuration = v, in.Body.Configuration
+			out.Body.Version, out.Body.Configuration = v, cfg
+			return out, nil
+		})
+	Register(s, Operation{ID: "apply-project-style", Method: http.MethodPost, Path: "/api/v1/projects/{project_id}/apply-style",
+		Summary: "Apply a style: its snapshot becomes the project's presentation (version-locked on the configuration)", Tags: tags,
+		Access: InWorkspace, Scopes: []string{"project:write", "design-system:read"}, Idempotency: KeyRequired, Lock: VersionLock},
+		func(ctx context.Context, in *struct {
+			WorkspaceHeader
+			IdempotencyHeader
+			ProjectPath
+			Body struct {
+				StyleID string `json:"style_id" pattern:"^sty_[a-z2-7]{26}$"`
+				Version int64  `json:"version" minimum:"1" doc:"the configuration version you read"`
+			}
+		}) (*ConfigurationOutput, error) {
+			sc := ScopeFrom(ctx)
+			// The project named by the path answers first, so a foreign project is the same 404
+			// whatever the body says.
+			if _, err := st.GetProject(ctx, sc, in.ProjectID); err != nil {
+				return nil, err
+			}
+			style, err := st.GetStyle(ctx, sc, in.Body.StyleID)
+			if problem.As(err).Code == problem.NotFound {
+				return nil, problem.Invalid(problem.FieldError{Field: "body.style_id", Message: "not a live style of this workspace"})
+			}
+			if err != nil {
+				return nil, err
+			}
+			snap, err := decodeSnapshot(style.Snapshot)
+			if err != nil {
+				return nil, problem.Wrap(err, "stored style snapshot unreadable")
+			}
+			var cfg ProjectConfiguration
+			v, err := st.UpdatePart(ctx, sc, in.ProjectID, store.Configuration, in.Body.Version, func(tx pgx.Tx, current json.RawMessage) (any, error) {
+				if err := json.Unmarshal(current, &cfg); err != nil {
+					return nil, problem.Wrap(err, "stored configuration unreadable")
+				}
+				// The style's theme must still be live when it is applied.
+				if err := checkProjectThemeKey(ctx, tx, sc, themeKeyOf(snap.Presentation), "body.style_id"); err != nil {
+					return nil, err
+				}
+				cfg.Presentation = &ProjectPresentation{StylePresentation: snap.Presentation, StyleID: style.ID, StyleSnapshotDigest: style.SnapshotDigest}
+				return cfg, nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			out := &ConfigurationOutput{}
+			out.Body.Version, out.Body.Configuration = v, cfg
 			return out, nil
 		})
 	Register(s, Operation{ID: "get-project-route-tree", Method: http.MethodGet, Path: "/api/v1/projects/{project_id}/route-tree",
@@ -250,6 +339,9 @@ func (s *Server) registerProjectStructure(st *store.Store) {
 			Body BuildAssetsBody
 		}) (*BuildAssetsOutput, error) {
 			sc := ScopeFrom(ctx)
+			if _, err := st.GetProject(ctx, sc, in.ProjectID); err != nil {
+				return nil, err
+			}
 			list := in.Body.BuildAssets
 			if list == nil {
 				list = []BuildAsset{}
@@ -354,21 +446,15 @@ func checkRouteTree(t RouteTree) (map[string]string, []problem.FieldError) {
 	return refs, fe
 }
 
-var presentationKey = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
-
-// validatePresentation bounds the free-form presentation object.
-func validatePresentation(p map[string]any) []problem.FieldError {
-	if p == nil {
+// checkProjectThemeKey checks, inside the write, that a presentation's theme key names a live
+// theme of the workspace.
+func checkProjectThemeKey(ctx context.Context, tx pgx.Tx, sc auth.Scope, key, field string) error {
+	if key == "" {
 		return nil
 	}
-	var fe []problem.FieldError
-	for k := range p {
-		if !presentationKey.MatchString(k) {
-			fe = append(fe, problem.FieldError{Field: "body.configuration.presentation." + k, Message: "keys are snake_case, at most 64 characters"})
-		}
+	err := store.CheckThemeKey(ctx, tx, sc, key)
+	if errors.Is(err, store.ErrUnknownThemeKey) {
+		return problem.Invalid(problem.FieldError{Field: field, Message: "theme " + key + " is not a live theme of this workspace"})
 	}
-	if raw, err := json.Marshal(p); err != nil || len(raw) > maxConfigJSON {
-		fe = append(fe, problem.FieldError{Field: "body.configuration.presentation", Message: fmt.Sprintf("at most %d bytes", maxConfigJSON)})
-	}
-	return fe
+	return err
 }

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -13,6 +14,64 @@ func init() {
 	isoBodies["put-project-configuration"] = `{"version":1,"configuration":{"title":"x"}}`
 	isoBodies["put-project-route-tree"] = `{"version":1,"route_tree":{"routes":[]}}`
 	isoBodies["put-project-build-assets"] = `{"version":1,"build_assets":[]}`
+	// A style that does not exist: the foreign or missing project must still answer first.
+	isoBodies["apply-project-style"] = `{"version":1,"style_id":"sty_aaaaaaaaaaaaaaaaaaaaaaaaaa"}`
+}
+
+func TestApplyStyle(t *testing.T) {
+	b := setup(t)
+	id, _ := b.createProject(t, "", b.ws, "Deck")
+	b.createTheme(t, "", b.ws, `{"key":"brand","name":"Brand"}`)
+	style := b.createStyle(t, "", b.ws, `{"name":"Wide","page_width":1920,"page_height":1080,"theme_key":"brand","background":"#112233"}`)
+	foreign := b.createStyle(t, b.srvB.URL, b.wsB, `{"name":"Theirs","page_width":1280}`)
+	path := "/api/v1/projects/" + id + "/apply-style"
+	apply := func(version int, styleID string) (int, []byte) {
+		resp, body := b.call(t, call{method: "POST", path: path, ws: b.ws, key: ids.New("k"), body: fmt.Sprintf(`{"version":%d,"style_id":%q}`, version, styleID)})
+		return resp.StatusCode, body
+	}
+	// Settings written before survive the apply.
+	if resp, body := b.call(t, call{method: "PUT", path: "/api/v1/projects/" + id + "/configuration", ws: b.ws, key: ids.New("k"),
+		body: `{"version":1,"configuration":{"title":"Q3"}}`}); resp.StatusCode != 200 {
+		t.Fatalf("put: %d %s", resp.StatusCode, body)
+	}
+	st, body := apply(2, style.ID)
+	if st != 200 {
+		t.Fatalf("apply: %d %s", st, body)
+	}
+	var out struct {
+		Version       int64 `json:"version"`
+		Configuration struct {
+			Title        string         `json:"title"`
+			Presentation map[string]any `json:"presentation"`
+		} `json:"configuration"`
+	}
+	_ = json.Unmarshal(body, &out)
+	var snap struct {
+		Presentation map[string]any `json:"presentation"`
+	}
+	_ = json.Unmarshal(style.Snapshot, &snap)
+	p := out.Configuration.Presentation
+	if out.Version != 3 || out.Configuration.Title != "Q3" || p["style_id"] != style.ID || p["style_snapshot_digest"] != style.SnapshotDigest {
+		t.Fatalf("applied: %s", body)
+	}
+	for k, v := range snap.Presentation {
+		if fmt.Sprint(p[k]) != fmt.Sprint(v) {
+			t.Errorf("presentation.%s = %v, snapshot has %v", k, p[k], v)
+		}
+	}
+	if st, body := apply(2, style.ID); st != 409 || code(t, body) != "VERSION_CONFLICT" {
+		t.Fatalf("stale: %d %s", st, body)
+	}
+	if st, body := apply(3, foreign.ID); st != 422 || !strings.Contains(string(body), "body.style_id") {
+		t.Fatalf("foreign style: %d %s", st, body)
+	}
+	if st, body := apply(3, ids.New(ids.Style)); st != 422 {
+		t.Fatalf("missing style: %d %s", st, body)
+	}
+	resp, got := b.call(t, call{method: "GET", path: "/api/v1/projects/" + id + "/configuration", ws: b.ws})
+	if resp.StatusCode != 200 || !strings.Contains(string(got), `"page_width":1920`) || !strings.Contains(string(got), style.ID) {
+		t.Fatalf("get: %d %s", resp.StatusCode, got)
+	}
 }
 
 func TestBuildAssets(t *testing.T) {
@@ -63,7 +122,11 @@ func TestProjectConfiguration(t *testing.T) {
 		resp, body := b.call(t, call{method: "PUT", path: path, ws: b.ws, key: ids.New("k"), body: fmt.Sprintf(`{"version":%d,"configuration":%s}`, version, cfg)})
 		return resp.StatusCode, body
 	}
-	if st, body := put(1, `{"title":"Q3","locale":"en-US","entry_route":"/intro","presentation":{"page_width":1280,"theme_key":"brand"}}`); st != 200 || !strings.Contains(string(body), `"version":2`) {
+	if st, body := put(1, `{"title":"Q3","locale":"en-US","entry_route":"/intro","presentation":{"page_width":1280,"theme_key":"brand"}}`); st != 422 || !strings.Contains(string(body), "body.configuration.presentation.theme_key") {
+		t.Fatalf("unknown theme: %d %s", st, body)
+	}
+	b.createTheme(t, "", b.ws, `{"key":"brand","name":"Brand"}`)
+	if st, body := put(1, `{"title":"Q3","locale":"en-US","entry_route":"/intro","presentation":{"page_width":1280,"theme_key":"brand"}}`); st != 200 || !strings.Contains(string(body), `"version":2`) || !strings.Contains(string(body), `"page_height":720`) {
 		t.Fatalf("put: %d %s", st, body)
 	}
 	if st, body := put(1, `{"title":"stale"}`); st != 409 || code(t, body) != "VERSION_CONFLICT" {

@@ -47,15 +47,26 @@ func (st *Store) GetPart(ctx context.Context, s auth.Scope, projectID string, p 
 // workspace's live objects.
 func (st *Store) PutPart(ctx context.Context, s auth.Scope, projectID string, p Part, baseline int64, value any,
 	check func(pgx.Tx) error) (int64, error) {
-	raw, err := json.Marshal(value)
-	if err != nil {
-		return 0, problem.Wrap(err, "cannot encode "+p.name)
-	}
+	return st.UpdatePart(ctx, s, projectID, p, baseline, func(tx pgx.Tx, _ json.RawMessage) (any, error) {
+		if check != nil {
+			if err := check(tx); err != nil {
+				return nil, err
+			}
+		}
+		return value, nil
+	})
+}
+
+// UpdatePart reads a part, lets modify compute its new value from the current one, and writes
+// it, all in one transaction and only if the version baseline is current.
+func (st *Store) UpdatePart(ctx context.Context, s auth.Scope, projectID string, p Part, baseline int64,
+	modify func(tx pgx.Tx, current json.RawMessage) (any, error)) (int64, error) {
 	var v int64
-	err = st.WriteTx(ctx, s, func(tx pgx.Tx) error {
+	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
 		var current int64
-		err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT %s FROM projects WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL FOR UPDATE`,
-			p.versionColumn), s.WorkspaceID(), projectID).Scan(&current)
+		var raw []byte
+		err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT %s, %s FROM projects WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL FOR UPDATE`,
+			p.column, p.versionColumn), s.WorkspaceID(), projectID).Scan(&raw, &current)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return problem.ErrNotFound()
 		}
@@ -65,14 +76,17 @@ func (st *Store) PutPart(ctx context.Context, s auth.Scope, projectID string, p 
 		if current != baseline {
 			return problem.New(problem.VersionConflict, "the project's %s changed since it was read (current version %d); re-read before deciding", p.name, current)
 		}
-		if check != nil {
-			if err := check(tx); err != nil {
-				return err
-			}
+		value, err := modify(tx, raw)
+		if err != nil {
+			return err
+		}
+		next, err := json.Marshal(value)
+		if err != nil {
+			return problem.Wrap(err, "cannot encode "+p.name)
 		}
 		return tx.QueryRow(ctx, fmt.Sprintf(`UPDATE projects SET %s = $3, %s = %s + 1, updated_at = now()
 			WHERE workspace_id = $1 AND id = $2 RETURNING %s`, p.column, p.versionColumn, p.versionColumn, p.versionColumn),
-			s.WorkspaceID(), projectID, raw).Scan(&v)
+			s.WorkspaceID(), projectID, next).Scan(&v)
 	})
 	return v, err
 }

@@ -76,6 +76,11 @@ func (st *Store) ListStyles(ctx context.Context, s auth.Scope, cursor string, li
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Style, error) { return scanStyle(r) })
 }
 
+// CheckThemeKey returns ErrUnknownThemeKey unless key names a live theme of the workspace.
+func CheckThemeKey(ctx context.Context, tx pgx.Tx, s auth.Scope, key string) error {
+	return checkThemeKey(ctx, tx, s, key)
+}
+
 func checkThemeKey(ctx context.Context, tx pgx.Tx, s auth.Scope, key string) error {
 	if key == "" {
 		return nil
