@@ -344,14 +344,9 @@ func (s *Server) registerAssets(st *store.Store) {
 				return nil, err
 			}
 			out := &AssetList{}
-			out.Body.Items = []AssetView{}
-			for i, a := range as {
-				if i == in.Limit {
-					out.Body.NextCursor = as[i-1].ID
-					break
-				}
-				out.Body.Items = append(out.Body.Items, assetView(a))
-			}
+			out.Body.Items, out.Body.NextCursor = paginate(as, in.Limit,
+				func(a store.Asset) string { return a.ID },
+				func(a store.Asset) AssetView { return assetView(a) })
 			return out, nil
 		})
 
@@ -366,14 +361,9 @@ func (s *Server) registerAssets(st *store.Store) {
 				return nil, err
 			}
 			out := &AssetTagList{}
-			out.Body.Items = make([]AssetTagCount, 0, len(ts))
-			for i, t := range ts {
-				if i == in.Limit {
-					out.Body.NextCursor = ts[i-1].Tag
-					break
-				}
-				out.Body.Items = append(out.Body.Items, AssetTagCount{Tag: t.Tag, Count: t.Count})
-			}
+			out.Body.Items, out.Body.NextCursor = paginate(ts, in.Limit,
+				func(t store.TagCount) string { return t.Tag },
+				func(t store.TagCount) AssetTagCount { return AssetTagCount{Tag: t.Tag, Count: t.Count} })
 			return out, nil
 		})
 

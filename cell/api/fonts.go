@@ -408,14 +408,9 @@ func (s *Server) registerFonts(st *store.Store) {
 				return nil, err
 			}
 			out := &FontFamilyList{}
-			out.Body.Items = []FontFamilyView{}
-			for i, m := range ms {
-				if i == in.Limit {
-					out.Body.NextCursor = ms[i-1].ID
-					break
-				}
-				out.Body.Items = append(out.Body.Items, fontFamilyView(in.WorkspaceID, m))
-			}
+			out.Body.Items, out.Body.NextCursor = paginate(ms, in.Limit,
+				func(m store.FontFamily) string { return m.ID },
+				func(m store.FontFamily) FontFamilyView { return fontFamilyView(in.WorkspaceID, m) })
 			return out, nil
 		})
 	Register(s, Operation{ID: "get-font-family", Method: http.MethodGet, Path: families + "/{family_id}",

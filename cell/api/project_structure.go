@@ -390,14 +390,11 @@ func (s *Server) registerProjectStructure(st *store.Store) {
 				return nil, err
 			}
 			out := &ProjectPagesOutput{}
-			out.Body.Items = []PageSummaryView{}
-			for i, p := range ps {
-				if i == in.Limit {
-					out.Body.NextCursor = ps[i-1].Key
-					break
-				}
-				out.Body.Items = append(out.Body.Items, PageSummaryView{ID: p.ID, Key: p.Key, Title: p.Title, FileType: p.FileType, Version: p.Version})
-			}
+			out.Body.Items, out.Body.NextCursor = paginate(ps, in.Limit,
+				func(p store.PageSummary) string { return p.Key },
+				func(p store.PageSummary) PageSummaryView {
+					return PageSummaryView{ID: p.ID, Key: p.Key, Title: p.Title, FileType: p.FileType, Version: p.Version}
+				})
 			return out, nil
 		})
 }

@@ -111,14 +111,9 @@ func (s *Server) registerProjects(st *store.Store) {
 				return nil, err
 			}
 			out := &ProjectList{}
-			out.Body.Items = []ProjectView{}
-			for i, p := range ps {
-				if i == in.Limit {
-					out.Body.NextCursor = ps[i-1].ID
-					break
-				}
-				out.Body.Items = append(out.Body.Items, projectView(p))
-			}
+			out.Body.Items, out.Body.NextCursor = paginate(ps, in.Limit,
+				func(p store.Project) string { return p.ID },
+				func(p store.Project) ProjectView { return projectView(p) })
 			return out, nil
 		})
 	Register(s, Operation{ID: "get-project", Method: http.MethodGet, Path: "/api/v1/projects/{project_id}", Summary: "Project detail",

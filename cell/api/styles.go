@@ -616,18 +616,16 @@ func (s *Server) registerStyles(st *store.Store) {
 				return nil, err
 			}
 			out := &StyleList{}
-			out.Body.Items = []StyleView{}
-			for i, y := range ys {
-				if i == in.Limit {
-					out.Body.NextCursor = ys[i-1].ID
-					break
-				}
+			views := make([]StyleView, 0, len(ys))
+			for _, y := range ys {
 				v, err := styleView(y)
 				if err != nil {
 					return nil, err
 				}
-				out.Body.Items = append(out.Body.Items, v)
+				views = append(views, v)
 			}
+			out.Body.Items, out.Body.NextCursor = paginate(views, in.Limit,
+				func(v StyleView) string { return v.ID }, func(v StyleView) StyleView { return v })
 			return out, nil
 		})
 	Register(s, Operation{ID: "get-style", Method: http.MethodGet, Path: "/api/v1/styles/{style_id}", Summary: "Style detail",

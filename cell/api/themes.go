@@ -413,14 +413,9 @@ func (s *Server) registerThemes(st *store.Store) {
 				return nil, err
 			}
 			out := &ThemeList{}
-			out.Body.Items = []ThemeView{}
-			for i, t := range ts {
-				if i == in.Limit {
-					out.Body.NextCursor = ts[i-1].ID
-					break
-				}
-				out.Body.Items = append(out.Body.Items, themeView(in.WorkspaceID, t))
-			}
+			out.Body.Items, out.Body.NextCursor = paginate(ts, in.Limit,
+				func(t store.Theme) string { return t.ID },
+				func(t store.Theme) ThemeView { return themeView(in.WorkspaceID, t) })
 			return out, nil
 		})
 	Register(s, Operation{ID: "get-theme", Method: http.MethodGet, Path: "/api/v1/themes/{theme_id}", Summary: "Theme detail",
