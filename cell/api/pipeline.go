@@ -121,7 +121,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, op Operation
 		_, _ = w.Write(replay.Body)
 		return
 	}
-	rec := &recorder{ResponseWriter: w}
+	rec := &statusWriter{ResponseWriter: w, tee: &bytes.Buffer{}}
 	completed := false
 	defer func() {
 		if completed {
@@ -145,7 +145,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, op Operation
 		}
 		stored[name] = v
 	}
-	if err := s.Idem.Complete(context.WithoutCancel(ctx), k, fp, idempotency.Response{Status: rec.status, Header: stored, Body: rec.buf.Bytes()}); err != nil {
+	if err := s.Idem.Complete(context.WithoutCancel(ctx), k, fp, idempotency.Response{Status: rec.status, Header: stored, Body: rec.tee.Bytes()}); err != nil {
 		s.Log.Error("idempotency record not completed", zap.String("trace_id", TraceID(ctx)), zap.Error(err))
 		return
 	}
@@ -191,27 +191,3 @@ func fingerprintBody(r *http.Request, limit int64) (fp []byte, cleanup func(), e
 	r.ContentLength = n
 	return idempotency.FingerprintDigest(r.Method, r.URL.RequestURI(), r.Header, h.Sum(nil)), cleanup, nil
 }
-
-// recorder tees the answer so it can be stored for replay.
-type recorder struct {
-	http.ResponseWriter
-	status int
-	buf    bytes.Buffer
-}
-
-func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	r.buf.Write(b)
-	return r.ResponseWriter.Write(b)
-}
-
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

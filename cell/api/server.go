@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -244,9 +245,12 @@ func (s *Server) Handler() http.Handler {
 	return outer
 }
 
+// statusWriter remembers the status of an answer and, when tee is set, copies its body (so an
+// idempotent answer can be stored for replay).
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	tee    *bytes.Buffer
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -259,6 +263,9 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
+	}
+	if w.tee != nil {
+		w.tee.Write(b)
 	}
 	return w.ResponseWriter.Write(b)
 }

@@ -256,26 +256,3 @@ func (s *Store) Purge(ctx context.Context, limit int) (int, error) {
 	}
 	return n, nil
 }
-
-// PurgeLoop purges every interval until ctx ends.
-func (s *Store) PurgeLoop(ctx context.Context, interval time.Duration, onErr func(error)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			for {
-				n, err := s.Purge(ctx, 500)
-				if err != nil {
-					onErr(err)
-					break
-				}
-				if n < 500 {
-					break
-				}
-			}
-		}
-	}
-}

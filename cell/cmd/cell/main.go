@@ -135,10 +135,25 @@ func run() error {
 		CellID: s.CellID, DB: cellDB, Log: log, Render: render, IdempotencyRetention: s.IdemRetention, Blobs: bucket,
 		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: s.AuthTTL, MaxStale: s.AuthMaxStale}),
 	})
-	go srv.Idem.PurgeLoop(ctx, 10*time.Minute, func(err error) {
-		log.Warn("idempotency purge failed", zap.Error(err))
+	blobs := &cblob.Store{Bucket: bucket}
+	go every(ctx, 10*time.Minute, func() {
+		// Expired idempotency records, in batches.
+		for {
+			n, err := srv.Idem.Purge(ctx, 500)
+			if err != nil {
+				log.Warn("idempotency purge failed", zap.Error(err))
+			}
+			if err != nil || n < 500 {
+				break
+			}
+		}
+		// Upload temporaries left by a crash mid-upload.
+		if n, err := blobs.SweepTemp(ctx, time.Now().Add(-time.Hour)); err != nil {
+			log.Warn("temporary blob sweep failed", zap.Error(err))
+		} else if n > 0 {
+			log.Info("temporary blobs swept", zap.Int("count", n))
+		}
 	})
-	go sweepTempBlobs(ctx, &cblob.Store{Bucket: bucket}, log)
 	ln, err := net.Listen("tcp", s.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("CELL_LISTEN_ADDR: %w", err)
@@ -180,21 +195,16 @@ func openBucket(ctx context.Context, u string) (*blob.Bucket, error) {
 	return blob.OpenBucket(ctx, u)
 }
 
-// sweepTempBlobs removes upload temporaries older than an hour (left by a crash mid-upload),
-// every ten minutes.
-func sweepTempBlobs(ctx context.Context, st *cblob.Store, log *zap.Logger) {
-	t := time.NewTicker(10 * time.Minute)
+// every runs fn every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if n, err := st.SweepTemp(ctx, time.Now().Add(-time.Hour)); err != nil {
-				log.Warn("temporary blob sweep failed", zap.Error(err))
-			} else if n > 0 {
-				log.Info("temporary blobs swept", zap.Int("count", n))
-			}
+			fn()
 		}
 	}
 }
