@@ -36,6 +36,7 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
+	t.Parallel() // every test has its own databases, servers and blob folders
 	ctx := context.Background()
 	dirURL := dbtest.NewDatabase(t, migrations.FS, migrations.Directory)
 	cellURL := dbtest.NewDatabase(t, migrations.FS, migrations.Cell)
