@@ -1,0 +1,435 @@
+package renderer
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image/png"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+
+	"slidecells/renderer/chromium"
+	"slidecells/renderer/supervisor"
+	"slidecells/shared/digest"
+	"slidecells/shared/logging"
+	rc "slidecells/shared/rendercontract"
+	"slidecells/shared/ticket"
+)
+
+// attempt is one execution on this worker. All fields are guarded by the
+// server's mutex except where noted.
+type attempt struct {
+	s       *Server
+	receipt rc.Receipt
+	// req keeps what the runner needs; the preview token is not kept
+	// here, it goes to the child and is forgotten.
+	req           rc.ExecutionRequest
+	hard          time.Time
+	retainUntil   time.Time
+	ticketStopBy  time.Time
+	ticketAccept  time.Time
+	rejected      *rejection
+	group         *supervisor.Group
+	stopReason    supervisor.StopReason
+	cancelVersion int64
+	artifacts     map[rc.ArtifactName]*storedArtifact
+}
+
+type storedArtifact struct {
+	path string
+	desc rc.Artifact
+}
+
+func newAttempt(req *rc.ExecutionRequest, s *Server, claims *ticket.Admission, now time.Time) *attempt {
+	r := *req
+	r.AdmissionTicket = ""
+	r.PreviewAccess.Token = ""
+	a := &attempt{
+		s:            s,
+		req:          r,
+		ticketStopBy: claims.StopBy,
+		ticketAccept: claims.AcceptBy,
+		artifacts:    map[rc.ArtifactName]*storedArtifact{},
+		receipt: rc.Receipt{
+			SchemaVersion:   rc.ResultSchemaVersion,
+			ContractVersion: rc.ContractVersion,
+			RequestID:       req.RequestID,
+			AttemptID:       req.AttemptID,
+			WorkerID:        s.cfg.WorkerID,
+			Epoch:           s.epoch,
+			SlotGeneration:  claims.SlotGeneration,
+			RequestDigest:   req.RequestDigest,
+			Operation:       req.Operation,
+			TraceID:         req.TraceID,
+			State:           rc.StateAccepted,
+			ResourceState:   rc.ResourceHeld,
+		},
+	}
+	a.receipt.Times.AcceptedAt = ptr(now.UTC())
+	return a
+}
+
+// retention is how long the receipt is kept: past the ticket's stop
+// deadline and the result's retention, plus the mark retention.
+func (a *attempt) retention(now time.Time) time.Time {
+	until := now.Add(a.s.cfg.ResultTTL)
+	for _, t := range []time.Time{a.ticketStopBy, a.ticketAccept} {
+		if t.After(until) {
+			until = t
+		}
+	}
+	return until.Add(a.s.cfg.MarkRetention)
+}
+
+// snapshot copies the receipt for an answer.
+func (a *attempt) snapshot() rc.Receipt {
+	r := a.receipt
+	if a.receipt.Result != nil {
+		res := *a.receipt.Result
+		res.Artifacts = append([]rc.Artifact(nil), res.Artifacts...)
+		r.Result = &res
+	}
+	if !a.hard.IsZero() {
+		r.HardDeadline = ptr(time.Now().UTC().Add(time.Until(a.hard)).Truncate(time.Millisecond))
+	}
+	return r
+}
+
+// requestStopLocked marks the attempt stopped; the first reason wins.
+func (a *attempt) requestStopLocked(reason supervisor.StopReason) {
+	if a.stopReason == "" {
+		a.stopReason = reason
+	}
+	if a.group != nil {
+		a.group.Stop(a.stopReason)
+	}
+}
+
+func (a *attempt) dropArtifacts() {
+	for _, art := range a.artifacts {
+		_ = os.Remove(art.path)
+	}
+	a.artifacts = map[rc.ArtifactName]*storedArtifact{}
+}
+
+// childEvents collects what the child reported; only the runner goroutine
+// touches it.
+type childEvents struct {
+	result    *chromium.ChildResult
+	resultAt  time.Time
+	artifacts map[rc.ArtifactName]*storedArtifact
+	streamErr error
+}
+
+// run supervises the attempt from child start to the terminal receipt.
+func (s *Server) run(a *attempt, previewToken string) {
+	log := s.log.With(zap.String("attempt_id", a.req.AttemptID), zap.String("request_id", a.req.RequestID),
+		zap.String("workspace_id", a.req.WorkspaceID), zap.String("trace_id", a.req.TraceID))
+	job := chromium.Job{
+		AttemptID: a.req.AttemptID,
+		TraceID:   a.req.TraceID,
+		Operation: a.req.Operation,
+		Viewport:  a.req.Viewport,
+		Scenes:    a.req.OperationOptions.Scenes,
+		Browser:   chromium.BrowserSettings{Path: s.cfg.BrowserPath, Locale: chromium.Locale, Timezone: chromium.Timezone},
+		Document: chromium.DocumentSettings{
+			URL:            s.documentURL(a.req.SnapshotRef),
+			AllowedOrigins: s.cfg.allowedOrigins(),
+			AccessToken:    previewToken,
+			ArtifactID:     a.req.SnapshotRef,
+			InputDigest:    a.req.InputDigest,
+			HostBuild:      s.profile.PreviewHostBuild,
+		},
+		Budget:     time.Until(a.hard),
+		BrowserLog: s.cfg.BrowserLog,
+	}
+	input, _ := json.Marshal(job)
+
+	s.mu.Lock()
+	if a.stopReason != "" {
+		// Cancelled (or shut down) between admission and start: nothing
+		// was started, nothing needs cleaning.
+		s.finishLocked(a, nil, supervisor.Outcome{StopReason: a.stopReason}, log)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+
+	spec := supervisor.Spec{
+		Path:         s.cfg.ChildCommand[0],
+		Args:         s.cfg.ChildCommand[1:],
+		Env:          func(dir string) []string { return append(chromium.ChildEnv(dir), s.cfg.ChildExtraEnv...) },
+		Credential:   s.cfg.ChildCredential,
+		TempRoot:     s.cfg.TempRoot,
+		Limits:       s.cfg.Limits,
+		Input:        input,
+		HardDeadline: a.hard,
+		Grace:        s.cfg.CleanupGrace,
+		Log:          log,
+		OnPhase: func(p supervisor.Phase, at time.Time) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			switch p {
+			case supervisor.PhaseStopping:
+				a.receipt.Times.StopRequestedAt = ptr(at.UTC())
+				a.receipt.State = rc.StateCleaning
+				a.receipt.ResourceState = rc.ResourceReleasing
+			case supervisor.PhaseCleaning:
+				a.receipt.Times.CleanupStartedAt = ptr(at.UTC())
+				a.receipt.State = rc.StateCleaning
+				a.receipt.ResourceState = rc.ResourceReleasing
+			case supervisor.PhaseUnreleased:
+				a.receipt.ResourceState = rc.ResourceUnreleased
+			}
+		},
+	}
+	g, err := supervisor.Start(spec)
+	if err != nil {
+		log.Error("execution child did not start", zap.Error(err))
+		s.mu.Lock()
+		s.finishLocked(a, &childEvents{}, supervisor.Outcome{}, log)
+		a.receipt.Error = rc.NewError(rc.CodeInternal, rc.StageLaunch, "execution child did not start").WithTrace(a.req.TraceID)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Lock()
+	a.group = g
+	a.receipt.Times.ChildStartedAt = ptr(time.Now().UTC())
+	if a.stopReason != "" {
+		g.Stop(a.stopReason)
+	}
+	s.mu.Unlock()
+
+	ev := &childEvents{artifacts: map[rc.ArtifactName]*storedArtifact{}}
+	ev.streamErr = chromium.ReadEvents(g.Stdout(), func(e chromium.Event, body io.Reader) error {
+		switch e.Type {
+		case chromium.EventBrowserStarted:
+			s.mu.Lock()
+			a.receipt.Times.BrowserStartedAt = ptr(e.At.UTC())
+			if a.receipt.State == rc.StateAccepted {
+				a.receipt.State = rc.StateRunning
+			}
+			s.mu.Unlock()
+		case chromium.EventReady:
+			s.mu.Lock()
+			a.receipt.Times.ReadyAt = ptr(e.At.UTC())
+			s.mu.Unlock()
+		case chromium.EventArtifact:
+			art, err := s.store(a, e.Artifact, body)
+			if err != nil {
+				return err
+			}
+			ev.artifacts[art.desc.Name] = art
+		case chromium.EventResult:
+			ev.result, ev.resultAt = e.Result, time.Now()
+			s.mu.Lock()
+			a.receipt.Times.WorkFinishedAt = ptr(e.At.UTC())
+			s.mu.Unlock()
+		}
+		return nil
+	})
+	if ev.streamErr != nil {
+		// The stream can no longer be trusted: stop the child and
+		// drain what it still writes so it cannot block.
+		log.Error("execution child broke the event protocol", zap.Error(ev.streamErr))
+		s.mu.Lock()
+		a.requestStopLocked(supervisor.StopSupervise)
+		s.mu.Unlock()
+		_, _ = io.Copy(io.Discard, g.Stdout())
+	}
+	<-g.Done()
+	out := g.Outcome()
+	s.mu.Lock()
+	s.finishLocked(a, ev, out, log)
+	s.mu.Unlock()
+}
+
+// finishLocked publishes the terminal receipt. The supervisor has proven
+// the process group gone (or nothing was started), so resource_state is
+// released; only now is the slot free.
+func (s *Server) finishLocked(a *attempt, ev *childEvents, out supervisor.Outcome, log *zap.Logger) {
+	now := time.Now().UTC()
+	r := &a.receipt
+	r.State = rc.StateTerminal
+	r.ResourceState = rc.ResourceReleased
+	r.Times.TerminalAt = ptr(now)
+	if !out.ReleasedAt.IsZero() {
+		r.Times.CleanupFinishedAt = ptr(out.ReleasedAt.UTC())
+	} else {
+		r.Times.CleanupFinishedAt = ptr(now)
+	}
+	if r.Times.CleanupStartedAt == nil {
+		r.Times.CleanupStartedAt = r.Times.CleanupFinishedAt
+	}
+	fail := func(outcome rc.Outcome, e *rc.Error) {
+		r.Outcome = outcome
+		r.Error = e.WithTrace(a.req.TraceID)
+		if ev != nil {
+			for _, art := range ev.artifacts {
+				_ = os.Remove(art.path)
+			}
+		}
+	}
+	reason := a.stopReason
+	if reason == "" {
+		reason = out.StopReason
+	}
+	switch {
+	case r.CancelRequested:
+		// Cancellation wins over anything the child produced: the
+		// backend decided the result is not wanted.
+		fail(rc.OutcomeCancelled, rc.NewError(rc.CodeCancelled, stageOf(r), "attempt cancelled; resources released"))
+	case reason == supervisor.StopDeadline:
+		fail(rc.OutcomeExpired, rc.NewError(rc.CodeDeadlineExceeded, stageOf(r), "hard deadline reached; the process group was stopped and reclaimed"))
+	case reason == supervisor.StopShutdown:
+		fail(rc.OutcomeFailed, rc.NewError(rc.CodeBrowserLost, stageOf(r), "renderer shut down during the attempt; resources released"))
+	case ev == nil:
+		fail(rc.OutcomeCancelled, rc.NewError(rc.CodeCancelled, rc.StageAdmission, "attempt stopped before it started"))
+	case ev.streamErr != nil:
+		code := rc.CodeResultLost
+		if errors.Is(ev.streamErr, chromium.ErrFrameTooLarge) {
+			code = rc.CodeOutputLimitExceeded
+		}
+		fail(rc.OutcomeFailed, rc.NewError(code, rc.StageResult, "execution child's output was not usable"))
+	case ev.result == nil:
+		log.Warn("execution child ended without a result", zap.Int("exit_code", out.ExitCode), zap.String("stderr", tail(logging.Redact(out.Stderr), 2048)))
+		fail(rc.OutcomeFailed, rc.NewError(rc.CodeBrowserLost, stageOf(r), "execution process ended without a result"))
+	case ev.result.Error != nil:
+		outcome := rc.OutcomeFailed
+		if ev.result.Error.Code == rc.CodeDeadlineExceeded {
+			outcome = rc.OutcomeExpired
+		}
+		log.Info("attempt failed", zap.String("code", string(ev.result.Error.Code)), zap.String("stage", string(ev.result.Error.Stage)),
+			zap.String("stderr", tail(logging.Redact(out.Stderr), 1024)))
+		fail(outcome, ev.result.Error)
+	default:
+		want := rc.ArtifactFor(a.req.Operation)
+		art, ok := ev.artifacts[want]
+		if !ok {
+			fail(rc.OutcomeFailed, rc.NewError(rc.CodeResultLost, rc.StageResult, "child reported success without its artifact"))
+			break
+		}
+		renderDigest, _ := rc.RenderDigest(s.envDigest, a.req.Operation, a.req.Viewport, a.req.OperationOptions)
+		a.artifacts = map[rc.ArtifactName]*storedArtifact{want: art}
+		r.Outcome = rc.OutcomeSucceeded
+		r.Result = &rc.Result{
+			Operation:           a.req.Operation,
+			InputDigest:         ev.result.InputDigest,
+			RenderProfileDigest: s.envDigest,
+			RenderDigest:        renderDigest,
+			HostBuild:           ev.result.HostBuild,
+			ArtifactID:          ev.result.ArtifactID,
+			State:               rc.ResultAvailable,
+			ExpiresAt:           now.Add(s.cfg.ResultTTL),
+			Artifacts:           []rc.Artifact{art.desc},
+			FinishedAt:          ev.resultAt.UTC(),
+			CleanupCompletedAt:  *r.Times.CleanupFinishedAt,
+		}
+	}
+	a.retainUntil = a.retention(now)
+	log.Info("attempt terminal", zap.String("outcome", string(r.Outcome)), zap.Int("processes_reclaimed", out.ProcessesReclaimed),
+		zap.Bool("grace_expired", out.GraceExpired))
+	if s.active == a {
+		s.active = nil
+		close(s.idle)
+	}
+}
+
+func stageOf(r *rc.Receipt) rc.Stage {
+	switch {
+	case r.Times.WorkFinishedAt != nil:
+		return rc.StageCleanup
+	case r.Times.ReadyAt != nil:
+		if r.Operation == rc.OpPageCapture {
+			return rc.StageCapture
+		}
+		return rc.StageDiagnose
+	case r.Times.BrowserStartedAt != nil:
+		return rc.StageReadiness
+	default:
+		return rc.StageLaunch
+	}
+}
+
+// store writes one artifact frame into the private result store, checking
+// size, type and (for PNGs) the pixel size against the request.
+func (s *Server) store(a *attempt, f *chromium.ArtifactFrame, body io.Reader) (*storedArtifact, error) {
+	if f.Name != rc.ArtifactFor(a.req.Operation) {
+		return nil, fmt.Errorf("unexpected artifact %s for %s", f.Name, a.req.Operation)
+	}
+	name := make([]byte, 12)
+	_, _ = rand.Read(name)
+	path := filepath.Join(s.results, hex.EncodeToString(name))
+	file, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	var head bytes.Buffer
+	n, err := io.Copy(io.MultiWriter(file, h, &limitedBuffer{buf: &head, max: 64 << 10}), body)
+	if cerr := file.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n != f.Bytes {
+		err = fmt.Errorf("artifact frame announced %d bytes, got %d", f.Bytes, n)
+	}
+	desc := rc.Artifact{Name: f.Name, ContentType: f.Name.ContentType(), Bytes: n, SHA256: digest.FromSum(h.Sum(nil))}
+	if err == nil {
+		switch f.Name {
+		case rc.ArtifactCapture:
+			cfg, derr := png.DecodeConfig(bytes.NewReader(head.Bytes()))
+			w, hgt := a.req.Viewport.PhysicalSize()
+			if derr != nil || cfg.Width != w || cfg.Height != hgt {
+				err = fmt.Errorf("capture is not a %dx%d PNG", w, hgt)
+			}
+			desc.Width, desc.Height = w, hgt
+		case rc.ArtifactDiagnosis:
+			b, rerr := os.ReadFile(path)
+			if rerr != nil || !json.Valid(b) {
+				err = errors.New("diagnosis is not JSON")
+			}
+		}
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return nil, err
+	}
+	return &storedArtifact{path: path, desc: desc}, nil
+}
+
+type limitedBuffer struct {
+	buf *bytes.Buffer
+	max int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.max - l.buf.Len(); room > 0 {
+		if len(p) < room {
+			room = len(p)
+		}
+		l.buf.Write(p[:room])
+	}
+	return len(p), nil
+}
+
+func (s *Server) documentURL(snapshotRef string) string {
+	u := *s.cfg.PreviewBaseURL
+	u.Path = rc.PreviewPath(u.Path, snapshotRef)
+	u.RawPath = ""
+	return u.String()
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}

@@ -1,0 +1,382 @@
+package chromium
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image/png"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	cdpruntime "github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	rc "slidecells/shared/rendercontract"
+)
+
+// maxJobBytes bounds the job read from standard input.
+const maxJobBytes = 1 << 20
+
+// Exit codes of the child. The control process trusts only the event
+// stream, these only help reading logs.
+const (
+	ExitOK      = 0
+	ExitBadJob  = 2
+	ExitStopped = 3
+	ExitIO      = 4
+)
+
+// RunChild is the child program: read a job from stdin, run it, write events
+// to stdout. SIGTERM closes the browser and ends the child without a
+// result; the supervisor decides the outcome of a stopped attempt.
+func RunChild(stdin io.Reader, stdout, stderr io.Writer) int {
+	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "child: "+format+"\n", args...) }
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT)
+
+	var job Job
+	if err := json.NewDecoder(io.LimitReader(stdin, maxJobBytes)).Decode(&job); err != nil {
+		logf("bad job: %v", err)
+		return ExitBadJob
+	}
+	started := time.Now()
+	makeChildDirs()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var stopped sync.Once
+	isStopped := make(chan struct{})
+	go func() {
+		<-term
+		// Closing resources is the separate control flow: cancelling
+		// the allocator kills the browser, and every call waiting on
+		// it returns. Nothing waits on a call to end by itself.
+		stopped.Do(func() { close(isStopped) })
+		stop()
+	}()
+	w := NewEventWriter(stdout)
+	res := execute(ctx, job, started, w, logf)
+	select {
+	case <-isStopped:
+		return ExitStopped
+	default:
+	}
+	if err := w.Send(Event{Type: EventResult, Result: res}); err != nil {
+		logf("result not written: %v", err)
+		return ExitIO
+	}
+	return ExitOK
+}
+
+type attempt struct {
+	job     Job
+	w       *EventWriter
+	logf    func(string, ...any)
+	until   time.Time
+	gate    *gate
+	exp     expect
+	mu      sync.Mutex
+	scene   string
+	errors  map[string][]rc.RuntimeError
+	docResp map[network.RequestID]int64
+}
+
+func execute(ctx context.Context, job Job, started time.Time, w *EventWriter, logf func(string, ...any)) *ChildResult {
+	res := &ChildResult{}
+	if os.Geteuid() == 0 {
+		// chromedp would add --no-sandbox for root; the sandbox stays
+		// on or nothing runs.
+		res.Error = rc.NewError(rc.CodeInternal, rc.StageLaunch, "execution child runs as root; refusing to start a browser without its sandbox")
+		return res
+	}
+	doc, err := url.Parse(job.Document.URL)
+	if err != nil || (doc.Scheme != "http" && doc.Scheme != "https") {
+		res.Error = rc.NewError(rc.CodeInternal, rc.StageLaunch, "document URL is not http(s)")
+		return res
+	}
+	a := &attempt{
+		job:     job,
+		w:       w,
+		logf:    logf,
+		until:   started.Add(job.Budget),
+		gate:    newGate(doc, job.Document.AllowedOrigins, rc.PreviewAccessHeader, job.Document.AccessToken),
+		exp:     expect{artifactID: job.Document.ArtifactID, inputDigest: job.Document.InputDigest, hostBuild: job.Document.HostBuild},
+		scene:   rc.DefaultScene,
+		errors:  map[string][]rc.RuntimeError{},
+		docResp: map[network.RequestID]int64{},
+	}
+	a.gate.logf = logf
+	defer func() { res.BlockedRequests = int(a.gate.blocked.Load()) }()
+
+	proxy, err := startRefusingProxy()
+	if err != nil {
+		res.Error = rc.NewError(rc.CodeInternal, rc.StageLaunch, "refusing proxy did not start")
+		return res
+	}
+	defer proxy.Close()
+
+	wd, _ := os.Getwd()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(job.Browser.Path),
+		chromedp.UserDataDir(filepath.Join(wd, "profile")),
+		chromedp.WSURLReadTimeout(30 * time.Second),
+		chromedp.ModifyCmdFunc(func(cmd *exec.Cmd) {
+			// Same process group as the child (the supervisor kills
+			// the group), and die with the child.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		}),
+	}
+	for _, f := range LaunchFlags(NetworkFlags{ProxyAddr: proxy.Addr(), AllowedOrigins: job.Document.AllowedOrigins}) {
+		name, value, hasValue := strings.Cut(f, "=")
+		if hasValue {
+			opts = append(opts, chromedp.Flag(name, value))
+		} else {
+			opts = append(opts, chromedp.Flag(name, true))
+		}
+	}
+	if job.BrowserLog {
+		opts = append(opts, chromedp.CombinedOutput(logWriter{logf}))
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(allocCtx, chromedp.WithErrorf(func(f string, args ...any) { logf("chromedp: "+f, args...) }))
+	defer cancelBrowser()
+	if err := chromedp.Run(bctx); err != nil {
+		logf("browser start: %v", err)
+		res.Error = rc.NewError(rc.CodeBrowserLost, rc.StageLaunch, "browser did not start")
+		return res
+	}
+	_ = w.Send(Event{Type: EventBrowserStarted})
+	logf("browser started after %s", time.Since(started).Round(time.Millisecond))
+
+	chromedp.ListenTarget(bctx, a.onEvent(bctx))
+	if e := a.setup(bctx); e != nil {
+		res.Error = e
+		return res
+	}
+	if e := a.navigate(bctx, doc); e != nil {
+		res.Error = e
+		return res
+	}
+	logf("document committed after %s", time.Since(started).Round(time.Millisecond))
+	st, e := waitReady(bctx, a.until, a.exp, rc.DefaultScene)
+	if st != nil {
+		res.HostBuild, res.ArtifactID, res.InputDigest = st.HostBuild, st.ArtifactID, st.InputDigest
+	}
+	if e != nil {
+		res.Error = e
+		return res
+	}
+	_ = w.Send(Event{Type: EventReady})
+
+	switch job.Operation {
+	case rc.OpPageCapture:
+		res.Error = a.capture(bctx, st)
+	case rc.OpPageDiagnose, rc.OpComponentDiagnose:
+		res.Error = a.diagnose(bctx, st)
+	default:
+		res.Error = rc.NewError(rc.CodeContractMismatch, rc.StageAdmission, "unknown operation")
+	}
+	if res.Error == nil {
+		logf("blocked requests to: %v", a.gate.blockedOrigins())
+	}
+	return res
+}
+
+// onEvent handles browser events. It must not block: anything that calls
+// back into the browser runs in its own goroutine.
+func (a *attempt) onEvent(ctx context.Context) func(any) {
+	return func(ev any) {
+		switch ev := ev.(type) {
+		case *fetch.EventRequestPaused:
+			go a.gate.handle(ctx, ev)
+		case *cdpruntime.EventExceptionThrown:
+			msg := "uncaught exception"
+			if d := ev.ExceptionDetails; d != nil {
+				msg = d.Text
+				if d.Exception != nil && d.Exception.Description != "" {
+					msg = d.Exception.Description
+				}
+			}
+			a.recordError(msg)
+		case *cdpruntime.EventConsoleAPICalled:
+			if ev.Type == cdpruntime.APITypeError && len(ev.Args) > 0 {
+				var parts []string
+				for _, arg := range ev.Args {
+					if arg.Value != nil {
+						parts = append(parts, strings.Trim(string(arg.Value), `"`))
+					} else if arg.Description != "" {
+						parts = append(parts, arg.Description)
+					}
+				}
+				a.recordError("console.error: " + strings.Join(parts, " "))
+			}
+		case *network.EventResponseReceived:
+			if ev.Type == network.ResourceTypeDocument && ev.Response != nil {
+				a.mu.Lock()
+				a.docResp[ev.RequestID] = ev.Response.Status
+				a.mu.Unlock()
+			}
+		}
+	}
+}
+
+// Runtime errors keep the first line only: stacks and exception chains stay
+// out of results.
+const maxRuntimeErrors, maxRuntimeErrorChars = 50, 300
+
+func (a *attempt) recordError(msg string) {
+	first, _, _ := strings.Cut(msg, "\n")
+	re := rc.RuntimeError{Message: first, Truncated: first != msg}
+	if len(re.Message) > maxRuntimeErrorChars {
+		re.Message, re.Truncated = re.Message[:maxRuntimeErrorChars], true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.errors[a.scene]) < maxRuntimeErrors {
+		a.errors[a.scene] = append(a.errors[a.scene], re)
+	}
+}
+
+// animationCSS is installed at document start in every frame: animations
+// and transitions jump to their end state.
+const animationCSS = `(() => {
+  const css = '*, *::before, *::after { animation-duration: 0s !important; animation-delay: 0s !important; transition-duration: 0s !important; transition-delay: 0s !important; caret-color: transparent !important; scroll-behavior: auto !important; }';
+  const install = () => { const s = document.createElement('style'); s.setAttribute('data-render-policy', 'animations'); s.textContent = css; (document.head || document.documentElement).appendChild(s); };
+  if (document.documentElement) install(); else document.addEventListener('DOMContentLoaded', install, {once: true});
+})()`
+
+func (a *attempt) setup(ctx context.Context) *rc.Error {
+	vp := a.job.Viewport
+	pw, ph := vp.PhysicalSize()
+	err := chromedp.Run(ctx,
+		network.Enable(),
+		cdpruntime.Enable(),
+		emulation.SetDeviceMetricsOverride(int64(vp.Width), int64(vp.Height), vp.DeviceScaleFactor, false).
+			WithScreenWidth(int64(vp.Width)).WithScreenHeight(int64(vp.Height)),
+		emulation.SetLocaleOverride().WithLocale(a.job.Browser.Locale),
+		emulation.SetTimezoneOverride(a.job.Browser.Timezone),
+		emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{
+			{Name: "prefers-color-scheme", Value: ColorScheme},
+			{Name: "prefers-reduced-motion", Value: "reduce"},
+		}),
+		chromedp.ActionFunc(func(ctx context.Context) error {
+			_, err := page.AddScriptToEvaluateOnNewDocument(animationCSS).Do(ctx)
+			return err
+		}),
+		fetch.Enable().WithPatterns([]*fetch.RequestPattern{{URLPattern: "*", RequestStage: fetch.RequestStageRequest}}),
+	)
+	if err != nil {
+		a.logf("setup: %v (canvas %dx%d)", err, pw, ph)
+		return rc.NewError(rc.CodeBrowserLost, rc.StageLaunch, "browser setup failed")
+	}
+	return nil
+}
+
+func (a *attempt) navigate(ctx context.Context, doc *url.URL) *rc.Error {
+	var loader network.RequestID
+	var errText string
+	err := chromedp.Run(ctx, chromedp.ActionFunc(func(ctx context.Context) error {
+		_, l, et, _, err := page.Navigate(doc.String()).Do(ctx)
+		loader, errText = network.RequestID(l), et
+		return err
+	}))
+	if err != nil {
+		return rc.NewError(rc.CodeBrowserLost, rc.StageNavigation, "browser stopped answering during navigation")
+	}
+	if errText != "" {
+		if strings.Contains(errText, "BLOCKED_BY_CLIENT") {
+			return rc.NewError(rc.CodeContractMismatch, rc.StageNavigation, "preview document redirected outside the allowed origins")
+		}
+		return rc.NewError(rc.CodeServiceUnavailable, rc.StageNavigation, "preview host unreachable (%s)", clip(errText, 60))
+	}
+	// The document's response event precedes the navigation answer;
+	// give the event loop a moment in case it is still being handled.
+	var status int64
+	for i := 0; i < 100; i++ {
+		a.mu.Lock()
+		status = a.docResp[loader]
+		a.mu.Unlock()
+		if status != 0 {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	switch {
+	case status == 0 || status/100 == 2:
+		return nil
+	case status == 401 || status == 403 || status == 404 || status == 410:
+		return rc.NewError(rc.CodeInputExpired, rc.StageNavigation, "preview host refused the artifact (HTTP %d)", status)
+	default:
+		return rc.NewError(rc.CodeServiceUnavailable, rc.StageNavigation, "preview host answered HTTP %d", status)
+	}
+}
+
+// finishAnimations runs before a capture: Web Animations started by script
+// are not covered by the CSS policy.
+const finishAnimations = `(() => { for (const an of document.getAnimations()) { try { an.finish(); } catch (e) { an.cancel(); } } return true; })()`
+
+func (a *attempt) capture(ctx context.Context, st *rc.ReadyState) *rc.Error {
+	if st.Mount == rc.MountFailed {
+		return rc.NewError(rc.CodeContentError, rc.StageCapture, "content failed to mount")
+	}
+	for _, f := range st.ContentFaults {
+		if f.Blocking {
+			return rc.NewError(rc.CodeContentError, rc.StageCapture, "blocking content fault %s: %s", clip(f.Code, 64), clip(f.Message, 200))
+		}
+	}
+	var ok bool
+	if err := chromedp.Run(ctx, chromedp.Evaluate(finishAnimations, &ok)); err != nil {
+		return rc.NewError(rc.CodeBrowserLost, rc.StageCapture, "browser stopped answering before capture")
+	}
+	// Finishing animations can start loads (a final frame's image); the
+	// capture waits for readiness once more.
+	if _, e := waitReady(ctx, a.until, a.exp, rc.DefaultScene); e != nil {
+		return e
+	}
+	var buf []byte
+	err := chromedp.Run(ctx, chromedp.ActionFunc(func(ctx context.Context) error {
+		var err error
+		buf, err = page.CaptureScreenshot().WithFormat(page.CaptureScreenshotFormatPng).
+			WithFromSurface(true).WithCaptureBeyondViewport(false).Do(ctx)
+		return err
+	}))
+	if err != nil {
+		return rc.NewError(rc.CodeBrowserLost, rc.StageCapture, "browser failed to capture")
+	}
+	if int64(len(buf)) > rc.MaxPNGBytes {
+		return rc.NewError(rc.CodeOutputLimitExceeded, rc.StageCapture, "capture is %d bytes, limit %d", len(buf), rc.MaxPNGBytes)
+	}
+	cfg, err := png.DecodeConfig(bytes.NewReader(buf))
+	if err != nil {
+		return rc.NewError(rc.CodeInternal, rc.StageCapture, "browser returned no valid PNG")
+	}
+	wantW, wantH := a.job.Viewport.PhysicalSize()
+	if cfg.Width != wantW || cfg.Height != wantH {
+		return rc.NewError(rc.CodeInternal, rc.StageCapture, "capture is %dx%d, expected %dx%d", cfg.Width, cfg.Height, wantW, wantH)
+	}
+	if err := a.w.SendArtifact(ArtifactFrame{Name: rc.ArtifactCapture, Width: cfg.Width, Height: cfg.Height}, buf); err != nil {
+		return rc.NewError(rc.CodeResultLost, rc.StageResult, "artifact not handed to the supervisor")
+	}
+	return nil
+}
+
+// logWriter forwards browser output lines to the child's log.
+type logWriter struct{ logf func(string, ...any) }
+
+func (l logWriter) Write(p []byte) (int, error) {
+	l.logf("browser: %s", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,403 @@
+package chromium
+
+import (
+	"bytes"
+	"encoding/json"
+	"image/png"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"slidecells/renderer/internal/fixture"
+	"slidecells/renderer/supervisor"
+	rc "slidecells/shared/rendercontract"
+)
+
+const childMarker = "CHROMIUM_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	supervisor.RunShimIfRequested()
+	if os.Getenv(childMarker) == "1" {
+		os.Exit(RunChild(os.Stdin, os.Stdout, os.Stderr))
+	}
+	if err := supervisor.BecomeSubreaper(); err != nil {
+		panic(err)
+	}
+	os.Exit(m.Run())
+}
+
+const token = "preview-token-for-tests"
+
+func requireBrowser(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(DefaultBrowserPath); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI requires Chromium at %s: %v", DefaultBrowserPath, err)
+		}
+		t.Skipf("Chromium not installed at %s (apt-get install chromium); skipping browser tests", DefaultBrowserPath)
+	}
+}
+
+type outcome struct {
+	events    []Event
+	artifacts map[rc.ArtifactName][]byte
+	frames    map[rc.ArtifactName]ArtifactFrame
+	result    *ChildResult
+	group     supervisor.Outcome
+}
+
+type harness struct {
+	srv  *fixture.Server
+	root string
+	cred *syscall.Credential
+}
+
+func setup(t *testing.T) *harness {
+	t.Helper()
+	requireBrowser(t)
+	srv := fixture.Start(token)
+	t.Cleanup(srv.Close)
+	// Short: Chromium's singleton socket path must stay below the
+	// 108-byte limit of Unix socket addresses.
+	root, err := os.MkdirTemp("/tmp", "rt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	h := &harness{srv: srv, root: root}
+	if os.Getuid() == 0 {
+		u, err := user.Lookup("nobody")
+		if err != nil {
+			t.Fatal("running as root needs the user nobody for the browser sandbox")
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		h.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if err := os.Chmod(root, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
+}
+
+func (h *harness) job(ref string, op rc.Operation, vp rc.Viewport) Job {
+	return Job{
+		AttemptID: "ra_test",
+		Operation: op,
+		Viewport:  vp,
+		Browser:   BrowserSettings{Path: DefaultBrowserPath, Locale: Locale, Timezone: Timezone},
+		Document: DocumentSettings{
+			URL:            h.srv.BaseURL() + "snapshots/" + ref,
+			AllowedOrigins: []string{h.srv.Origin()},
+			AccessToken:    token,
+			ArtifactID:     ref,
+			InputDigest:    fixture.InputDigest,
+			HostBuild:      fixture.HostBuild,
+		},
+		Budget:     30 * time.Second,
+		BrowserLog: os.Getenv("BROWSER_LOG") != "",
+	}
+}
+
+func (h *harness) run(t *testing.T, job Job, deadline time.Duration) outcome {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _ := json.Marshal(job)
+	g, err := supervisor.Start(supervisor.Spec{
+		Path:         self,
+		Env:          func(dir string) []string { return append(ChildEnv(dir), childMarker+"=1") },
+		Credential:   h.cred,
+		TempRoot:     h.root,
+		Limits:       supervisor.Limits{}.WithDefaults(),
+		Input:        in,
+		HardDeadline: time.Now().Add(deadline),
+		Grace:        2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := outcome{artifacts: map[rc.ArtifactName][]byte{}, frames: map[rc.ArtifactName]ArtifactFrame{}}
+	readErr := ReadEvents(g.Stdout(), func(ev Event, body io.Reader) error {
+		o.events = append(o.events, ev)
+		switch ev.Type {
+		case EventArtifact:
+			b, err := io.ReadAll(body)
+			if err != nil {
+				return err
+			}
+			o.artifacts[ev.Artifact.Name] = b
+			o.frames[ev.Artifact.Name] = *ev.Artifact
+		case EventResult:
+			o.result = ev.Result
+		}
+		return nil
+	})
+	<-g.Done()
+	o.group = g.Outcome()
+	if readErr != nil {
+		t.Fatalf("event stream: %v", readErr)
+	}
+	if t.Failed() || testing.Verbose() {
+		t.Logf("child stderr:\n%s", o.group.Stderr)
+	}
+	assertNoBrowserLeft(t, g.Dir())
+	return o
+}
+
+// assertNoBrowserLeft checks the process table for any process that still
+// refers to the attempt directory (every Chromium process of an attempt
+// carries its profile path on the command line).
+func assertNoBrowserLeft(t *testing.T, dir string) {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		if bytes.Contains(b, []byte(dir)) {
+			t.Fatalf("process %s of the attempt survived: %s", e.Name(), strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+}
+
+func wantError(t *testing.T, o outcome, code rc.Code) *rc.Error {
+	t.Helper()
+	if o.result == nil {
+		t.Fatalf("no result; child stderr:\n%s", o.group.Stderr)
+	}
+	if o.result.Error == nil || o.result.Error.Code != code {
+		t.Fatalf("result error = %+v, want %s; stderr:\n%s", o.result.Error, code, o.group.Stderr)
+	}
+	return o.result.Error
+}
+
+func wantOK(t *testing.T, o outcome) {
+	t.Helper()
+	if o.result == nil || o.result.Error != nil {
+		var e *rc.Error
+		if o.result != nil {
+			e = o.result.Error
+		}
+		t.Fatalf("result error = %+v; stderr:\n%s", e, o.group.Stderr)
+	}
+}
+
+var small = rc.Viewport{Width: 320, Height: 180, DeviceScaleFactor: 2}
+
+func TestCaptureReadyPage(t *testing.T) {
+	h := setup(t)
+	o := h.run(t, h.job(fixture.Ready, rc.OpPageCapture, small), time.Minute)
+	wantOK(t, o)
+	img, err := png.Decode(bytes.NewReader(o.artifacts[rc.ArtifactCapture]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := img.Bounds(); b.Dx() != 640 || b.Dy() != 360 {
+		t.Fatalf("capture is %dx%d, want 640x360", b.Dx(), b.Dy())
+	}
+	if f := o.frames[rc.ArtifactCapture]; f.Width != 640 || f.Height != 360 {
+		t.Fatalf("frame says %dx%d", f.Width, f.Height)
+	}
+	// The fixture's background is #1f6feb; the bottom right corner has no text.
+	r, g, b, _ := img.At(630, 350).RGBA()
+	if r>>8 != 0x1f || g>>8 != 0x6f || b>>8 != 0xeb {
+		t.Fatalf("pixel = %02x%02x%02x, want 1f6feb", r>>8, g>>8, b>>8)
+	}
+	if o.result.HostBuild != fixture.HostBuild || o.result.InputDigest != fixture.InputDigest || o.result.ArtifactID != fixture.Ready {
+		t.Fatalf("host facts = %+v", o.result)
+	}
+	types := []string{}
+	for _, ev := range o.events {
+		types = append(types, ev.Type)
+	}
+	if strings.Join(types, ",") != "browser_started,ready,artifact,result" {
+		t.Fatalf("events = %v", types)
+	}
+	if seen := h.srv.CredentialSeen("/preview/snapshots/" + fixture.Ready); len(seen) != 1 || !seen[0] {
+		t.Fatalf("credential on document request = %v", seen)
+	}
+	if seen := h.srv.CredentialSeen("/assets/font.ttf"); len(seen) > 0 && seen[0] {
+		t.Fatal("credential leaked to an asset request")
+	}
+}
+
+func TestReadinessProtocolFailures(t *testing.T) {
+	h := setup(t)
+	cases := []struct {
+		name   string
+		ref    string
+		mutate func(*Job)
+		want   rc.Code
+	}{
+		{"protocol missing", fixture.Never, nil, rc.CodeContractMismatch},
+		{"wrong protocol version", fixture.WrongVersion, nil, rc.CodeContractMismatch},
+		{"blocking content fault", fixture.Fault, nil, rc.CodeContentError},
+		{"failed visual resource", fixture.AssetFailed, nil, rc.CodeAssetNotReady},
+		{"other input digest", fixture.Ready, func(j *Job) { j.Document.InputDigest = "sha256:" + strings.Repeat("0", 64) }, rc.CodeInputNotReproducible},
+		{"other host build", fixture.Ready, func(j *Job) { j.Document.HostBuild = "host-2" }, rc.CodeProfileMismatch},
+		{"refused credential", fixture.Ready, func(j *Job) { j.Document.AccessToken = "wrong" }, rc.CodeInputExpired},
+		{"redirect to another origin", fixture.Offsite, nil, rc.CodeContractMismatch},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			j := h.job(tc.ref, rc.OpPageCapture, small)
+			if tc.mutate != nil {
+				tc.mutate(&j)
+			}
+			e := wantError(t, h.run(t, j, time.Minute), tc.want)
+			if tc.want == rc.CodeAssetNotReady && (e.Resources == nil || e.Resources.Images.Failed != 1 || e.Retryable) {
+				t.Fatalf("asset facts = %+v", e)
+			}
+		})
+	}
+	if h.srv.OtherHits() != 0 {
+		t.Fatalf("the other origin was reached %d times", h.srv.OtherHits())
+	}
+}
+
+func TestOtherOriginsAreBlocked(t *testing.T) {
+	h := setup(t)
+	o := h.run(t, h.job(fixture.Escape, rc.OpPageCapture, small), time.Minute)
+	wantOK(t, o)
+	if h.srv.OtherHits() != 0 {
+		t.Fatalf("the other origin was reached %d times", h.srv.OtherHits())
+	}
+	if o.result.BlockedRequests == 0 {
+		t.Fatal("no request was blocked; the fixture did not try")
+	}
+}
+
+func TestCredentialNotCarriedAcrossRedirect(t *testing.T) {
+	h := setup(t)
+	o := h.run(t, h.job(fixture.Redirect, rc.OpPageCapture, small), time.Minute)
+	wantOK(t, o)
+	if seen := h.srv.CredentialSeen("/preview/snapshots/" + fixture.Redirect); len(seen) != 1 || !seen[0] {
+		t.Fatalf("first hop credential = %v", seen)
+	}
+	if seen := h.srv.CredentialSeen("/preview/landing/" + fixture.Redirect); len(seen) != 1 || seen[0] {
+		t.Fatalf("redirect target credential = %v, want [false]", seen)
+	}
+}
+
+func decodeDiagnosis(t *testing.T, o outcome) rc.Diagnosis {
+	t.Helper()
+	wantOK(t, o)
+	var d rc.Diagnosis
+	if err := json.Unmarshal(o.artifacts[rc.ArtifactDiagnosis], &d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func codes(d rc.Diagnosis, scene string) map[string]rc.Finding {
+	m := map[string]rc.Finding{}
+	for _, f := range d.Items {
+		if f.Scene == scene {
+			if _, ok := m[f.Code]; !ok {
+				m[f.Code] = f
+			}
+		}
+	}
+	return m
+}
+
+func TestPageDiagnoseFindsLayoutProblems(t *testing.T) {
+	h := setup(t)
+	d := decodeDiagnosis(t, h.run(t, h.job(fixture.Layout, rc.OpPageDiagnose, rc.Viewport{Width: 360, Height: 270, DeviceScaleFactor: 1}), time.Minute))
+	got := codes(d, "default")
+	for code, sel := range map[string]string{
+		rc.FindingTextOverflow: "#overflow",
+		rc.FindingTextClipped:  "#clipped",
+		rc.FindingOverlap:      "#a",
+		rc.FindingTextTooSmall: "#tiny",
+		rc.FindingOutOfCanvas:  "#off",
+		rc.FindingBlankArea:    "",
+	} {
+		f, ok := got[code]
+		if !ok {
+			t.Errorf("no %s finding; items: %+v", code, d.Items)
+			continue
+		}
+		if sel != "" && f.Evidence.Selector != sel {
+			t.Errorf("%s evidence selector = %q, want %q", code, f.Evidence.Selector, sel)
+		}
+		if f.Severity == "" || f.Scene != "default" {
+			t.Errorf("%s lacks severity or scene: %+v", code, f)
+		}
+	}
+	if d.Counts.Error < 3 || len(d.Scenes) != 1 || d.Scenes[0].Layout == nil || len(d.Scenes[0].Layout.TextBlocks) < 5 {
+		t.Fatalf("diagnosis = %+v", d)
+	}
+	if d.SchemaVersion != rc.DiagnosisSchemaVersion {
+		t.Fatalf("schema = %s", d.SchemaVersion)
+	}
+}
+
+func TestPageDiagnoseReportsContentFaultInResult(t *testing.T) {
+	h := setup(t)
+	d := decodeDiagnosis(t, h.run(t, h.job(fixture.Fault, rc.OpPageDiagnose, small), time.Minute))
+	f, ok := codes(d, "default")[rc.FindingContentFault]
+	if !ok || f.Severity != rc.SeverityError || f.Evidence.Value != "PROP_MISSING" {
+		t.Fatalf("content fault finding = %+v (items %+v)", f, d.Items)
+	}
+}
+
+func TestComponentDiagnoseRunsScenesInSequence(t *testing.T) {
+	h := setup(t)
+	j := h.job(fixture.Component, rc.OpComponentDiagnose, small)
+	j.Scenes = []string{"dense", "broken", "ghost"}
+	d := decodeDiagnosis(t, h.run(t, j, time.Minute))
+	var names []string
+	for _, s := range d.Scenes {
+		names = append(names, s.Scene)
+	}
+	if strings.Join(names, ",") != "default,dense,broken,ghost" {
+		t.Fatalf("scenes = %v", names)
+	}
+	if _, ok := codes(d, "dense")[rc.FindingTextOverflow]; !ok {
+		t.Errorf("dense scene has no overflow finding: %+v", d.Items)
+	}
+	broken := codes(d, "broken")
+	for _, c := range []string{rc.FindingMountFailed, rc.FindingContentFault, rc.FindingRuntimeError} {
+		if _, ok := broken[c]; !ok {
+			t.Errorf("broken scene lacks %s: %+v", c, d.Items)
+		}
+	}
+	if len(d.Scenes[2].RuntimeErrors) == 0 || !strings.Contains(d.Scenes[2].RuntimeErrors[0].Message, "reading 'items'") {
+		t.Errorf("broken scene runtime errors = %+v", d.Scenes[2].RuntimeErrors)
+	}
+	if _, ok := codes(d, "ghost")[rc.FindingSceneFailed]; !ok || d.Scenes[3].Completed {
+		t.Errorf("unknown scene not reported as failed: %+v", d.Scenes[3])
+	}
+	if !d.Scenes[0].Completed || len(codes(d, "default")) != 0 && codes(d, "default")[rc.FindingTextOverflow].Code != "" {
+		t.Errorf("default scene = %+v", d.Scenes[0])
+	}
+}
+
+func TestFlagsAreComplete(t *testing.T) {
+	flags := strings.Join(ProfileFlags(), " ")
+	for _, want := range []string{"--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
+		"--disable-quic", "--disable-default-apps", "--disable-gpu", "--headless", "--proxy-server=", "--host-resolver-rules="} {
+		if !strings.Contains(flags, want) {
+			t.Errorf("profile flags lack %s", want)
+		}
+	}
+	if strings.Contains(flags, "no-sandbox") {
+		t.Fatal("sandbox disabled in the profile")
+	}
+}
+
+var _ = exec.Command

@@ -1,0 +1,217 @@
+package chromium
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"slidecells/shared/digest"
+	rc "slidecells/shared/rendercontract"
+)
+
+//go:embed diagnose.js
+var diagnoseJS string
+
+// DiagnosticsScriptVersion identifies the layout analysis; it is part of
+// the RenderProfile.
+var DiagnosticsScriptVersion = digest.Bytes([]byte(diagnoseJS))
+
+// maxItems bounds the findings of one diagnosis across scenes.
+const maxItems = 500
+
+type scriptOutput struct {
+	Layout    rc.Layout    `json:"layout"`
+	Findings  []rc.Finding `json:"findings"`
+	Truncated bool         `json:"truncated"`
+}
+
+// sceneSwitchExpr dispatches a scene switch request to the host.
+func sceneSwitchExpr(req rc.SceneSwitchRequest) string {
+	b, _ := json.Marshal(req)
+	return fmt.Sprintf(`window.dispatchEvent(new CustomEvent(%q, {detail: %s})), true`, rc.SceneSwitchEvent, b)
+}
+
+func (a *attempt) diagnose(ctx context.Context, first *rc.ReadyState) *rc.Error {
+	scenes := []string{rc.DefaultScene}
+	if a.job.Operation == rc.OpComponentDiagnose {
+		scenes = rc.OperationOptions{Scenes: a.job.Scenes}.SceneList()
+	}
+	d := rc.Diagnosis{
+		SchemaVersion: rc.DiagnosisSchemaVersion,
+		Operation:     a.job.Operation,
+		ArtifactID:    first.ArtifactID,
+		Viewport:      a.job.Viewport,
+		Items:         []rc.Finding{},
+	}
+	var all []rc.Finding
+	st := first
+	for i, scene := range scenes {
+		report := rc.SceneReport{Scene: scene, RuntimeErrors: []rc.RuntimeError{}, ContentFaults: []rc.ContentFault{}}
+		if scene != rc.DefaultScene {
+			var e *rc.Error
+			var ok bool
+			st, ok, e = a.switchScene(ctx, st, scene, fmt.Sprintf("sw_%d", i))
+			if e != nil {
+				return e
+			}
+			if !ok {
+				all = append(all, rc.Finding{Severity: rc.SeverityError, Code: rc.FindingSceneFailed, Scene: scene,
+					Message: "the host could not show this scene", Evidence: rc.Evidence{Value: scene}})
+				report.RuntimeErrors = a.takeErrors(scene)
+				d.Scenes = append(d.Scenes, report)
+				continue
+			}
+		}
+		var raw string
+		args, _ := json.Marshal(map[string]any{"scene": scene, "width": a.job.Viewport.Width, "height": a.job.Viewport.Height})
+		if err := chromedp.Run(ctx, chromedp.Evaluate(diagnoseJS+"("+string(args)+")", &raw)); err != nil {
+			return rc.NewError(rc.CodeBrowserLost, rc.StageDiagnose, "browser stopped answering during layout analysis")
+		}
+		var out scriptOutput
+		if err := json.Unmarshal([]byte(raw), &out); err != nil {
+			return rc.NewError(rc.CodeInternal, rc.StageDiagnose, "layout analysis returned an unexpected value")
+		}
+		layout := out.Layout
+		report.Layout = &layout
+		report.Completed = true
+		all = append(all, out.Findings...)
+		if out.Truncated {
+			d.Truncated = true
+		}
+		if st.Mount == rc.MountFailed {
+			all = append(all, rc.Finding{Severity: rc.SeverityError, Code: rc.FindingMountFailed, Scene: scene, Message: "content failed to mount"})
+		}
+		for _, f := range st.ContentFaults {
+			if f.Scene != "" && f.Scene != scene {
+				continue
+			}
+			report.ContentFaults = append(report.ContentFaults, f)
+			sev := rc.SeverityWarning
+			if f.Blocking {
+				sev = rc.SeverityError
+			}
+			all = append(all, rc.Finding{Severity: sev, Code: rc.FindingContentFault, Scene: scene,
+				Message: clip(f.Message, 300), Evidence: rc.Evidence{Value: clip(f.Code, 64)}, Truncated: len(f.Message) > 300})
+		}
+		// Give the page a beat to report errors of this scene before
+		// they are attributed.
+		report.RuntimeErrors = a.takeErrors(scene)
+		for _, re := range report.RuntimeErrors {
+			all = append(all, rc.Finding{Severity: rc.SeverityError, Code: rc.FindingRuntimeError, Scene: scene,
+				Message: re.Message, Truncated: re.Truncated})
+		}
+		d.Scenes = append(d.Scenes, report)
+	}
+	rank := map[rc.Severity]int{rc.SeverityError: 0, rc.SeverityWarning: 1, rc.SeverityInfo: 2}
+	sort.SliceStable(all, func(i, j int) bool { return rank[all[i].Severity] < rank[all[j].Severity] })
+	for _, f := range all {
+		switch f.Severity {
+		case rc.SeverityError:
+			d.Counts.Error++
+		case rc.SeverityWarning:
+			d.Counts.Warning++
+		default:
+			d.Counts.Info++
+		}
+	}
+	if len(all) > maxItems {
+		all = all[:maxItems]
+		d.Truncated = true
+	}
+	d.Items = append(d.Items, all...)
+	if d.Truncated {
+		d.Items = append(d.Items, rc.Finding{Severity: rc.SeverityWarning, Code: rc.FindingItemsTruncated,
+			Message: "some findings or layout facts were left out; counts are complete", Truncated: true})
+	}
+	body, e := encodeBounded(&d)
+	if e != nil {
+		return e
+	}
+	if err := a.w.SendArtifact(ArtifactFrame{Name: rc.ArtifactDiagnosis}, body); err != nil {
+		return rc.NewError(rc.CodeResultLost, rc.StageResult, "artifact not handed to the supervisor")
+	}
+	return nil
+}
+
+// encodeBounded fits the diagnosis into the contract limit by dropping
+// layout detail first; findings are the last thing to go, and if they do
+// not fit the execution fails rather than reporting fewer problems.
+func encodeBounded(d *rc.Diagnosis) ([]byte, *rc.Error) {
+	for attempt := 0; attempt < 4; attempt++ {
+		b, err := json.Marshal(d)
+		if err != nil {
+			return nil, rc.NewError(rc.CodeInternal, rc.StageDiagnose, "diagnosis not encodable")
+		}
+		if len(b) <= rc.MaxDiagnosisBytes {
+			return b, nil
+		}
+		d.Truncated = true
+		for i := range d.Scenes {
+			if l := d.Scenes[i].Layout; l != nil {
+				l.Truncated = true
+				switch attempt {
+				case 0:
+					l.TextBlocks = l.TextBlocks[:len(l.TextBlocks)/4]
+					l.Relations = l.Relations[:len(l.Relations)/4]
+				default:
+					l.TextBlocks, l.Relations, l.Groups = nil, nil, nil
+				}
+			}
+		}
+	}
+	return nil, rc.NewError(rc.CodeOutputLimitExceeded, rc.StageDiagnose, "diagnosis exceeds %d bytes even without layout detail", rc.MaxDiagnosisBytes)
+}
+
+func (a *attempt) takeErrors(scene string) []rc.RuntimeError {
+	time.Sleep(pollInterval)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	errs := a.errors[scene]
+	if errs == nil {
+		errs = []rc.RuntimeError{}
+	}
+	return errs
+}
+
+// switchScene asks the host for a scene and waits for its receipt and for
+// the scene's readiness. ok is false when the host could not show it.
+func (a *attempt) switchScene(ctx context.Context, st *rc.ReadyState, scene, requestID string) (*rc.ReadyState, bool, *rc.Error) {
+	known := false
+	for _, s := range st.Scenes {
+		if s == scene {
+			known = true
+		}
+	}
+	if !known {
+		return st, false, nil
+	}
+	a.mu.Lock()
+	a.scene = scene
+	a.mu.Unlock()
+	var ok bool
+	if err := chromedp.Run(ctx, chromedp.Evaluate(sceneSwitchExpr(rc.SceneSwitchRequest{Scene: scene, RequestID: requestID}), &ok)); err != nil {
+		return st, false, rc.NewError(rc.CodeBrowserLost, rc.StageDiagnose, "browser stopped answering during a scene switch")
+	}
+	for {
+		cur, e := waitReady(ctx, a.until, a.exp, "")
+		if e != nil {
+			return cur, false, e
+		}
+		if r, found := cur.Receipt(requestID); found {
+			if r.State == rc.SceneFailed {
+				return cur, false, nil
+			}
+			next, e := waitReady(ctx, a.until, a.exp, scene)
+			return next, e == nil, e
+		}
+		if time.Now().After(a.until) {
+			return cur, false, rc.NewError(rc.CodeDeadlineExceeded, rc.StageDiagnose, "scene %s not shown before the deadline", scene)
+		}
+		time.Sleep(pollInterval)
+	}
+}

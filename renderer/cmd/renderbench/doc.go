@@ -1,0 +1,12 @@
+// Command renderbench measures the renderer end to end: it starts the
+// fixture preview host and a real renderer process, then alternates
+// page.capture attempts of a 1280×720 slide (POST → terminal receipt →
+// artifact download) with plain `chromium --headless --screenshot` runs of
+// the same page, and reports both medians, their ratio and the peak RSS
+// (VmHWM) of the renderer control process.
+//
+//	go build -o /tmp/renderer ./renderer/cmd/renderer
+//	go run ./renderer/cmd/renderbench -renderer /tmp/renderer -n 30
+//
+// Traffic stays on loopback; the run is bounded by -n.
+package main

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"slidecells/renderer/chromium"
+	"slidecells/renderer/internal/fixture"
+	rc "slidecells/shared/rendercontract"
+	"slidecells/shared/ticket"
+)
+
+const token = "bench-preview-token"
+
+func main() {
+	bin := flag.String("renderer", "", "path to a built renderer binary (required)")
+	n := flag.Int("n", 20, "samples per side")
+	dsf := flag.Float64("dsf", 1, "device scale factor of both sides")
+	flag.Parse()
+	if *bin == "" || *n < 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err := run(*bin, *n, *dsf); err != nil {
+		fmt.Fprintln(os.Stderr, "renderbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(bin string, n int, dsf float64) error {
+	fx := fixture.Start(token)
+	defer fx.Close()
+	// The baseline browser cannot send the credential header.
+	fx.StrictAuth = false
+	signer, err := ticket.GenerateSigner("bench")
+	if err != nil {
+		return err
+	}
+	root, err := os.MkdirTemp("/tmp", "rb")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(root)
+	if err := os.Chmod(root, 0o711); err != nil {
+		return err
+	}
+
+	cmd := exec.Command(bin)
+	cmd.Env = []string{
+		// Info, for the address line; the renderer logs a few lines
+		// per attempt, which is part of what is measured.
+		"PATH=/usr/bin:/bin", "LOG_LEVEL=info",
+		"RENDER_WORKER_ID=w-bench",
+		"RENDER_TICKET_PUBLIC_KEYS=" + signer.PublicKey().String(),
+		"RENDER_PREVIEW_BASE_URL=" + fx.BaseURL(),
+		"RENDER_TEMP_ROOT=" + filepath.Join(root, "r"),
+		"RENDER_LISTEN_ADDR=127.0.0.1:0",
+		"RENDER_MIN_FREE_DISK_MB=1",
+	}
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var l struct{ Addr string }
+			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Addr != "" {
+				addr <- l.Addr
+			}
+		}
+	}()
+	var base string
+	select {
+	case a := <-addr:
+		base = "http://" + a
+	case <-time.After(60 * time.Second):
+		return fmt.Errorf("renderer did not start")
+	}
+	var caps rc.Capabilities
+	if err := getJSON(base+rc.APIRoot+"/capabilities", &caps); err != nil {
+		return err
+	}
+	vp := rc.Viewport{Width: 1280, Height: 720, DeviceScaleFactor: dsf}
+
+	var ours, plain []time.Duration
+	stages := map[string][]time.Duration{}
+	// One warm-up of each side so page cache effects hit both equally.
+	if _, _, err := attempt(base, signer, caps, vp, 0); err != nil {
+		return err
+	}
+	if _, err := baseline(fx.BaseURL()+"snapshots/"+fixture.Slide, root, dsf); err != nil {
+		return err
+	}
+	for i := 1; i <= n; i++ {
+		d, rec, err := attempt(base, signer, caps, vp, int64(i))
+		if err != nil {
+			return err
+		}
+		ours = append(ours, d)
+		t := rec.Times
+		for _, st := range []struct {
+			name     string
+			from, to *time.Time
+		}{
+			{"1 admission → browser started", t.AcceptedAt, t.BrowserStartedAt},
+			{"2 browser started → ready", t.BrowserStartedAt, t.ReadyAt},
+			{"3 ready → result", t.ReadyAt, t.WorkFinishedAt},
+			{"4 result → released", t.WorkFinishedAt, t.CleanupFinishedAt},
+		} {
+			if st.from != nil && st.to != nil {
+				stages[st.name] = append(stages[st.name], st.to.Sub(*st.from))
+			}
+		}
+		b, err := baseline(fx.BaseURL()+"snapshots/"+fixture.Slide, root, dsf)
+		if err != nil {
+			return err
+		}
+		plain = append(plain, b)
+	}
+	hwm, rss := memory(cmd.Process.Pid)
+	mo, mp := median(ours), median(plain)
+	fmt.Printf("renderer page.capture 1280x720 dsf %g, n=%d, %d CPUs, %s\n", dsf, n, runtime.NumCPU(), caps.Profile.BrowserBuild)
+	fmt.Printf("| measure | median | p90 | min | max |\n|---|---|---|---|---|\n")
+	fmt.Printf("| renderer POST → terminal receipt → artifact | %s | %s | %s | %s |\n", ms(mo), ms(pct(ours, 0.9)), ms(pct(ours, 0)), ms(pct(ours, 1)))
+	fmt.Printf("| chromium --headless --screenshot | %s | %s | %s | %s |\n", ms(mp), ms(pct(plain, 0.9)), ms(pct(plain, 0)), ms(pct(plain, 1)))
+	fmt.Printf("\nratio of medians: %.2f\n", float64(mo)/float64(mp))
+	fmt.Printf("\nrenderer stage medians (from receipt times):\n")
+	names := make([]string, 0, len(stages))
+	for k := range stages {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Printf("- %s: %s\n", k[2:], ms(median(stages[k])))
+	}
+	fmt.Printf("renderer control process: peak RSS (VmHWM) %.1f MiB, current RSS %.1f MiB\n", hwm, rss)
+	return nil
+}
+
+func attempt(base string, signer *ticket.Signer, caps rc.Capabilities, vp rc.Viewport, gen int64) (time.Duration, rc.Receipt, error) {
+	now := time.Now()
+	id := fmt.Sprintf("ra_bench_%d_%d", gen, now.UnixNano())
+	req := &rc.ExecutionRequest{
+		ContractVersion: rc.ContractVersion, Operation: rc.OpPageCapture,
+		RequestID: "rr_bench", AttemptID: id, WorkspaceID: "ws_bench", TraceID: "tr_" + id,
+		SnapshotRef: fixture.Slide, InputDigest: fixture.InputDigest, RenderProfileDigest: caps.EnvironmentDigest,
+		Viewport: vp, DeadlineAt: now.Add(time.Minute), RemainingBudgetMS: 60000,
+		PreviewAccess: rc.PreviewAccess{Token: token, ExpiresAt: now.Add(time.Minute)},
+	}
+	req.RequestDigest, _ = req.ComputeRequestDigest()
+	var err error
+	req.AdmissionTicket, err = signer.Sign(&ticket.Admission{
+		RequestID: req.RequestID, AttemptID: id, RequestDigest: req.RequestDigest, WorkspaceID: req.WorkspaceID,
+		WorkerID: caps.WorkerID, Epoch: caps.Epoch, SlotGeneration: gen + 1,
+		IssuedAt: now, AcceptBy: now.Add(time.Minute), StopBy: now.Add(2 * time.Minute),
+	})
+	if err != nil {
+		return 0, rc.Receipt{}, err
+	}
+	body, _ := json.Marshal(req)
+	start := time.Now()
+	resp, err := http.Post(base+rc.APIRoot+"/executions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, rc.Receipt{}, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		return 0, rc.Receipt{}, fmt.Errorf("POST = %d", resp.StatusCode)
+	}
+	var rec rc.Receipt
+	for {
+		if err := getJSON(base+rc.APIRoot+"/executions/"+id, &rec); err != nil {
+			return 0, rc.Receipt{}, err
+		}
+		if rec.State == rc.StateTerminal {
+			break
+		}
+		// Polling is how a coordinator learns the outcome; 10 ms
+		// bounds the error this adds to the measurement.
+		time.Sleep(10 * time.Millisecond)
+	}
+	if rec.Outcome != rc.OutcomeSucceeded {
+		return 0, rc.Receipt{}, fmt.Errorf("attempt %s: %+v", rec.Outcome, rec.Error)
+	}
+	resp, err = http.Get(base + rc.APIRoot + "/executions/" + id + "/artifacts/capture.png")
+	if err != nil {
+		return 0, rc.Receipt{}, err
+	}
+	n, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	d := time.Since(start)
+	if resp.StatusCode != http.StatusOK || n != rec.Result.Artifacts[0].Bytes {
+		return 0, rc.Receipt{}, fmt.Errorf("artifact = %d, %d bytes", resp.StatusCode, n)
+	}
+	return d, rec, nil
+}
+
+// baseline runs the plain headless screenshot of the same page, with a fresh
+// profile, under the same unprivileged user the renderer's child uses.
+func baseline(url, root string, dsf float64) (time.Duration, error) {
+	dir, err := os.MkdirTemp(root, "b")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	cmd := exec.Command(chromium.DefaultBrowserPath, "--headless", "--disable-gpu", "--no-first-run",
+		"--user-data-dir="+filepath.Join(dir, "p"), "--screenshot="+filepath.Join(dir, "s.png"),
+		"--window-size=1280,720", fmt.Sprintf("--force-device-scale-factor=%g", dsf), "--hide-scrollbars", url)
+	cmd.Env = []string{"HOME=" + dir, "TMPDIR=" + dir, "PATH=/usr/bin:/bin"}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("nobody")
+		if err != nil {
+			return 0, err
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(dir, uid, gid); err != nil {
+			return 0, err
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, Setpgid: true}
+	}
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	d := time.Since(start)
+	if err != nil {
+		return 0, fmt.Errorf("baseline: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "s.png")); err != nil {
+		return 0, fmt.Errorf("baseline wrote no screenshot:\n%s", out)
+	}
+	return d, nil
+}
+
+func memory(pid int) (hwm, rss float64) {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "VmHWM:":
+			hwm = kb / 1024
+		case "VmRSS:":
+			rss = kb / 1024
+		}
+	}
+	return hwm, rss
+}
+
+func getJSON(url string, v any) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s = %d", url, resp.StatusCode)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+func median(ds []time.Duration) time.Duration { return pct(ds, 0.5) }
+
+func pct(ds []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(p*float64(len(s)-1) + 0.5)
+	return s[i]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }

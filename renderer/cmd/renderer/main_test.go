@@ -1,0 +1,269 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"slidecells/renderer/chromium"
+	"slidecells/renderer/internal/fixture"
+	rc "slidecells/shared/rendercontract"
+	"slidecells/shared/ticket"
+)
+
+const token = "preview-token-main-tests"
+
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "renderer")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func requireBrowser(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(chromium.DefaultBrowserPath); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI requires Chromium at %s: %v", chromium.DefaultBrowserPath, err)
+		}
+		t.Skipf("Chromium not installed at %s; skipping", chromium.DefaultBrowserPath)
+	}
+}
+
+func TestSIGTERMMidAttemptLeavesNoBrowser(t *testing.T) {
+	requireBrowser(t)
+	bin := build(t)
+	fx := fixture.Start(token)
+	defer fx.Close()
+	signer, _ := ticket.GenerateSigner("k1")
+	root, err := os.MkdirTemp("/tmp", "rs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+
+	cmd := exec.Command(bin)
+	cmd.Env = []string{
+		"PATH=/usr/bin:/bin",
+		"RENDER_WORKER_ID=w-e2e",
+		"RENDER_TICKET_PUBLIC_KEYS=" + signer.PublicKey().String(),
+		"RENDER_PREVIEW_BASE_URL=" + fx.BaseURL(),
+		"RENDER_TEMP_ROOT=" + root,
+		"RENDER_LISTEN_ADDR=127.0.0.1:0",
+		"RENDER_CLEANUP_GRACE_SECONDS=1",
+		"RENDER_MIN_FREE_DISK_MB=1",
+	}
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	addrCh := make(chan string, 1)
+	var logs bytes.Buffer
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logs.WriteString(sc.Text() + "\n")
+			var line struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Addr != "" {
+				addrCh <- line.Addr
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	var base string
+	select {
+	case a := <-addrCh:
+		base = "http://" + a
+	case err := <-exited:
+		t.Fatalf("renderer exited early: %v\n%s", err, logs.String())
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("renderer never logged its address")
+	}
+
+	var caps rc.Capabilities
+	getJSON(t, base+rc.APIRoot+"/capabilities", &caps)
+	now := time.Now()
+	req := &rc.ExecutionRequest{
+		ContractVersion: rc.ContractVersion, Operation: rc.OpPageCapture,
+		RequestID: "rr_e2e", AttemptID: "ra_e2e", WorkspaceID: "ws_e2e", TraceID: "tr_e2e",
+		SnapshotRef: fixture.Forever, InputDigest: fixture.InputDigest, RenderProfileDigest: caps.EnvironmentDigest,
+		Viewport:   rc.Viewport{Width: 320, Height: 180, DeviceScaleFactor: 1},
+		DeadlineAt: now.Add(time.Minute), RemainingBudgetMS: 60000,
+		PreviewAccess: rc.PreviewAccess{Token: token, ExpiresAt: now.Add(time.Minute)},
+	}
+	req.RequestDigest, _ = req.ComputeRequestDigest()
+	req.AdmissionTicket, _ = signer.Sign(&ticket.Admission{
+		RequestID: req.RequestID, AttemptID: req.AttemptID, RequestDigest: req.RequestDigest, WorkspaceID: req.WorkspaceID,
+		WorkerID: caps.WorkerID, Epoch: caps.Epoch, SlotGeneration: 1, IssuedAt: now, AcceptBy: now.Add(time.Minute), StopBy: now.Add(2 * time.Minute),
+	})
+	body, _ := json.Marshal(req)
+	resp, err := http.Post(base+rc.APIRoot+"/executions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST = %d", resp.StatusCode)
+	}
+	for i := 0; ; i++ {
+		var rec rc.Receipt
+		getJSON(t, base+rc.APIRoot+"/executions/ra_e2e", &rec)
+		if rec.Times.BrowserStartedAt != nil {
+			break
+		}
+		if i > 3000 {
+			t.Fatalf("browser never started: %+v", rec)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := countUnder(root); n == 0 {
+		t.Fatal("test setup: no attempt process found while running")
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("renderer exit after SIGTERM: %v\n%s", err, logs.String())
+		}
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("renderer did not exit after SIGTERM\n%s", logs.String())
+	}
+	if n := countUnder(root); n != 0 {
+		t.Fatalf("%d processes of the attempt survived the renderer", n)
+	}
+	if !strings.Contains(logs.String(), `"outcome":"failed"`) || strings.Contains(logs.String(), token) {
+		t.Fatalf("logs lack the terminal outcome or leak the token:\n%s", logs.String())
+	}
+}
+
+func TestInvalidConfigurationFailsStartup(t *testing.T) {
+	bin := build(t)
+	signer, _ := ticket.GenerateSigner("k1")
+	good := []string{
+		"PATH=/usr/bin:/bin", "RENDER_WORKER_ID=w1", "RENDER_TICKET_PUBLIC_KEYS=" + signer.PublicKey().String(),
+		"RENDER_PREVIEW_BASE_URL=http://127.0.0.1:9/preview/", "RENDER_TEMP_ROOT=/tmp/rcfg",
+	}
+	cases := []struct {
+		name  string
+		env   []string
+		wants []string
+	}{
+		{"old browser variable", append(good, "CHROME_PATH=/usr/bin/chromium", "PUPPETEER_EXECUTABLE_PATH=/x"), []string{"CHROME_PATH → RENDER_BROWSER_PATH", "PUPPETEER_EXECUTABLE_PATH → RENDER_BROWSER_PATH"}},
+		{"missing worker id", without(good, "RENDER_WORKER_ID"), []string{"RENDER_WORKER_ID"}},
+		{"bad key set", append(without(good, "RENDER_TICKET_PUBLIC_KEYS"), "RENDER_TICKET_PUBLIC_KEYS=k1:nope"), []string{"RENDER_TICKET_PUBLIC_KEYS"}},
+		{"bad grace", append(good, "RENDER_CLEANUP_GRACE_SECONDS=soon"), []string{"RENDER_CLEANUP_GRACE_SECONDS"}},
+		{"relative temp root", append(without(good, "RENDER_TEMP_ROOT"), "RENDER_TEMP_ROOT=tmp"), []string{"RENDER_TEMP_ROOT"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(bin)
+			cmd.Env = tc.env
+			out, err := cmd.CombinedOutput()
+			ee, ok := err.(*exec.ExitError)
+			if !ok || ee.ExitCode() != 2 {
+				t.Fatalf("exit = %v, want code 2\n%s", err, out)
+			}
+			for _, w := range tc.wants {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
+func TestKeygenPrintsAUsableKeyPair(t *testing.T) {
+	bin := build(t)
+	out, err := exec.Command(bin, "keygen", "k2026").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 2 {
+		t.Fatalf("keygen output:\n%s", out)
+	}
+	ks, err := ticket.ParseKeySet(lines[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ticket.ParseSigner(lines[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := s.Sign(&ticket.PreviewAccess{WorkspaceID: "w", SnapshotRef: "s", Origin: "http://h", Path: "/p", IssuedAt: time.Now(), ExpiresAt: time.Now().Add(time.Minute)})
+	var pa ticket.PreviewAccess
+	if err := ks.Verify(tok, time.Now(), &pa); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func without(env []string, key string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, key+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s = %d %s", url, resp.StatusCode, b)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// countUnder counts processes whose command line or working directory lies
+// under root.
+func countUnder(root string) int {
+	n := 0
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		cwd, _ := os.Readlink("/proc/" + e.Name() + "/cwd")
+		if bytes.Contains(cmd, []byte(root)) || strings.HasPrefix(cwd, root) {
+			n++
+		}
+	}
+	return n
+}

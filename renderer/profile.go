@@ -1,0 +1,154 @@
+package renderer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+
+	"slidecells/renderer/chromium"
+	"slidecells/shared/digest"
+	rc "slidecells/shared/rendercontract"
+)
+
+// fontDirs and fontConfigDir decide how text renders; their content is
+// hashed into the profile.
+var (
+	fontDirs      = []string{"/usr/share/fonts", "/usr/local/share/fonts"}
+	fontConfigDir = "/etc/fonts"
+)
+
+// ComputeProfile builds the RenderProfile of this instance and checks it
+// against the manifest, if one is configured: every field the manifest sets
+// must match, and fields only the manifest knows (image digest, preview host
+// build) are taken from it.
+func ComputeProfile(ctx context.Context, cfg *Config) (rc.RenderProfile, error) {
+	build, err := chromium.BrowserBuild(ctx, cfg.BrowserPath)
+	if err != nil {
+		return rc.RenderProfile{}, err
+	}
+	fonts, err := treeDigest(fontDirs...)
+	if err != nil {
+		return rc.RenderProfile{}, fmt.Errorf("fonts digest: %w", err)
+	}
+	fc, err := treeDigest(fontConfigDir)
+	if err != nil {
+		return rc.RenderProfile{}, fmt.Errorf("fontconfig digest: %w", err)
+	}
+	p := rc.RenderProfile{
+		ContractVersion:   rc.ContractVersion,
+		ReadinessProtocol: rc.ReadinessProtocol,
+		SceneProtocol:     rc.ReadinessProtocol,
+		ResultSchema:      rc.ResultSchemaVersion,
+		DiagnosisSchema:   rc.DiagnosisSchemaVersion,
+		BrowserLibrary:    chromium.LibraryVersion(),
+		BrowserBuild:      build,
+		HeadlessMode:      chromium.HeadlessMode,
+		LaunchFlags:       chromium.ProfileFlags(),
+		Sandbox:           "chromium namespace sandbox on; child runs as a non-root user with no_new_privs",
+		OS:                runtime.GOOS,
+		Arch:              runtime.GOARCH,
+		FontsDigest:       fonts,
+		FontConfigDigest:  fc,
+		Locale:            chromium.Locale,
+		Timezone:          chromium.Timezone,
+		ColorScheme:       chromium.ColorScheme,
+		DSFPolicy:         chromium.DSFPolicy,
+		AnimationPolicy:   chromium.AnimationPolicy,
+		EngineVersion:     chromium.EngineVersion,
+		DiagnosticsScript: chromium.DiagnosticsScriptVersion,
+	}
+	if cfg.ManifestPath == "" {
+		return p, nil
+	}
+	b, err := os.ReadFile(cfg.ManifestPath)
+	if err != nil {
+		return p, fmt.Errorf("RENDER_PROFILE_MANIFEST: %w", err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return p, fmt.Errorf("RENDER_PROFILE_MANIFEST: not a JSON object: %w", err)
+	}
+	var computed map[string]json.RawMessage
+	cb, _ := json.Marshal(p)
+	_ = json.Unmarshal(cb, &computed)
+	var mismatches []string
+	for k, v := range m {
+		have, known := computed[k]
+		if !known {
+			return p, fmt.Errorf("RENDER_PROFILE_MANIFEST: unknown field %q", k)
+		}
+		if k == "image_digest" || k == "preview_host_build" {
+			continue
+		}
+		if !jsonEqual(have, v) {
+			mismatches = append(mismatches, k)
+		}
+	}
+	if len(mismatches) > 0 {
+		sort.Strings(mismatches)
+		return p, fmt.Errorf("%s: this instance does not match RENDER_PROFILE_MANIFEST in %s", rc.CodeProfileMismatch, strings.Join(mismatches, ", "))
+	}
+	var adopt struct {
+		ImageDigest      string `json:"image_digest"`
+		PreviewHostBuild string `json:"preview_host_build"`
+	}
+	_ = json.Unmarshal(b, &adopt)
+	p.ImageDigest, p.PreviewHostBuild = adopt.ImageDigest, adopt.PreviewHostBuild
+	return p, nil
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	ca, err1 := digest.Canonical(a)
+	cb, err2 := digest.Canonical(b)
+	return err1 == nil && err2 == nil && string(ca) == string(cb)
+}
+
+// treeDigest hashes every regular file below dirs (path and content), so a
+// changed, added or removed font changes the digest. Missing directories
+// count as empty.
+func treeDigest(dirs ...string) (string, error) {
+	h := sha256.New()
+	for _, root := range dirs {
+		var files []string
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if os.IsNotExist(err) {
+					return nil
+				}
+				return err
+			}
+			if !d.IsDir() {
+				files = append(files, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return "", err
+		}
+		sort.Strings(files)
+		for _, f := range files {
+			// Symlinks (fontconfig's conf.d) count by their target's
+			// content.
+			r, err := os.Open(f)
+			if err != nil {
+				fmt.Fprintf(h, "%s\x00dangling\x00", f)
+				continue
+			}
+			fmt.Fprintf(h, "%s\x00", f)
+			_, err = io.Copy(h, r)
+			r.Close()
+			if err != nil {
+				return "", err
+			}
+		}
+	}
+	return digest.FromSum(h.Sum(nil)), nil
+}

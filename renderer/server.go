@@ -1,0 +1,594 @@
+package renderer
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"slidecells/renderer/supervisor"
+	"slidecells/shared/digest"
+	rc "slidecells/shared/rendercontract"
+	"slidecells/shared/ticket"
+)
+
+// Server is the control process: HTTP protocol, slot, receipts.
+type Server struct {
+	cfg       Config
+	log       *zap.Logger
+	epoch     string
+	profile   rc.RenderProfile
+	envDigest string
+	started   time.Time
+	results   string
+
+	mu         sync.Mutex
+	attempts   map[string]*attempt
+	marks      map[string]cancelMark
+	generation int64
+	active     *attempt
+	draining   bool
+	idle       chan struct{} // closed while the slot is free
+
+	janitorStop chan struct{}
+	janitorDone chan struct{}
+	stopOnce    sync.Once
+}
+
+type cancelMark struct {
+	at      time.Time
+	version int64
+}
+
+// New prepares the server: temp root, result store, epoch.
+func New(cfg Config, profile rc.RenderProfile, log *zap.Logger) (*Server, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if len(cfg.ChildCommand) == 0 {
+		return nil, errors.New("renderer: no child command configured")
+	}
+	envDigest, err := profile.Digest()
+	if err != nil {
+		return nil, err
+	}
+	// The child user must reach its own attempt directory below the
+	// root, and nothing else: 0711 lets it traverse without listing.
+	if err := os.MkdirAll(cfg.TempRoot, 0o711); err != nil {
+		return nil, fmt.Errorf("RENDER_TEMP_ROOT: %w", err)
+	}
+	if err := os.Chmod(cfg.TempRoot, 0o711); err != nil {
+		return nil, fmt.Errorf("RENDER_TEMP_ROOT: %w", err)
+	}
+	// Attempt directories and result stores of earlier epochs are
+	// leftovers of a crash (their processes died with the old control
+	// process through the parent-death signal); nothing in them is
+	// served again, because a new epoch never replays old attempts.
+	if stale, err := filepath.Glob(filepath.Join(cfg.TempRoot, "a-*")); err == nil {
+		more, _ := filepath.Glob(filepath.Join(cfg.TempRoot, "results-*"))
+		for _, p := range append(stale, more...) {
+			if err := os.RemoveAll(p); err != nil {
+				log.Warn("stale attempt data not removed", zap.String("path", p), zap.Error(err))
+			}
+		}
+	}
+	epoch := make([]byte, 16)
+	if _, err := rand.Read(epoch); err != nil {
+		return nil, err
+	}
+	e := "ep_" + hex.EncodeToString(epoch)
+	// Artifacts of this epoch live in a private directory the child
+	// cannot read or write.
+	results := filepath.Join(cfg.TempRoot, "results-"+e[3:15])
+	if err := os.Mkdir(results, 0o700); err != nil {
+		return nil, fmt.Errorf("RENDER_TEMP_ROOT: result store: %w", err)
+	}
+	if cfg.CleanupGrace <= 0 {
+		cfg.CleanupGrace = DefaultCleanupGrace
+	}
+	if cfg.ResultTTL <= 0 {
+		cfg.ResultTTL = DefaultResultTTL
+	}
+	if cfg.MarkRetention <= 0 {
+		cfg.MarkRetention = DefaultMarkRetention
+	}
+	s := &Server{
+		cfg:         cfg,
+		log:         log.With(zap.String("worker_id", cfg.WorkerID), zap.String("epoch", e)),
+		epoch:       e,
+		profile:     profile,
+		envDigest:   envDigest,
+		started:     time.Now().UTC(),
+		results:     results,
+		attempts:    map[string]*attempt{},
+		marks:       map[string]cancelMark{},
+		idle:        make(chan struct{}),
+		janitorStop: make(chan struct{}),
+		janitorDone: make(chan struct{}),
+	}
+	close(s.idle)
+	go s.janitor()
+	return s, nil
+}
+
+// Epoch is this start's epoch.
+func (s *Server) Epoch() string { return s.epoch }
+
+// EnvironmentDigest is the digest of the RenderProfile.
+func (s *Server) EnvironmentDigest() string { return s.envDigest }
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	root := rc.APIRoot
+	mux.HandleFunc("GET "+root+"/capabilities", s.auth(s.capabilities))
+	mux.HandleFunc("POST "+root+"/executions", s.auth(s.postExecution))
+	mux.HandleFunc("GET "+root+"/executions/{attempt_id}", s.auth(s.getExecution))
+	mux.HandleFunc("PUT "+root+"/executions/{attempt_id}/cancellation", s.auth(s.putCancellation))
+	mux.HandleFunc("GET "+root+"/executions/{attempt_id}/artifacts/{name}", s.auth(s.getArtifact))
+	mux.HandleFunc("PUT "+root+"/executions/{attempt_id}/result-consumption", s.auth(s.putConsumption))
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"live": true, "epoch": s.epoch})
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, rc.NewError(rc.CodeContractMismatch, rc.StageAdmission, "no such endpoint in %s", rc.ContractVersion))
+	})
+	return mux
+}
+
+// auth requires the service credential when one is configured.
+func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
+	if s.cfg.ServiceToken == "" {
+		return h
+	}
+	want := []byte("Bearer " + s.cfg.ServiceToken)
+	return func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			writeError(w, http.StatusUnauthorized, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "service credential missing or wrong"))
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	slot := s.slotLocked()
+	s.mu.Unlock()
+	limits := rc.ContractLimits()
+	limits.CleanupGraceMS = s.cfg.CleanupGrace.Milliseconds()
+	limits.ResultTTLSeconds = int64(s.cfg.ResultTTL / time.Second)
+	writeJSON(w, http.StatusOK, rc.Capabilities{
+		WorkerID:          s.cfg.WorkerID,
+		Epoch:             s.epoch,
+		EnvironmentDigest: s.envDigest,
+		ProtocolVersions:  rc.CurrentProtocolVersions(),
+		Operations:        rc.Operations,
+		Limits:            limits,
+		Slot:              slot,
+		Profile:           s.profile,
+		StartedAt:         s.started,
+	})
+}
+
+func (s *Server) slotLocked() rc.Slot {
+	slot := rc.Slot{State: rc.SlotIdle, SlotGeneration: s.generation}
+	if s.active != nil {
+		slot.State = rc.SlotBusy
+		slot.AttemptID = s.active.receipt.AttemptID
+	} else if s.draining {
+		slot.State = rc.SlotDraining
+	}
+	return slot
+}
+
+// readyz reports execution environment health. A busy slot is not
+// unreadiness.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	var problems []string
+	s.mu.Lock()
+	slot := s.slotLocked()
+	draining := s.draining
+	s.mu.Unlock()
+	if draining {
+		problems = append(problems, "draining")
+	}
+	if st, err := os.Stat(s.cfg.BrowserPath); err != nil || st.Mode()&0o111 == 0 {
+		problems = append(problems, "browser binary missing")
+	}
+	if free, err := freeBytes(s.cfg.TempRoot); err != nil || free < s.cfg.MinFreeDiskBytes {
+		problems = append(problems, "temp disk below the minimum free space")
+	}
+	status := http.StatusOK
+	if len(problems) > 0 {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, map[string]any{"ready": len(problems) == 0, "problems": problems, "slot": slot, "epoch": s.epoch, "environment_digest": s.envDigest})
+}
+
+func freeBytes(dir string) (uint64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}
+
+// rejection is an admission refusal with its HTTP status.
+type rejection struct {
+	status int
+	err    *rc.Error
+}
+
+func reject(status int, code rc.Code, format string, args ...any) *rejection {
+	return &rejection{status: status, err: rc.NewError(code, rc.StageAdmission, format, args...)}
+}
+
+func (s *Server) postExecution(w http.ResponseWriter, r *http.Request) {
+	var req rc.ExecutionRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, rc.MaxRequestBytes+1))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, rc.NewError(rc.CodeContractMismatch, rc.StageAdmission, "body is not an execution request of %s", rc.ContractVersion))
+		return
+	}
+	if e := req.CheckShape(); e != nil {
+		status := http.StatusBadRequest
+		switch e.Code {
+		case rc.CodeOutputLimitExceeded:
+			status = http.StatusUnprocessableEntity
+		case rc.CodeInputExpired:
+			status = http.StatusForbidden
+		}
+		writeError(w, status, e.WithTrace(req.TraceID))
+		return
+	}
+	status, body := s.admit(&req)
+	if e, ok := body.(*rc.Error); ok {
+		writeError(w, status, e)
+		return
+	}
+	writeJSON(w, status, body)
+}
+
+// admit runs every admission check before anything starts. It returns the
+// status and body of the answer.
+func (s *Server) admit(req *rc.ExecutionRequest) (int, any) {
+	now := s.cfg.now()
+	log := s.log.With(zap.String("attempt_id", req.AttemptID), zap.String("request_id", req.RequestID),
+		zap.String("workspace_id", req.WorkspaceID), zap.String("trace_id", req.TraceID))
+	var claims ticket.Admission
+	verr := s.cfg.TicketKeys.Verify(req.AdmissionTicket, now, &claims)
+	authentic := verr == nil || errors.Is(verr, ticket.ErrExpired) || errors.Is(verr, ticket.ErrNotYetValid)
+	if !authentic {
+		log.Warn("admission ticket refused", zap.String("reason", verr.Error()))
+		return http.StatusForbidden, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "admission ticket is not valid (%s)", strings.TrimPrefix(verr.Error(), "ticket: ")).WithTrace(req.TraceID)
+	}
+	if claims.AttemptID != req.AttemptID || claims.RequestID != req.RequestID ||
+		claims.RequestDigest != req.RequestDigest || claims.WorkspaceID != req.WorkspaceID {
+		return http.StatusForbidden, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "admission ticket is bound to another request").WithTrace(req.TraceID)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Idempotency first: a repeat of something already decided gets the
+	// same answer, even after the ticket's acceptance deadline.
+	if a, ok := s.attempts[req.AttemptID]; ok {
+		if a.receipt.RequestDigest != req.RequestDigest {
+			return http.StatusConflict, rc.NewError(rc.CodeContractMismatch, rc.StageAdmission, "attempt_id already used with another request_digest").WithTrace(req.TraceID)
+		}
+		if a.rejected != nil {
+			return a.rejected.status, a.rejected.err
+		}
+		return http.StatusAccepted, a.snapshot()
+	}
+	if verr != nil {
+		return http.StatusForbidden, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "admission ticket %s", strings.TrimPrefix(verr.Error(), "ticket: token ")).WithTrace(req.TraceID)
+	}
+	if claims.WorkerID != s.cfg.WorkerID || claims.Epoch != s.epoch {
+		return http.StatusForbidden, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "admission ticket is for another worker or epoch").WithTrace(req.TraceID)
+	}
+	if claims.AcceptBy.Sub(claims.IssuedAt) > s.cfg.MarkRetention {
+		return http.StatusForbidden, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "admission ticket lives longer than this worker keeps cancel marks (%s)", s.cfg.MarkRetention).WithTrace(req.TraceID)
+	}
+	if claims.SlotGeneration <= s.generation {
+		return http.StatusConflict, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "slot generation %d is not above the accepted generation %d", claims.SlotGeneration, s.generation).WithTrace(req.TraceID)
+	}
+	hard := s.hardDeadline(req, &claims, now)
+	// From here on a refusal is recorded: a repeated POST of the same
+	// attempt gets the same refusal and never starts it later.
+	record := func(rej *rejection, outcome rc.Outcome) (int, any) {
+		rej.err = rej.err.WithTrace(req.TraceID)
+		a := newAttempt(req, s, &claims, now)
+		a.rejected = rej
+		a.receipt.State = rc.StateTerminal
+		a.receipt.Outcome = outcome
+		a.receipt.ResourceState = rc.ResourceNone
+		a.receipt.Error = rej.err
+		a.receipt.Times.TerminalAt = ptr(now.UTC())
+		a.retainUntil = a.retention(now)
+		s.attempts[req.AttemptID] = a
+		log.Info("attempt rejected", zap.String("code", string(rej.err.Code)))
+		return rej.status, rej.err
+	}
+	if m, ok := s.marks[req.AttemptID]; ok {
+		delete(s.marks, req.AttemptID)
+		rej := reject(http.StatusConflict, rc.CodeCancelled, "attempt was cancelled before it arrived")
+		st, body := record(rej, rc.OutcomeCancelled)
+		a := s.attempts[req.AttemptID]
+		a.receipt.CancelRequested = true
+		a.cancelVersion = m.version
+		return st, body
+	}
+	if req.RenderProfileDigest != s.envDigest {
+		return record(reject(http.StatusUnprocessableEntity, rc.CodeProfileMismatch, "render_profile_digest does not match this worker's environment digest"), rc.OutcomeRejected)
+	}
+	if !req.PreviewAccess.ExpiresAt.After(now) {
+		return record(reject(http.StatusForbidden, rc.CodeInputExpired, "preview access has expired"), rc.OutcomeRejected)
+	}
+	if !hard.After(now) {
+		return record(reject(http.StatusUnprocessableEntity, rc.CodeDeadlineExceeded, "deadline passed before the attempt could start"), rc.OutcomeExpired)
+	}
+	if s.draining {
+		return record(reject(http.StatusServiceUnavailable, rc.CodeServiceUnavailable, "worker is shutting down; not taken over"), rc.OutcomeRejected)
+	}
+	if free, err := freeBytes(s.cfg.TempRoot); err != nil || free < s.cfg.MinFreeDiskBytes {
+		return record(reject(http.StatusServiceUnavailable, rc.CodeServiceUnavailable, "temp disk too full; not taken over"), rc.OutcomeRejected)
+	}
+	if s.active != nil {
+		return record(reject(http.StatusTooManyRequests, rc.CodeWorkerBusy, "the slot is taken; not taken over"), rc.OutcomeRejected)
+	}
+	s.generation = claims.SlotGeneration
+	a := newAttempt(req, s, &claims, now)
+	a.hard = hard
+	a.retainUntil = a.retention(now)
+	s.attempts[req.AttemptID] = a
+	s.active = a
+	s.idle = make(chan struct{})
+	log.Info("attempt accepted", zap.Int64("slot_generation", claims.SlotGeneration), zap.String("operation", string(req.Operation)),
+		zap.Duration("hard_deadline_in", time.Until(hard)))
+	go s.run(a, req.PreviewAccess.Token)
+	return http.StatusAccepted, a.snapshot()
+}
+
+// hardDeadline is the smallest of deadline_at, the remaining budget and the
+// ticket's stop_by, as a monotonic time: wall-clock jumps after admission do
+// not move it.
+func (s *Server) hardDeadline(req *rc.ExecutionRequest, claims *ticket.Admission, now time.Time) time.Time {
+	d := req.DeadlineAt.Sub(now)
+	if b := time.Duration(req.RemainingBudgetMS) * time.Millisecond; b < d {
+		d = b
+	}
+	if st := claims.StopBy.Sub(now); st < d {
+		d = st
+	}
+	return time.Now().Add(d)
+}
+
+func (s *Server) getExecution(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	a, ok := s.attempts[r.PathValue("attempt_id")]
+	var rec rc.Receipt
+	if ok {
+		rec = a.snapshot()
+	}
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, unknownAttempt())
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+func unknownAttempt() *rc.Error {
+	return rc.NewError(rc.CodeResultLost, rc.StageRetrieval, "no receipt for this attempt on this worker epoch (this does not mean it never ran)")
+}
+
+func (s *Server) putCancellation(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("attempt_id")
+	if !rc.ValidID(id) {
+		writeError(w, http.StatusBadRequest, rc.NewError(rc.CodeContractMismatch, rc.StageAdmission, "attempt_id is not an ID"))
+		return
+	}
+	var body rc.CancelRequest
+	if r.ContentLength != 0 {
+		if err := json.NewDecoder(io.LimitReader(r.Body, 4<<10)).Decode(&body); err != nil && err != io.EOF {
+			writeError(w, http.StatusBadRequest, rc.NewError(rc.CodeContractMismatch, rc.StageAdmission, "cancellation body is not JSON"))
+			return
+		}
+	}
+	now := s.cfg.now()
+	s.mu.Lock()
+	a, ok := s.attempts[id]
+	if !ok {
+		m := s.marks[id]
+		if m.at.IsZero() {
+			m.at = now
+		}
+		if body.CancelVersion > m.version {
+			m.version = body.CancelVersion
+		}
+		s.marks[id] = m
+		s.mu.Unlock()
+		s.log.Info("cancel mark recorded before dispatch", zap.String("attempt_id", id))
+		writeJSON(w, http.StatusAccepted, rc.CancelAnswer{AttemptID: id, MarkRecorded: true, CancelVersion: m.version})
+		return
+	}
+	if body.CancelVersion > a.cancelVersion {
+		a.cancelVersion = body.CancelVersion
+	}
+	if !a.receipt.Terminal() && !a.receipt.CancelRequested {
+		a.receipt.CancelRequested = true
+		a.requestStopLocked(supervisor.StopCancel)
+		s.log.Info("cancel requested", zap.String("attempt_id", id))
+	}
+	rec := a.snapshot()
+	version := a.cancelVersion
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, rc.CancelAnswer{AttemptID: id, CancelVersion: version, Receipt: &rec})
+}
+
+func (s *Server) getArtifact(w http.ResponseWriter, r *http.Request) {
+	name := rc.ArtifactName(r.PathValue("name"))
+	s.mu.Lock()
+	a, ok := s.attempts[r.PathValue("attempt_id")]
+	if !ok {
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, unknownAttempt())
+		return
+	}
+	if !name.Valid() {
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, rc.NewError(rc.CodeContractMismatch, rc.StageRetrieval, "artifact name is not one of capture.png, diagnosis.json"))
+		return
+	}
+	rec := a.snapshot()
+	art, has := a.artifacts[name]
+	s.mu.Unlock()
+	switch {
+	case !rec.Terminal():
+		writeError(w, http.StatusConflict, rc.NewError(rc.CodeResultLost, rc.StageRetrieval, "attempt is not terminal; no artifact yet"))
+		return
+	case rec.Result == nil:
+		writeError(w, http.StatusNotFound, rc.NewError(rc.CodeResultLost, rc.StageRetrieval, "attempt ended without a result"))
+		return
+	case rec.Result.State != rc.ResultAvailable:
+		writeError(w, http.StatusGone, rc.NewError(rc.CodeResultLost, rc.StageRetrieval, "artifact was %s", rec.Result.State))
+		return
+	case !has:
+		writeError(w, http.StatusNotFound, rc.NewError(rc.CodeResultLost, rc.StageRetrieval, "this attempt has no %s", name))
+		return
+	}
+	f, err := os.Open(art.path)
+	if err != nil {
+		// Reclaimed between the check and the open.
+		writeError(w, http.StatusGone, rc.NewError(rc.CodeResultLost, rc.StageRetrieval, "artifact was reclaimed"))
+		return
+	}
+	defer f.Close()
+	sum, _ := hex.DecodeString(strings.TrimPrefix(art.desc.SHA256, digest.Prefix))
+	w.Header().Set("Content-Type", art.desc.ContentType)
+	w.Header().Set("Content-Length", strconv.FormatInt(art.desc.Bytes, 10))
+	w.Header().Set(rc.HeaderArtifactSHA256, art.desc.SHA256)
+	w.Header().Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.CopyN(w, f, art.desc.Bytes)
+}
+
+func (s *Server) putConsumption(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	a, ok := s.attempts[r.PathValue("attempt_id")]
+	if !ok {
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, unknownAttempt())
+		return
+	}
+	if !a.receipt.Terminal() {
+		s.mu.Unlock()
+		writeError(w, http.StatusConflict, rc.NewError(rc.CodeContractMismatch, rc.StageRetrieval, "attempt is not terminal; nothing to consume"))
+		return
+	}
+	if a.receipt.Result != nil && a.receipt.Result.State == rc.ResultAvailable {
+		a.receipt.Result.State = rc.ResultConsumed
+		a.dropArtifacts()
+	}
+	rec := a.snapshot()
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, rec)
+}
+
+// janitor reclaims expired artifacts and forgets old receipts and marks.
+func (s *Server) janitor() {
+	defer close(s.janitorDone)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.janitorStop:
+			return
+		case <-t.C:
+		}
+		now := s.cfg.now()
+		s.mu.Lock()
+		for id, a := range s.attempts {
+			if !a.receipt.Terminal() {
+				continue
+			}
+			if res := a.receipt.Result; res != nil && res.State == rc.ResultAvailable && now.After(res.ExpiresAt) {
+				res.State = rc.ResultReclaimed
+				a.dropArtifacts()
+			}
+			if now.After(a.retainUntil) {
+				delete(s.attempts, id)
+			}
+		}
+		for id, m := range s.marks {
+			if now.Sub(m.at) > s.cfg.MarkRetention {
+				delete(s.marks, id)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// Shutdown stops accepting, stops the running attempt (mark stopped, ask
+// the child to close, kill the group after the grace) and waits until its
+// resources are released, or ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	a := s.active
+	idle := s.idle
+	if a != nil {
+		s.log.Info("shutdown: stopping the running attempt", zap.String("attempt_id", a.receipt.AttemptID))
+		a.requestStopLocked(supervisor.StopShutdown)
+	}
+	s.mu.Unlock()
+	var err error
+	select {
+	case <-idle:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	s.stopOnce.Do(func() { close(s.janitorStop) })
+	<-s.janitorDone
+	if err == nil {
+		_ = os.RemoveAll(s.results)
+	}
+	return err
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, e *rc.Error) {
+	if e.Code == rc.CodeWorkerBusy {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, e)
+}
+
+func ptr[T any](v T) *T { return &v }
