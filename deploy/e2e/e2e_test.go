@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 		}
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
-		cmd := exec.Command("go", "build", "-o", tmp+"/", "./router/cmd/router", "./cell/cmd/cell")
+		cmd := exec.Command("go", "build", "-o", tmp+"/", "./router/cmd/router", "./cell/cmd/cell", "./renderer/cmd/renderer")
 		cmd.Dir = root
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -63,6 +63,10 @@ type env struct {
 // start runs a stack whose cell databases live on the shared test server; directoryURL may
 // name a separate server (for the directory-outage test).
 func start(t *testing.T, directoryURL string, extra map[string][]string) *env {
+	return startWith(t, directoryURL, extra, false)
+}
+
+func startWith(t *testing.T, directoryURL string, extra map[string][]string, renderers bool) *env {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end")
@@ -80,7 +84,7 @@ func start(t *testing.T, directoryURL string, extra map[string][]string) *env {
 			"cell-a": dbtest.NewDatabase(t, migrations.FS, migrations.Cell),
 			"cell-b": dbtest.NewDatabase(t, migrations.FS, migrations.Cell),
 		},
-		Env: extra,
+		Env: extra, Renderers: renderers,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -384,5 +388,24 @@ func TestDirectoryOutageServesCachedForBoundedTime(t *testing.T) {
 	time.Sleep(time.Until(stopped.Add(maxStale + 2*time.Second)))
 	if a := e.get(t, "/api/v1/workspaces/"+e.demo.WorkspaceA, e.demo.PAT); a.status != 503 {
 		t.Fatalf("directory down past max stale: %d %s", a.status, a.body)
+	}
+}
+
+func TestHealthReportsRenderersOfTheCell(t *testing.T) {
+	e := startWith(t, "", nil, true)
+	a := e.get(t, "/api/v1/system/health", "")
+	if a.status != 200 || !bytes.Contains(a.body, []byte(`"render":{"status":"ok"`)) {
+		t.Fatalf("health with renderers: %d %s", a.status, a.body)
+	}
+	// Without its renderer a cell reports render unavailable, never a pass.
+	e.s.Renderers["cell-a"].Stop()
+	resp, err := http.Get(e.s.Cells["cell-a"].URL + "/api/v1/system/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(body, []byte(`"render":{"status":"unavailable"`)) {
+		t.Fatalf("health without renderer: %s", body)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -39,6 +40,9 @@ type Options struct {
 	Env map[string][]string
 	// Durable keeps PostgreSQL's fsync on (make run); tests turn it off.
 	Durable bool
+	// Renderers starts one renderer per cell (needs Debian's chromium, installed when missing and
+	// we are root). The ticket key pair is kept in Dir/keys.
+	Renderers bool
 	// Log receives progress lines.
 	Log func(format string, args ...any)
 }
@@ -52,6 +56,7 @@ type Stack struct {
 	RouterURL string
 	Router    *Proc
 	Cells     map[string]*Proc
+	Renderers map[string]*Proc // by cell
 	CellDBURL map[string]string
 }
 
@@ -73,7 +78,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
-	s := &Stack{opts: o, Cells: map[string]*Proc{}, CellDBURL: map[string]string{}}
+	s := &Stack{opts: o, Cells: map[string]*Proc{}, Renderers: map[string]*Proc{}, CellDBURL: map[string]string{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -115,12 +120,29 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	s.Directory = dir
 
+	var publicKeys string
+	if o.Renderers {
+		if err := ensureChromium(o.Log); err != nil {
+			return nil, err
+		}
+		if publicKeys, err = ticketKeys(filepath.Join(o.Dir, "keys")); err != nil {
+			return nil, err
+		}
+	}
 	for _, c := range o.Cells {
 		port, err := pgserver.FreePort()
 		if err != nil {
 			return nil, err
 		}
 		url := "http://127.0.0.1:" + strconv.Itoa(port)
+		var rendererURLs []string
+		if o.Renderers {
+			r, err := s.startRenderer(c, url, publicKeys)
+			if err != nil {
+				return nil, err
+			}
+			rendererURLs = append(rendererURLs, r.URL)
+		}
 		p := &Proc{Name: c, URL: url, bin: filepath.Join(o.BinDir, "cell"), log: filepath.Join(o.Dir, "logs", c+".log"),
 			env: append(append([]string{
 				"CELL_ID=" + c,
@@ -128,6 +150,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 				"CELL_DATABASE_URL=" + s.CellDBURL[c],
 				"DIRECTORY_DATABASE_URL=" + s.DirURL,
 				"CELL_BLOB_URL=file://" + filepath.Join(o.Dir, "blobs", c),
+				"CELL_RENDERER_URLS=" + strings.Join(rendererURLs, ","),
 			}, o.Env["cell"]...), o.Env[c]...)}
 		if err := p.Start(); err != nil {
 			return nil, err
@@ -184,6 +207,11 @@ func (s *Stack) procs() []*Proc {
 	}
 	for _, c := range s.opts.Cells {
 		if p := s.Cells[c]; p != nil {
+			out = append(out, p)
+		}
+	}
+	for _, c := range s.opts.Cells {
+		if p := s.Renderers[c]; p != nil {
 			out = append(out, p)
 		}
 	}

@@ -56,7 +56,7 @@ func run() error {
 	}
 	s, err := stack.Start(ctx, stack.Options{
 		Dir: abs, BinDir: binAbs, Cells: strings.Split(*cells, ","), RouterAddr: *routerAddr,
-		DirectoryURL: os.Getenv("DIRECTORY_DATABASE_URL"), CellURLs: cellURLs, Durable: true, Log: logf,
+		DirectoryURL: os.Getenv("DIRECTORY_DATABASE_URL"), CellURLs: cellURLs, Durable: true, Renderers: true, Log: logf,
 	})
 	if err != nil {
 		return err
@@ -90,6 +90,9 @@ Local deployment is up.
 `, s.RouterURL)
 	for _, c := range strings.Split(*cells, ",") {
 		fmt.Printf("  %-17s %s (internal)\n", c, s.Cells[c].URL)
+		if r := s.Renderers[c]; r != nil {
+			fmt.Printf("  %-17s %s (internal)\n", c+" renderer", r.URL)
+		}
 	}
 	fmt.Printf(`  directory DB      %s
   workspace A       %s (on %s)
