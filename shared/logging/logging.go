@@ -24,7 +24,7 @@ var secretPattern = regexp.MustCompile(
 
 // Redact replaces every credential-looking substring of s with a fixed marker.
 func Redact(s string) string {
-	if !strings.ContainsAny(s, "_=") && !strings.Contains(strings.ToLower(s), "bearer") {
+	if !mayHoldSecret(s) {
 		return s
 	}
 	return secretPattern.ReplaceAllStringFunc(s, func(m string) string {
@@ -33,6 +33,27 @@ func Redact(s string) string {
 		}
 		return "[REDACTED]"
 	})
+}
+
+// mayHoldSecret is a cheap, allocation-free prefilter: every pattern of secretPattern needs
+// "svc_", "bearer" (in any case) or "=", and most log strings (IDs, paths) have none of them.
+func mayHoldSecret(s string) bool {
+	if strings.IndexByte(s, '=') >= 0 {
+		return true
+	}
+	for i := 0; i+4 <= len(s); i++ {
+		switch s[i] | 0x20 {
+		case 's':
+			if i+4 <= len(s) && s[i+1]|0x20 == 'v' && s[i+2]|0x20 == 'c' && s[i+3] == '_' {
+				return true
+			}
+		case 'b':
+			if i+6 <= len(s) && strings.EqualFold(s[i:i+6], "bearer") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // New returns a JSON logger to stderr for one component. LOG_LEVEL (debug, info, warn, error)

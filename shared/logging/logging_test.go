@@ -21,7 +21,20 @@ func TestRedact(t *testing.T) {
 			t.Errorf("Redact(%q) = %q has no marker", c.in, got)
 		}
 	}
-	if got := Redact("plain message"); got != "plain message" {
-		t.Errorf("Redact changed a clean string: %q", got)
+	for _, clean := range []string{"plain message", "ws_abcdefghijklmnopqrstuvwxyz", "/api/v1/workspaces/ws_x/capabilities", "req_123"} {
+		if got := Redact(clean); got != clean {
+			t.Errorf("Redact changed a clean string: %q", got)
+		}
+	}
+	for _, dirty := range []string{"SVC_PAT_ABC", "BEARER abc", "x?Sig=1"} {
+		if got := Redact(dirty); got == dirty {
+			t.Errorf("Redact missed %q", dirty)
+		}
+	}
+}
+
+func BenchmarkRedactCleanID(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		_ = Redact("/api/v1/workspaces/ws_abcdefghijklmnopqrstuvwxyz")
 	}
 }

@@ -1,0 +1,23 @@
+// Command routerbench measures what the router adds to a request: the same small GET is sent
+// at a fixed number of keep-alive connections on loopback, one load after another in the same
+// run, to
+//
+//   - direct: a tiny Go backend (a stand-in for a cell's GET /api/v1/system/version);
+//   - router (any cell): the router, in process, in front of that backend, on a route without a
+//     workspace;
+//   - router (workspace): the same, on /api/v1/workspaces/{id} with the placement cached;
+//   - nginx: nginx as a reference reverse proxy with a keep-alive upstream to the same backend,
+//     run with its own configuration, pid and log files in a temporary directory.
+//
+// It prints a markdown table (req/s, p50, p99) and the two figures the router is held to:
+// router throughput as a fraction of nginx's (target ≥ 0.5) and the p99 the router adds over
+// direct (target ≤ 1 ms).
+//
+// The backend runs as a child process (this binary, re-executed), so that the router and the
+// backend do not share a Go scheduler, as in production. Load comes from wrk when it is on PATH,
+// else from a built-in closed-loop Go generator with exact percentiles. Both the router and
+// nginx write an access log line per request to a file, as they would in production.
+//
+// This is a measurement tool: it asserts nothing, and it must only ever listen on and send to
+// 127.0.0.1.
+package main

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	duration    time.Duration
+	warmup      time.Duration
+	connections int
+	threads     int
+	rounds      int
+	rate        int
+	nginx       string
+	wrk         string
+	accessLog   bool
+	cpuProfile  string
+	keep        bool
+}
+
+func main() {
+	var o options
+	backend := flag.Bool("backend", false, "internal: run as the benchmark backend and print its address")
+	fixedURL := flag.String("fixed-rate-url", "", "internal: run one fixed-rate load against this URL and print the result as JSON")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measured load")
+	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured load before each measured one")
+	flag.IntVar(&o.connections, "connections", 64, "concurrent keep-alive connections")
+	flag.IntVar(&o.threads, "threads", runtime.NumCPU(), "wrk threads")
+	flag.IntVar(&o.rounds, "rounds", 3, "saturation rounds, each target's median reported; 0 skips saturation")
+	flag.IntVar(&o.rate, "rate", 2000, "requests per second of the fixed-rate latency phase; 0 skips it")
+	flag.StringVar(&o.nginx, "nginx", "nginx", "nginx binary; empty skips the nginx reference")
+	flag.StringVar(&o.wrk, "wrk", "wrk", "wrk binary; empty or missing uses the built-in Go generator")
+	flag.BoolVar(&o.accessLog, "access-log", true, "router and nginx write an access log line per request (to files in the temp dir)")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the router's last saturation run (workspace route) here")
+	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs, logs)")
+	flag.Parse()
+
+	if *backend {
+		runBackend()
+		return
+	}
+	if *fixedURL != "" {
+		if err := runFixedRateChild(*fixedURL, o); err != nil {
+			fmt.Fprintln(os.Stderr, "routerbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "routerbench:", err)
+		os.Exit(1)
+	}
+}
+
+// target is one thing to load: a URL and how to read the CPU time of the process serving it
+// (the proxy; for direct, the backend).
+type target struct {
+	name string
+	url  string
+	kind string // direct, router, bare, nginx
+	cpu  func() time.Duration
+}
+
+func run(ctx context.Context, o options) error {
+	dir, err := os.MkdirTemp("", "routerbench-")
+	if err != nil {
+		return err
+	}
+	if o.keep {
+		fmt.Fprintln(os.Stderr, "temp dir:", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	// nginx workers drop to an unprivileged user when run as root; they must reach the dir.
+	_ = os.Chmod(dir, 0o755)
+
+	be, err := startBackend()
+	if err != nil {
+		return fmt.Errorf("backend: %w", err)
+	}
+	defer be.stop()
+
+	rt, err := startRouter(ctx, be.url, dir, o.accessLog)
+	if err != nil {
+		return fmt.Errorf("router: %w", err)
+	}
+	defer rt.stop()
+
+	bare, err := startBareProxy(be.url)
+	if err != nil {
+		return fmt.Errorf("bare proxy: %w", err)
+	}
+	defer bare.stop()
+
+	targets := []target{
+		{name: "direct (backend)", kind: "direct", url: be.url + "/api/v1/system/version", cpu: be.cpu},
+		{name: "router, route without workspace", kind: "router", url: rt.url + "/api/v1/system/version", cpu: selfCPU},
+		{name: "router, workspace route (cached placement)", kind: "router", url: rt.url + "/api/v1/workspaces/" + rt.ws, cpu: selfCPU},
+		{name: "bare httputil.ReverseProxy (Go floor)", kind: "bare", url: bare.url + "/api/v1/system/version", cpu: selfCPU},
+	}
+	if o.nginx != "" {
+		if path, err := exec.LookPath(o.nginx); err != nil {
+			fmt.Fprintf(os.Stderr, "nginx not found (%v); skipping the reference\n", err)
+		} else {
+			ng, err := startNginx(path, dir, be.addr, o.accessLog)
+			if err != nil {
+				return fmt.Errorf("nginx: %w", err)
+			}
+			defer ng.stop()
+			targets = append(targets, target{name: "nginx 1.x (reference proxy)", kind: "nginx", url: ng.url + "/api/v1/system/version", cpu: ng.cpu})
+		}
+	}
+	for _, t := range targets {
+		if err := check(t.url); err != nil {
+			return fmt.Errorf("%s: %w", t.name, err)
+		}
+	}
+
+	loadBefore := loadAverage()
+	gen := newGenerator(o)
+	inProcessLoad := gen.inProcess()
+	runs := make(map[string][]result)
+	for round := range o.rounds {
+		for _, t := range targets {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			fmt.Fprintf(os.Stderr, "round %d/%d, %s: warm-up %v, load %v at %d connections…\n",
+				round+1, o.rounds, t.name, o.warmup, o.duration, o.connections)
+			if o.warmup > 0 {
+				if _, err := gen.run(ctx, t.url, o.warmup); err != nil {
+					return err
+				}
+			}
+			stopProfile := func() {}
+			if o.cpuProfile != "" && round == o.rounds-1 && strings.Contains(t.name, "workspace") {
+				if stopProfile, err = profile(o.cpuProfile); err != nil {
+					return err
+				}
+			}
+			cpu0, be0 := t.cpu(), be.cpu()
+			r, err := gen.run(ctx, t.url, o.duration)
+			cpu1, be1 := t.cpu(), be.cpu()
+			stopProfile()
+			if err != nil {
+				return fmt.Errorf("%s: %w", t.name, err)
+			}
+			if n := r.rps * o.duration.Seconds(); n > 0 {
+				if !(inProcessLoad && (t.kind == "router" || t.kind == "bare")) {
+					r.cpuPerReq = (cpu1 - cpu0) / time.Duration(n)
+				}
+				r.backendPerReq = (be1 - be0) / time.Duration(n)
+			}
+			runs[t.name] = append(runs[t.name], r)
+		}
+	}
+	var sat []result
+	for _, t := range targets {
+		if rs := runs[t.name]; len(rs) > 0 {
+			sat = append(sat, median(t.name, rs))
+		}
+	}
+
+	var fixed []result
+	if o.rate > 0 {
+		fixedRuns := make(map[string][]result)
+		for round := range max(1, o.rounds) {
+			for _, t := range targets {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				fmt.Fprintf(os.Stderr, "fixed rate, round %d, %s: %d req/s for %v…\n", round+1, t.name, o.rate, o.duration)
+				r, err := fixedRateInChild(ctx, t.url, o)
+				if err != nil {
+					return fmt.Errorf("%s: %w", t.name, err)
+				}
+				fixedRuns[t.name] = append(fixedRuns[t.name], r)
+			}
+		}
+		for _, t := range targets {
+			fixed = append(fixed, median(t.name, fixedRuns[t.name]))
+		}
+	}
+	printReport(os.Stdout, o, gen.name(), sat, fixed)
+	fmt.Fprintf(os.Stdout, "\nHost load average (1, 5, 15 min) before: %s; after: %s. Other work on the host shares these CPUs.\n",
+		loadBefore, loadAverage())
+	return nil
+}
+
+// loadAverage is /proc/loadavg's first three fields: how busy the host was, for the record.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// median returns, per figure, the median of the rounds.
+func median(name string, rs []result) result {
+	pick := func(f func(result) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	return result{
+		name:          name,
+		rps:           pick(func(r result) float64 { return r.rps }),
+		p50:           time.Duration(pick(func(r result) float64 { return float64(r.p50) })),
+		p99:           time.Duration(pick(func(r result) float64 { return float64(r.p99) })),
+		cpuPerReq:     time.Duration(pick(func(r result) float64 { return float64(r.cpuPerReq) })),
+		backendPerReq: time.Duration(pick(func(r result) float64 { return float64(r.backendPerReq) })),
+		p999:          time.Duration(pick(func(r result) float64 { return float64(r.p999) })),
+		errors:        int64(pick(func(r result) float64 { return float64(r.errors) })),
+		rounds:        len(rs),
+	}
+}
+
+func profile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"crypto/sha256"
+	"net"
+	"time"
+
+	"slidecells/router"
+	"slidecells/router/placement"
+	"slidecells/shared/config"
+)
+
+// settings is the router's static configuration. Every field comes from one environment
+// variable; router/README.md lists them.
+type settings struct {
+	ListenAddr      string
+	AdminAddr       string
+	DirectoryURL    string
+	ShutdownTimeout time.Duration
+	// UnknownHashKeyDerived is true when ROUTER_UNKNOWN_HASH_KEY was not set.
+	UnknownHashKeyDerived bool
+	Router                router.Config
+}
+
+// loadSettings reads and checks the configuration; the error names every bad setting.
+func loadSettings(getenv func(string) string) (settings, error) {
+	l := &config.Loader{Getenv: getenv}
+	var s settings
+	s.ListenAddr = l.String("ROUTER_LISTEN_ADDR", "127.0.0.1:8080", false)
+	checkAddr(l, "ROUTER_LISTEN_ADDR", s.ListenAddr)
+	s.AdminAddr = l.String("ROUTER_ADMIN_ADDR", "", false)
+	if s.AdminAddr != "" {
+		checkAddr(l, "ROUTER_ADMIN_ADDR", s.AdminAddr)
+	}
+	s.DirectoryURL = l.String("DIRECTORY_DATABASE_URL", "", true)
+	s.ShutdownTimeout = positive(l, "ROUTER_SHUTDOWN_TIMEOUT", 20*time.Second)
+
+	c := &s.Router
+	c.Cache = placement.Config{
+		TTL:           positive(l, "ROUTER_PLACEMENT_TTL", placement.DefaultTTL),
+		MaxStale:      positive(l, "ROUTER_PLACEMENT_MAX_STALE", placement.DefaultMaxStale),
+		NegativeTTL:   positive(l, "ROUTER_NEGATIVE_TTL", placement.DefaultNegativeTTL),
+		LookupTimeout: positive(l, "ROUTER_DIRECTORY_TIMEOUT", placement.DefaultLookupTimeout),
+		Size:          l.Int("ROUTER_PLACEMENT_CACHE_SIZE", placement.DefaultSize, 1, 100_000_000),
+	}
+	if c.Cache.MaxStale < c.Cache.TTL {
+		l.Fail("ROUTER_PLACEMENT_MAX_STALE", "%v is shorter than ROUTER_PLACEMENT_TTL (%v)", c.Cache.MaxStale, c.Cache.TTL)
+	}
+	c.CellTimeout = positive(l, "ROUTER_CELL_TIMEOUT", router.DefaultCellTimeout)
+	c.DialTimeout = positive(l, "ROUTER_DIAL_TIMEOUT", router.DefaultDialTimeout)
+	c.MaxIdleConnsPerCell = l.Int("ROUTER_MAX_IDLE_CONNS_PER_CELL", router.DefaultMaxIdleConnsPerCell, 1, 100_000)
+	c.BreakerFailures = uint32(l.Int("ROUTER_BREAKER_FAILURES", router.DefaultBreakerFailures, 1, 1_000_000))
+	c.BreakerOpenTimeout = positive(l, "ROUTER_BREAKER_OPEN_TIMEOUT", router.DefaultBreakerOpenTimeout)
+	c.BreakerHalfOpenRequests = uint32(l.Int("ROUTER_BREAKER_HALF_OPEN_REQUESTS", router.DefaultBreakerHalfOpenRequests, 1, 1_000_000))
+	c.ProbeInterval = positive(l, "ROUTER_PROBE_INTERVAL", router.DefaultProbeInterval)
+	c.ProbeTimeout = positive(l, "ROUTER_PROBE_TIMEOUT", router.DefaultProbeTimeout)
+	c.ProbeFailures = l.Int("ROUTER_PROBE_FAILURES", router.DefaultProbeFailures, 1, 1000)
+	c.CellsRefresh = positive(l, "ROUTER_CELLS_REFRESH", router.DefaultCellsRefresh)
+	c.MaxRetryBody = int64(l.Int("ROUTER_MAX_RETRY_BODY", router.DefaultMaxRetryBody, 1, 64<<20))
+
+	if key := l.String("ROUTER_UNKNOWN_HASH_KEY", "", false); key != "" {
+		if len(key) < 16 {
+			l.Fail("ROUTER_UNKNOWN_HASH_KEY", "must be at least 16 characters")
+		}
+		c.UnknownHashKey = []byte(key)
+	} else {
+		// Stable across restarts and across replicas that share the directory URL, and secret as
+		// long as that URL's password is. An explicit key is better; README says so.
+		sum := sha256.Sum256([]byte("slidecells router unknown-workspace hash\x00" + s.DirectoryURL))
+		c.UnknownHashKey = sum[:]
+		s.UnknownHashKeyDerived = true
+	}
+	return s, l.Err()
+}
+
+// positive reads a duration that must be greater than zero.
+func positive(l *config.Loader, name string, def time.Duration) time.Duration {
+	d := l.Duration(name, def)
+	if d <= 0 {
+		l.Fail(name, "must be greater than zero")
+		return def
+	}
+	return d
+}
+
+func checkAddr(l *config.Loader, name, addr string) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		l.Fail(name, "%q is not host:port", addr)
+	}
+}

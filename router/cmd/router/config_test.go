@@ -1,0 +1,77 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"slidecells/router"
+	"slidecells/router/placement"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	s, err := loadSettings(env(map[string]string{"DIRECTORY_DATABASE_URL": "postgres://dir"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.Router
+	if s.ListenAddr != "127.0.0.1:8080" || s.AdminAddr != "" || c.Cache.TTL != placement.DefaultTTL ||
+		c.Cache.MaxStale != placement.DefaultMaxStale || c.Cache.NegativeTTL != placement.DefaultNegativeTTL ||
+		c.CellTimeout != router.DefaultCellTimeout || c.BreakerFailures != router.DefaultBreakerFailures ||
+		c.CellsRefresh != router.DefaultCellsRefresh || c.MaxRetryBody != router.DefaultMaxRetryBody {
+		t.Errorf("defaults: %+v", s)
+	}
+	if !s.UnknownHashKeyDerived || len(c.UnknownHashKey) == 0 {
+		t.Errorf("no derived unknown-workspace hash key")
+	}
+}
+
+func TestSettingsAreRead(t *testing.T) {
+	t.Parallel()
+	s, err := loadSettings(env(map[string]string{
+		"DIRECTORY_DATABASE_URL":      "postgres://dir",
+		"ROUTER_LISTEN_ADDR":          "127.0.0.1:0",
+		"ROUTER_PLACEMENT_TTL":        "1s",
+		"ROUTER_PLACEMENT_MAX_STALE":  "6s",
+		"ROUTER_CELL_TIMEOUT":         "1s",
+		"ROUTER_BREAKER_FAILURES":     "3",
+		"ROUTER_BREAKER_OPEN_TIMEOUT": "2s",
+		"ROUTER_UNKNOWN_HASH_KEY":     "0123456789abcdef",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.Router
+	if s.ListenAddr != "127.0.0.1:0" || c.Cache.TTL != time.Second || c.Cache.MaxStale != 6*time.Second ||
+		c.CellTimeout != time.Second || c.BreakerFailures != 3 || c.BreakerOpenTimeout != 2*time.Second ||
+		string(c.UnknownHashKey) != "0123456789abcdef" || s.UnknownHashKeyDerived {
+		t.Errorf("settings: %+v", s)
+	}
+}
+
+func TestBadSettingsAreNamed(t *testing.T) {
+	t.Parallel()
+	_, err := loadSettings(env(map[string]string{
+		"ROUTER_LISTEN_ADDR":         "nowhere",
+		"ROUTER_PLACEMENT_TTL":       "10m",
+		"ROUTER_PLACEMENT_MAX_STALE": "1m",
+		"ROUTER_NEGATIVE_TTL":        "0s",
+		"ROUTER_CELL_TIMEOUT":        "soon",
+		"ROUTER_BREAKER_FAILURES":    "0",
+		"ROUTER_UNKNOWN_HASH_KEY":    "short",
+	}))
+	if err == nil {
+		t.Fatal("bad settings accepted")
+	}
+	for _, name := range []string{
+		"DIRECTORY_DATABASE_URL", "ROUTER_LISTEN_ADDR", "ROUTER_PLACEMENT_MAX_STALE", "ROUTER_NEGATIVE_TTL",
+		"ROUTER_CELL_TIMEOUT", "ROUTER_BREAKER_FAILURES", "ROUTER_UNKNOWN_HASH_KEY",
+	} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error does not name %s: %v", name, err)
+		}
+	}
+}

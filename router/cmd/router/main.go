@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"slidecells/router"
+	"slidecells/router/placement"
+	"slidecells/shared/directory"
+	"slidecells/shared/logging"
+)
+
+func main() {
+	log, err := logging.New("router")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "router:", err)
+		os.Exit(2)
+	}
+	s, err := loadSettings(os.Getenv)
+	if err != nil {
+		log.Error("router: "+err.Error(), zap.String("event", "config"))
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, s, log); err != nil {
+		log.Error("router stopped", zap.Error(err))
+		os.Exit(1)
+	}
+}
+
+// run serves until ctx ends, then shuts down gracefully.
+func run(ctx context.Context, s settings, log *zap.Logger) error {
+	dir, err := directory.Connect(ctx, s.DirectoryURL)
+	if err != nil {
+		return fmt.Errorf("directory: %w", err)
+	}
+	defer dir.Close()
+
+	cfg := s.Router
+	src := directorySource{dir}
+	cfg.Placements, cfg.Cells, cfg.Logger = src, src, log
+	if s.UnknownHashKeyDerived {
+		log.Info("ROUTER_UNKNOWN_HASH_KEY is not set; deriving it from the directory URL (set it explicitly when replicas use different URLs)")
+	}
+	rt, err := router.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+
+	public := rt.Handler()
+	servers := []*http.Server{}
+	failed := make(chan error, 2)
+	if s.AdminAddr != "" {
+		public = rt
+		admin, err := serve(s.AdminAddr, rt.OpsHandler(), "admin", log, failed)
+		if err != nil {
+			return err
+		}
+		servers = append(servers, admin)
+	}
+	srv, err := serve(s.ListenAddr, public, "public", log, failed)
+	if err != nil {
+		return err
+	}
+	servers = append(servers, srv)
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-failed:
+	}
+	log.Info("shutting down", zap.Duration("timeout", s.ShutdownTimeout))
+	sctx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
+	defer cancel()
+	var errs []error
+	for _, srv := range servers {
+		errs = append(errs, srv.Shutdown(sctx))
+	}
+	return errors.Join(append(errs, serveErr)...)
+}
+
+// serve listens on addr and serves h in the background; it logs the address actually bound
+// (addr may name port 0) and reports a failure to serve on failed.
+func serve(addr string, h http.Handler, name string, log *zap.Logger, failed chan<- error) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s listener: %w", name, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          zap.NewStdLog(log.Named(name)),
+	}
+	log.Info("listening", zap.String("listener", name), zap.String("addr", ln.Addr().String()))
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			failed <- fmt.Errorf("%s listener: %w", name, err)
+		}
+	}()
+	return srv, nil
+}
+
+// directorySource adapts the directory database to what the router reads.
+type directorySource struct{ d *directory.Directory }
+
+func (s directorySource) Placement(ctx context.Context, ws string) (placement.Placement, error) {
+	p, err := s.d.Placement(ctx, ws)
+	switch {
+	case errors.Is(err, directory.ErrNotFound):
+		return placement.Placement{}, placement.ErrNotFound
+	case err != nil:
+		return placement.Placement{}, err
+	}
+	return placement.Placement{CellID: p.CellID, Epoch: p.Epoch}, nil
+}
+
+func (s directorySource) Cells(ctx context.Context) ([]router.Cell, error) {
+	list, err := s.d.Cells(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]router.Cell, len(list))
+	for i, c := range list {
+		out[i] = router.Cell{ID: c.ID, URL: c.InternalURL, State: router.CellState(c.State)}
+	}
+	return out, nil
+}

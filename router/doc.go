@@ -1,0 +1,73 @@
+// Package router is the public edge of a cell-based deployment: it maps each request to a
+// workspace, the workspace to the cell that hosts it, and proxies the request there. It holds
+// no business rules and never answers for a cell: authentication, membership and every 404 of
+// the API are the cells' business.
+//
+// # Routing
+//
+// The workspace comes from /api/v1/workspaces/{id}[/…], from /workspaces/{id}/… (the
+// editor-facing font endpoints) or from the X-Workspace-ID header. A malformed ID is 400
+// WORKSPACE_ID_INVALID; a path and a header that name different workspaces are 400
+// WORKSPACE_ID_CONFLICT. A request that names a workspace goes to that workspace's cell, whatever
+// the public route.
+//
+// Routes without a workspace go to any cell that takes new work (round robin): GET
+// /api/v1/workspaces, /api/v1/auth/…, /api/v1/system/…, /api/v1/standards/…,
+// /api/v1/runtime-kit[/…], /api/v1/fonts[/…], /openapi.json and /ai/agent-catalog[/…]. Every
+// other /api/v1/… path, /workspaces/… and /ai/agent-configs[/…] without a workspace is 400
+// WORKSPACE_REQUIRED. The legacy prefix /api/external/… is 404 NOT_FOUND, as is every other
+// path, and every path with empty or dot segments (so the router and a cell can never disagree
+// about which route a path is).
+//
+// # Unknown workspaces
+//
+// A workspace the directory does not know is not answered by the router: its own 404 would
+// differ from a cell's answer to a caller who is not a member, and would tell anyone, even
+// without a token, which workspace IDs exist. Such a request goes to one cell that takes new
+// work, chosen by rendezvous hashing of the workspace ID under a key (Config.UnknownHashKey),
+// with X-Placement-Epoch: 0. The cell authenticates the caller and answers as it does for a
+// non-member. The hash is keyed because every answer names its cell in X-Cell-ID: with a public
+// hash, comparing X-Cell-ID with the hash's choice would reveal that a workspace exists.
+//
+// # Headers
+//
+// To the cell: X-Placement-Epoch (the placement's epoch, "0" for an unknown workspace; absent on
+// routes without a workspace), X-Placement-Cell (the cell the router means to reach),
+// X-Request-ID, and X-Forwarded-For/-Host/-Proto from the client connection. X-Placement-Epoch,
+// X-Placement-Cell, X-Owning-Cell, X-Cell-ID, X-Request-ID, Forwarded, X-Forwarded-* and
+// X-Real-IP sent by clients are dropped first, so no client can pose as the router; the router
+// does not sit behind a trusted proxy whose X-Forwarded-For it would keep. A client's
+// X-Request-ID is reused when it is at most 64 characters of [A-Za-z0-9._-] and does not look
+// like a token (svc_…); otherwise the router makes one (req_…). It is the trace_id of logs and
+// problem bodies.
+//
+// To the client: every answer carries X-Request-ID and X-Cell-ID. X-Cell-ID is the cell that
+// answered; when the router answers itself it is the cell it tried last, or empty when it had
+// not picked one yet (400s, 404s, directory unavailable). X-Owning-Cell and X-Placement-* from
+// cells are not passed on.
+//
+// # Placements and the 421 protocol
+//
+// Placements come from a placement.Cache (fresh for TTL, served stale for up to MaxStale while
+// the directory fails, negative entries for NegativeTTL). A cell that does not host the
+// workspace at the epoch sent answers 421 WORKSPACE_MISDIRECTED with an X-Owning-Cell hint. The
+// router intercepts the 421 before anything reaches the client (ModifyResponse), drops the
+// cache entry, reads the placement from the directory again and retries once, on the cell the
+// directory names now. Request bodies up to MaxRetryBody (1 MiB) are held in memory for that
+// retry; a larger body that meets a 421 gets 503 RETRY_BODY_TOO_LARGE with Retry-After, and a
+// second 421 gets 503 SERVICE_UNAVAILABLE with Retry-After: 1 (the workspace is moving). The
+// hint is logged, never trusted: only the directory places workspaces.
+//
+// # Failures
+//
+// Each cell has its own http.Transport, ReverseProxy, breaker and prober; nothing on the request
+// path takes a lock shared between cells, so a cell that is down or frozen costs only its own
+// requests. Transport failures (refused, reset, no headers within CellTimeout) are breaker
+// failures; a cell's own answers, whatever their status, are not. An open breaker, a cell that
+// failed ProbeFailures consecutive /readyz probes, and a cell the directory marks down all give
+// 503 CELL_UNAVAILABLE at once, without touching the network. Draining cells keep serving the
+// workspaces placed on them but get no routes without a workspace and no unknown workspaces.
+// The cell list is reread every CellsRefresh; when the directory fails the last list stays.
+//
+// Operator endpoints (/livez, /readyz, /metrics) are described on OpsHandler.
+package router

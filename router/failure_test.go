@@ -1,0 +1,210 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"slidecells/router/placement"
+	"slidecells/shared/problem"
+)
+
+func (b *bundle) breakerState(id string) gobreaker.State {
+	return b.rt.cells.Load().byID[id].breaker.State()
+}
+
+func TestCellDownFailsFastWhileOtherCellServes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.BreakerFailures = 3 })
+	b.a.srv.Close() // connection refused from now on
+
+	for i := range 3 {
+		a := b.get(t, "/api/v1/workspaces/"+b.wsA)
+		a.wantProblem(t, http.StatusServiceUnavailable, problem.CellUnavailable)
+		if a.header.Get(HeaderCellID) != "cell-a" || a.header.Get("Retry-After") == "" {
+			t.Errorf("attempt %d: X-Cell-ID %q Retry-After %q", i, a.header.Get(HeaderCellID), a.header.Get("Retry-After"))
+		}
+		b.get(t, "/api/v1/workspaces/"+b.wsB).wantCell(t, "cell-b")
+	}
+	if st := b.breakerState("cell-a"); st != gobreaker.StateOpen {
+		t.Fatalf("cell-a breaker %v after 3 refused connections, want open", st)
+	}
+	if st := b.breakerState("cell-b"); st != gobreaker.StateClosed {
+		t.Errorf("cell-b breaker %v, want closed", st)
+	}
+	a := b.get(t, "/api/v1/workspaces/"+b.wsA)
+	a.wantProblem(t, http.StatusServiceUnavailable, problem.CellUnavailable)
+	if !a.problem.Retryable || a.header.Get("Retry-After") == "" {
+		t.Errorf("open breaker answer: retryable %v, Retry-After %q", a.problem.Retryable, a.header.Get("Retry-After"))
+	}
+	// Routes without a workspace avoid the open cell.
+	for range 4 {
+		b.get(t, "/api/v1/system/version").wantCell(t, "cell-b")
+	}
+}
+
+func TestCellAnswersAreNotBreakerFailures(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.BreakerFailures = 1 })
+	b.a.unhost(b.wsA)
+	for range 3 {
+		b.get(t, "/api/v1/workspaces/"+b.wsA).wantProblem(t, http.StatusServiceUnavailable, problem.Unavailable)
+	}
+	unknown := "/api/v1/workspaces/ws_" + "aaaaaaaaaaaaaaaaaaaaaaaaaa"
+	b.get(t, unknown).wantProblem(t, http.StatusNotFound, problem.NotFound)
+	if st := b.breakerState("cell-a"); st != gobreaker.StateClosed {
+		t.Fatalf("breaker %v after the cell's own 421/404 answers, want closed", st)
+	}
+}
+
+func TestFrozenCellDoesNotDelayOtherCell(t *testing.T) {
+	t.Parallel()
+	b := setup(t) // CellTimeout 30s: the frozen requests stay in flight
+	release := make(chan struct{})
+	entered := make(chan struct{}, 8)
+	b.a.mu.Lock()
+	b.a.block, b.a.entered = release, entered
+	b.a.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			res, err := http.Get(b.srv.URL + "/api/v1/workspaces/" + b.wsA)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			res.Body.Close()
+		})
+	}
+	for range 4 {
+		<-entered
+	}
+	// Four requests hang inside cell-a; cell-b answers meanwhile.
+	for range 10 {
+		b.get(t, "/api/v1/workspaces/"+b.wsB).wantCell(t, "cell-b")
+	}
+	close(release)
+	wg.Wait()
+}
+
+func TestFrozenCellTimesOutAndBreakerOpens(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) {
+		c.CellTimeout = 20 * time.Millisecond
+		c.BreakerFailures = 2
+	})
+	release := make(chan struct{})
+	defer close(release)
+	b.a.mu.Lock()
+	b.a.block = release // no answer until the router gives up
+	b.a.mu.Unlock()
+
+	for range 2 {
+		b.get(t, "/api/v1/workspaces/"+b.wsA).wantProblem(t, http.StatusServiceUnavailable, problem.CellUnavailable)
+	}
+	if st := b.breakerState("cell-a"); st != gobreaker.StateOpen {
+		t.Fatalf("breaker %v after 2 timeouts, want open", st)
+	}
+	hits := b.a.hits.Load()
+	for range 5 {
+		b.get(t, "/api/v1/workspaces/"+b.wsA).wantProblem(t, http.StatusServiceUnavailable, problem.CellUnavailable)
+	}
+	if n := b.a.hits.Load() - hits; n != 0 {
+		t.Errorf("the frozen cell received %d requests after its breaker opened, want 0", n)
+	}
+	b.get(t, "/api/v1/workspaces/"+b.wsB).wantCell(t, "cell-b")
+}
+
+func TestProbesMarkCellUnhealthy(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.a.setReady(http.StatusServiceUnavailable)
+	b.rt.ProbeCells(context.Background())
+	// One failed probe is not enough (ProbeFailures = 2).
+	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
+	b.rt.ProbeCells(context.Background())
+
+	hits := b.a.hits.Load()
+	b.get(t, "/api/v1/workspaces/"+b.wsA).wantProblem(t, http.StatusServiceUnavailable, problem.CellUnavailable)
+	for range 4 {
+		b.get(t, "/api/v1/system/version").wantCell(t, "cell-b")
+	}
+	if n := b.a.hits.Load() - hits; n != 0 {
+		t.Errorf("unhealthy cell received %d requests", n)
+	}
+
+	b.a.setReady(http.StatusOK)
+	b.rt.ProbeCells(context.Background())
+	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
+}
+
+func TestProberRunsInBackground(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) {
+		c.ProbeInterval = 5 * time.Millisecond
+		c.ProbeFailures = 1
+	})
+	b.a.setReady(http.StatusServiceUnavailable)
+	// Wait for the background prober, however long it takes; nothing here is timed.
+	for b.rt.cells.Load().byID["cell-a"].healthy.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	b.get(t, "/api/v1/workspaces/"+b.wsA).wantProblem(t, http.StatusServiceUnavailable, problem.CellUnavailable)
+}
+
+func TestDirectoryDownServesCachedPlacementsUntilMaxStale(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
+	b.dir.setErr(errors.New("directory unreachable"))
+
+	b.clock.Advance(31 * time.Second) // past TTL: refresh fails, the stale entry is used
+	lookups := b.dir.lookups.Load()
+	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
+	if b.dir.lookups.Load() != lookups+1 {
+		t.Errorf("a stale entry was not refreshed from the directory")
+	}
+	// Within StaleRetry the directory is not asked again.
+	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
+	if b.dir.lookups.Load() != lookups+1 {
+		t.Errorf("the failing directory was asked again within StaleRetry")
+	}
+
+	b.clock.Advance(4*time.Minute + 20*time.Second) // 4m51s after the last good answer
+	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
+
+	// A workspace never cached cannot be served.
+	b.get(t, "/api/v1/workspaces/"+b.wsB).wantProblem(t, http.StatusServiceUnavailable, problem.DirectoryUnavailable)
+
+	b.clock.Advance(10 * time.Second) // past MaxStale
+	a := b.get(t, "/api/v1/workspaces/"+b.wsA)
+	a.wantProblem(t, http.StatusServiceUnavailable, problem.DirectoryUnavailable)
+	if a.header.Get("Retry-After") == "" {
+		t.Errorf("no Retry-After")
+	}
+
+	b.dir.setErr(nil)
+	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
+}
+
+func TestPlacementOnNewCellRereadsCellList(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := newFakeCell(t, "cell-c")
+	ws := b.wsA
+	c.host(ws, 5)
+	b.dir.mu.Lock()
+	b.dir.cells = append(b.dir.cells, Cell{ID: "cell-c", URL: c.srv.URL, State: CellActive})
+	b.dir.placements[ws] = placement.Placement{CellID: "cell-c", Epoch: 5}
+	b.dir.mu.Unlock()
+	a := b.get(t, "/api/v1/workspaces/"+ws)
+	if a.status != http.StatusOK || a.cell != "cell-c" {
+		t.Fatalf("got %d from %q, want 200 from the newly listed cell-c", a.status, a.cell)
+	}
+}

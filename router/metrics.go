@@ -1,0 +1,157 @@
+package router
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/sony/gobreaker/v2"
+
+	"slidecells/router/placement"
+)
+
+// metrics are the router's Prometheus series, in a registry of its own so that several routers
+// (tests) can live in one process. Labels are bounded: cell IDs, status classes and fixed
+// outcome names; never workspace IDs.
+type metrics struct {
+	reg        *prometheus.Registry
+	requests   *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	cacheVec   *prometheus.CounterVec
+	cacheBy    [5]prometheus.Counter // by placement.Outcome
+	misdirects *prometheus.CounterVec
+	dirErrors  *prometheus.CounterVec
+	noCell     [6]prometheus.Counter // requests answered before a cell was picked
+}
+
+// cellMetrics are one cell's series, resolved once so the hot path does no label lookups.
+type cellMetrics struct {
+	requests [6]prometheus.Counter // by status class, see class
+	latency  prometheus.Observer
+}
+
+var classes = [6]string{"1xx", "2xx", "3xx", "4xx", "5xx", "other"}
+
+func class(status int) int {
+	if status >= 100 && status < 600 {
+		return status/100 - 1
+	}
+	return 5
+}
+
+// noCellLabel is the cell label of requests the router answered without picking a cell.
+const noCellLabel = "none"
+
+func newMetrics(rt *Router) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "router_requests_total",
+			Help: "Requests answered, by serving cell (none: answered by the router before picking one) and status class.",
+		}, []string{"cell", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "router_proxy_duration_seconds",
+			Help:    "Time from sending a request to a cell until its answer was copied to the client, per attempt.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"cell"}),
+		cacheVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "router_placement_lookups_total",
+			Help: "Placement lookups by result: hit, miss, refreshed, stale_served (directory failed, stale entry used), negative_hit.",
+		}, []string{"result"}),
+		misdirects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "router_misdirect_total",
+			Help: "421 answers from cells by what the router did: retried, misdirected_twice, body_too_large, lookup_failed.",
+		}, []string{"outcome"}),
+		dirErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "router_directory_errors_total",
+			Help: "Failed directory reads by kind (placement, cells).",
+		}, []string{"op"}),
+	}
+	for o := range m.cacheBy {
+		m.cacheBy[o] = m.cacheVec.WithLabelValues(placement.Outcome(o).String())
+	}
+	for i, cl := range classes {
+		m.noCell[i] = m.requests.WithLabelValues(noCellLabel, cl)
+	}
+	m.reg.MustRegister(m.requests, m.latency, m.cacheVec, m.misdirects, m.dirErrors,
+		cellCollector{rt},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) forCell(id string) cellMetrics {
+	var cm cellMetrics
+	for i, cl := range classes {
+		cm.requests[i] = m.requests.WithLabelValues(id, cl)
+	}
+	cm.latency = m.latency.WithLabelValues(id)
+	return cm
+}
+
+// forgetCell drops the series of a cell that left the list, so they do not linger forever.
+func (m *metrics) forgetCell(id string) {
+	for _, cl := range classes {
+		m.requests.DeleteLabelValues(id, cl)
+	}
+	m.latency.DeleteLabelValues(id)
+}
+
+func (m *metrics) request(c *cell, status int) {
+	if c == nil {
+		m.noCell[class(status)].Inc()
+		return
+	}
+	c.m.requests[class(status)].Inc()
+}
+
+func (m *metrics) cache(o placement.Outcome, err error) {
+	if int(o) < len(m.cacheBy) {
+		m.cacheBy[o].Inc()
+	}
+	if o == placement.StaleServed || errors.Is(err, placement.ErrUnavailable) {
+		m.directoryError("placement")
+	}
+}
+
+func (m *metrics) misdirect(outcome string) { m.misdirects.WithLabelValues(outcome).Inc() }
+
+func (m *metrics) directoryError(op string) { m.dirErrors.WithLabelValues(op).Inc() }
+
+// cellCollector reports each cell's breaker state and health at scrape time, so an open breaker
+// that has since become half-open shows as such.
+type cellCollector struct{ rt *Router }
+
+var (
+	breakerDesc = prometheus.NewDesc("router_cell_breaker_state",
+		"Breaker state per cell: 0 closed, 1 half-open, 2 open.", []string{"cell"}, nil)
+	healthyDesc = prometheus.NewDesc("router_cell_healthy",
+		"1 when the cell passes its /readyz probes, else 0.", []string{"cell"}, nil)
+	stateDesc = prometheus.NewDesc("router_cell_state",
+		"The cell's directory state (always 1; the state is the label).", []string{"cell", "state"}, nil)
+)
+
+func (cc cellCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- breakerDesc
+	ch <- healthyDesc
+	ch <- stateDesc
+}
+
+func (cc cellCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range cc.rt.cells.Load().sorted {
+		var st float64
+		switch c.breaker.State() {
+		case gobreaker.StateHalfOpen:
+			st = 1
+		case gobreaker.StateOpen:
+			st = 2
+		}
+		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, st, c.id)
+		h := 0.0
+		if c.healthy.Load() {
+			h = 1
+		}
+		ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, h, c.id)
+		ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, 1, c.id, string(c.State()))
+	}
+}

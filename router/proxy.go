@@ -1,0 +1,233 @@
+package router
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"sync"
+	"time"
+
+	"slidecells/shared/problem"
+)
+
+// attempt is one try of a request on one cell. The ReverseProxy's hooks find it through the
+// request context and record what happened instead of writing to the client, so the router can
+// still decide to retry after a 421.
+type attempt struct {
+	cell      *cell
+	reqID     string
+	epoch     int64
+	workspace bool // a workspace route: send the epoch, and a 421 is the router's business
+	buffered  bool // the body is in memory; drop Expect: 100-continue
+
+	rejected    *problem.Error // not sent: breaker open or cell unhealthy
+	misdirected bool           // the cell answered 421; nothing was written to the client
+	owningHint  string         // the cell's X-Owning-Cell on a 421, for logs only
+	err         error          // transport failure; nothing was written to the client
+
+	reqIDHeader []string
+}
+
+type attemptKey struct{}
+
+// reqIDValue is the request ID as a header value, made once per attempt.
+func (a *attempt) reqIDValue() []string {
+	if a.reqIDHeader == nil {
+		a.reqIDHeader = []string{a.reqID}
+	}
+	return a.reqIDHeader
+}
+
+// Canonical header keys for direct map access on the hot path.
+var (
+	keyRequestID     = http.CanonicalHeaderKey(HeaderRequestID)
+	keyPlacementCell = http.CanonicalHeaderKey(HeaderPlacementCell)
+	keyCellID        = http.CanonicalHeaderKey(HeaderCellID)
+)
+
+// errMisdirected is returned by ModifyResponse to stop the ReverseProxy from copying a 421.
+var errMisdirected = errors.New("router: cell answered 421")
+
+// errExcluded reports an attempt that tells nothing about the cell's health (the client went
+// away, or a response broke mid-body); the breaker ignores it.
+var errExcluded = errors.New("router: outcome not attributable to the cell")
+
+// routerOnlyRequest are removed from client requests before the router sets its own. The
+// ReverseProxy already drops Forwarded and X-Forwarded-* in Rewrite mode; they are listed to
+// keep the whole rule in one place.
+// The keys are canonicalised once because they are deleted from the header map directly.
+var routerOnlyRequest = canonicalKeys(
+	HeaderPlacementEpoch, HeaderPlacementCell, HeaderOwningCell, HeaderCellID, HeaderRequestID,
+	"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-IP",
+)
+
+// routerOnlyResponse are internal headers a cell may send that clients must not see.
+var routerOnlyResponse = canonicalKeys(HeaderPlacementEpoch, HeaderPlacementCell, HeaderOwningCell)
+
+func canonicalKeys(keys ...string) []string {
+	for i, k := range keys {
+		keys[i] = http.CanonicalHeaderKey(k)
+	}
+	return keys
+}
+
+// try runs one attempt through the cell's breaker and ReverseProxy.
+func (rt *Router) try(x *exchange, r *http.Request, a *attempt) {
+	c := a.cell
+	if rej := c.admit(); rej != nil {
+		a.rejected = rej
+		return
+	}
+	done, err := c.breaker.Allow()
+	if err != nil {
+		e := problem.New(problem.CellUnavailable, "the cell is unavailable; retry shortly")
+		e.RetryAfter = int(math.Ceil(rt.cfg.BreakerOpenTimeout.Seconds()))
+		e.Retryable = true
+		a.rejected = e
+		return
+	}
+	start := time.Now()
+	defer func() {
+		c.m.latency.Observe(time.Since(start).Seconds())
+		if p := recover(); p != nil {
+			done(errExcluded)
+			panic(p)
+		}
+		switch {
+		case a.err == nil:
+			done(nil)
+		case r.Context().Err() != nil:
+			done(errExcluded)
+		default:
+			done(a.err)
+		}
+	}()
+	c.proxy.ServeHTTP(&x.rec, r.WithContext(context.WithValue(r.Context(), attemptKey{}, a)))
+}
+
+// newProxy builds the ReverseProxy of one cell.
+func (rt *Router) newProxy(c *cell) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Transport:      c.transport,
+		BufferPool:     &rt.buffers,
+		Rewrite:        c.rewrite,
+		ModifyResponse: c.modifyResponse,
+		ErrorHandler:   c.errorHandler,
+	}
+}
+
+func (c *cell) rewrite(pr *httputil.ProxyRequest) {
+	a := pr.In.Context().Value(attemptKey{}).(*attempt)
+	h := pr.Out.Header
+	for _, k := range routerOnlyRequest {
+		delete(h, k)
+	}
+	pr.SetURL(c.target)
+	pr.SetXForwarded()
+	// The value slices are shared, not copied: nothing downstream writes into header values,
+	// and this saves allocations on every request.
+	h[keyRequestID] = a.reqIDValue()
+	h[keyPlacementCell] = c.idValue
+	if a.workspace {
+		h.Set(HeaderPlacementEpoch, strconv.FormatInt(a.epoch, 10))
+	}
+	if a.buffered {
+		h.Del("Expect")
+	}
+}
+
+func (c *cell) modifyResponse(res *http.Response) error {
+	a := res.Request.Context().Value(attemptKey{}).(*attempt)
+	if a.workspace && res.StatusCode == http.StatusMisdirectedRequest {
+		a.misdirected = true
+		a.owningHint = res.Header.Get(HeaderOwningCell)
+		// Read the small problem body so the connection can be reused.
+		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
+		return errMisdirected
+	}
+	h := res.Header
+	for _, k := range routerOnlyResponse {
+		delete(h, k)
+	}
+	h[keyCellID] = c.idValue
+	h[keyRequestID] = a.reqIDValue()
+	return nil
+}
+
+func (c *cell) errorHandler(_ http.ResponseWriter, r *http.Request, err error) {
+	a := r.Context().Value(attemptKey{}).(*attempt)
+	if !errors.Is(err, errMisdirected) {
+		a.err = err
+	}
+}
+
+// bufferBody reads a workspace request's body into memory when it is at most MaxRetryBody, so
+// the 421 retry can send it again. It returns the request to send and whether it can be
+// resent. Larger bodies stream through unbuffered: a 421 on those becomes 503
+// RETRY_BODY_TOO_LARGE.
+func (rt *Router) bufferBody(r *http.Request) (*http.Request, bool, error) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return r, true, nil
+	}
+	limit := rt.cfg.MaxRetryBody
+	if r.ContentLength > limit {
+		return r, false, nil
+	}
+	var buf []byte
+	var err error
+	if r.ContentLength > 0 {
+		buf = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(r.Body, buf)
+	} else {
+		buf, err = io.ReadAll(io.LimitReader(r.Body, limit+1))
+	}
+	if err != nil {
+		e := problem.New(problem.BadRequest, "the request body could not be read")
+		e.Cause = err
+		return nil, false, e
+	}
+	if int64(len(buf)) > limit {
+		out := r.Clone(r.Context())
+		out.Body = io.NopCloser(io.MultiReader(bytes.NewReader(buf), r.Body))
+		return out, false, nil
+	}
+	out := r.WithContext(r.Context())
+	out.Body = io.NopCloser(bytes.NewReader(buf))
+	out.ContentLength = int64(len(buf))
+	out.TransferEncoding = nil
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+	return out, true, nil
+}
+
+// rewind returns a copy of a buffered request whose body starts again from the beginning.
+func rewind(r *http.Request) *http.Request {
+	out := r.WithContext(r.Context())
+	if r.GetBody != nil {
+		out.Body, _ = r.GetBody()
+	}
+	return out
+}
+
+// bufferPool lends the ReverseProxy its copy buffers; without one it allocates 32 KiB per
+// request.
+type bufferPool struct{ p sync.Pool }
+
+const copyBufferSize = 32 << 10
+
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, copyBufferSize)
+}
+
+func (b *bufferPool) Put(buf []byte) {
+	if cap(buf) == copyBufferSize {
+		b.p.Put(&buf)
+	}
+}

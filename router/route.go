@@ -1,0 +1,155 @@
+package router
+
+import (
+	"net/http"
+	"strings"
+
+	"slidecells/shared/ids"
+	"slidecells/shared/problem"
+)
+
+// routeKind says where a request goes.
+type routeKind uint8
+
+const (
+	// toWorkspace: the request names a workspace and goes to the cell that hosts it.
+	toWorkspace routeKind = iota
+	// toAnyCell: a route without a workspace that every cell answers the same way.
+	toAnyCell
+)
+
+// HeaderWorkspaceID is the public header that names a workspace when the path does not.
+const HeaderWorkspaceID = "X-Workspace-ID"
+
+// route is the routing decision for one request.
+type route struct {
+	kind routeKind
+	ws   string
+}
+
+var (
+	errInvalidWorkspace = problem.New(problem.WorkspaceIDInvalid, "the workspace ID is not valid")
+	errConflict         = problem.New(problem.WorkspaceIDConflict,
+		"the workspace in the path and the X-Workspace-ID header differ")
+	errWorkspaceRequired = problem.New(problem.WorkspaceRequired,
+		"this route needs a workspace: put it in the path or in the X-Workspace-ID header")
+	errNoRoute = problem.ErrNotFound()
+)
+
+// classify decides where a request goes, or returns the problem the router answers itself.
+// It runs on every request, so it works on the path string without splitting or cleaning it.
+//
+// A workspace named by the path or by X-Workspace-ID sends any public route to that
+// workspace's cell, including routes that do not need one (whoami, version): the answer is the
+// same from every cell, and the client asked in that workspace's context.
+func classify(r *http.Request) (route, error) {
+	p := r.URL.Path
+	if !canonical(p) {
+		return route{}, errNoRoute
+	}
+	// The legacy prefix must not exist (external API "Versioning" 2): a plain 404, whatever
+	// follows, and before a header could make it look routable.
+	if p == "/api/external" || strings.HasPrefix(p, "/api/external/") {
+		return route{}, errNoRoute
+	}
+	public := strings.HasPrefix(p, "/api/v1/") || strings.HasPrefix(p, "/workspaces/") ||
+		p == "/openapi.json" || underSegment(p, "/ai/agent-catalog") || underSegment(p, "/ai/agent-configs")
+	if !public {
+		return route{}, errNoRoute
+	}
+
+	pathWS, inPath := workspaceInPath(p)
+	hdrWS, inHeader, err := workspaceInHeader(r.Header)
+	if err != nil {
+		return route{}, err
+	}
+	if inPath && !ids.Valid(ids.Workspace, pathWS) {
+		return route{}, errInvalidWorkspace
+	}
+	if inHeader && !ids.Valid(ids.Workspace, hdrWS) {
+		return route{}, errInvalidWorkspace
+	}
+	switch {
+	case inPath && inHeader && pathWS != hdrWS:
+		return route{}, errConflict
+	case inPath:
+		return route{kind: toWorkspace, ws: pathWS}, nil
+	case inHeader:
+		return route{kind: toWorkspace, ws: hdrWS}, nil
+	}
+	if anyCellRoute(r.Method, p) {
+		return route{kind: toAnyCell}, nil
+	}
+	return route{}, errWorkspaceRequired
+}
+
+// workspaceInPath finds {id} in /api/v1/workspaces/{id}[/…] and /workspaces/{id}[/…]. An empty
+// segment ("/api/v1/workspaces/") names no workspace.
+func workspaceInPath(p string) (string, bool) {
+	var rest string
+	switch {
+	case strings.HasPrefix(p, "/api/v1/workspaces/"):
+		rest = p[len("/api/v1/workspaces/"):]
+	case strings.HasPrefix(p, "/workspaces/"):
+		rest = p[len("/workspaces/"):]
+	default:
+		return "", false
+	}
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest, rest != ""
+}
+
+// workspaceInHeader reads X-Workspace-ID. An empty header counts as absent; several values
+// must agree, or the request is ambiguous.
+func workspaceInHeader(h http.Header) (string, bool, error) {
+	vs := h.Values(HeaderWorkspaceID)
+	ws := ""
+	for _, v := range vs {
+		v = strings.TrimSpace(v)
+		switch {
+		case v == "":
+		case ws == "":
+			ws = v
+		case ws != v:
+			return "", false, errConflict
+		}
+	}
+	return ws, ws != "", nil
+}
+
+// anyCellRoute lists the public routes that name no workspace. Every other public route needs
+// one.
+func anyCellRoute(method, p string) bool {
+	switch {
+	case p == "/api/v1/workspaces":
+		return method == http.MethodGet || method == http.MethodHead
+	case strings.HasPrefix(p, "/api/v1/auth/"),
+		strings.HasPrefix(p, "/api/v1/system/"),
+		strings.HasPrefix(p, "/api/v1/standards/"),
+		underSegment(p, "/api/v1/runtime-kit"),
+		underSegment(p, "/api/v1/fonts"),
+		p == "/openapi.json",
+		underSegment(p, "/ai/agent-catalog"):
+		return true
+	}
+	return false
+}
+
+// underSegment reports whether p is prefix or lies below it at a segment boundary, so that
+// "/api/v1/fonts" matches "/api/v1/fonts/x" but not "/api/v1/fontsx".
+func underSegment(p, prefix string) bool {
+	return strings.HasPrefix(p, prefix) && (len(p) == len(prefix) || p[len(prefix)] == '/')
+}
+
+// canonical rejects paths with empty or dot segments. Cells clean paths differently from this
+// router (a mux may redirect, another may not), so "/api/v1/system/../workspaces/ws_x" must not
+// be classified as one route here and served as another there.
+func canonical(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	return !strings.Contains(p, "//") && !strings.Contains(p, "/./") && !strings.Contains(p, "/../") &&
+		!strings.HasSuffix(p, "/.") && !strings.HasSuffix(p, "/..")
+}

@@ -1,0 +1,491 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
+
+	"slidecells/router/placement"
+	"slidecells/shared/ids"
+	"slidecells/shared/problem"
+)
+
+// Headers between the router, the cells and the clients. The ones in routerOnlyRequest are
+// removed from every client request, so no client can pose as the router.
+const (
+	HeaderPlacementEpoch = "X-Placement-Epoch"
+	HeaderPlacementCell  = "X-Placement-Cell"
+	HeaderOwningCell     = "X-Owning-Cell"
+	HeaderCellID         = "X-Cell-ID"
+	HeaderRequestID      = "X-Request-ID"
+)
+
+// Defaults of Config.
+const (
+	DefaultCellTimeout             = 30 * time.Second
+	DefaultDialTimeout             = time.Second
+	DefaultMaxIdleConnsPerCell     = 256
+	DefaultBreakerFailures         = 5
+	DefaultBreakerOpenTimeout      = 5 * time.Second
+	DefaultBreakerHalfOpenRequests = 1
+	DefaultProbeInterval           = time.Second
+	DefaultProbeTimeout            = 500 * time.Millisecond
+	DefaultProbeFailures           = 2
+	DefaultCellsRefresh            = 10 * time.Second
+	DefaultMaxRetryBody            = 1 << 20
+)
+
+// Config configures a Router. Zero values take the Default… constants; Placements and Cells
+// are required.
+type Config struct {
+	// Placements is the authority on workspace → cell (the directory).
+	Placements placement.Source
+	// Cells lists the cells (the directory). It is read at start and every CellsRefresh; the
+	// last list that could be read stays in use while the source fails.
+	Cells CellSource
+	// Cache tunes the placement cache (TTL, MaxStale, NegativeTTL, …). Its Now is replaced by
+	// Config.Now when that is set.
+	Cache placement.Config
+
+	// CellTimeout is how long a cell may take to send response headers before the request
+	// fails with 503 CELL_UNAVAILABLE and counts against the cell's breaker.
+	CellTimeout time.Duration
+	// DialTimeout bounds connecting to a cell.
+	DialTimeout time.Duration
+	// MaxIdleConnsPerCell is the keep-alive pool per cell; it must cover the expected number of
+	// concurrent requests to one cell, or connections churn under load.
+	MaxIdleConnsPerCell int
+
+	// BreakerFailures consecutive transport failures (refused, reset, timeout) open a cell's
+	// breaker. A cell's own 4xx/5xx answers are not failures.
+	BreakerFailures uint32
+	// BreakerOpenTimeout is how long an open breaker fails requests at once before letting
+	// BreakerHalfOpenRequests trial requests through.
+	BreakerOpenTimeout      time.Duration
+	BreakerHalfOpenRequests uint32
+
+	// ProbeInterval is how often each cell's /readyz is probed; negative disables probing (all
+	// cells count as healthy, which tests use). ProbeFailures consecutive failed probes mark a
+	// cell unhealthy; one success marks it healthy again.
+	ProbeInterval time.Duration
+	ProbeTimeout  time.Duration
+	ProbeFailures int
+
+	// CellsRefresh is how often the cell list is reread; negative disables the periodic reread
+	// (RefreshCells still works).
+	CellsRefresh time.Duration
+
+	// MaxRetryBody is the largest request body buffered so that it can be resent after a 421.
+	MaxRetryBody int64
+
+	// UnknownHashKey keys the hash that picks the cell for workspaces the directory does not
+	// know. Give every replica the same secret key: with an unkeyed hash, anyone who knows the
+	// cell list could compare X-Cell-ID with the hash and learn that a workspace exists.
+	UnknownHashKey []byte
+
+	// Logger receives access logs and events; nil discards them.
+	Logger *zap.Logger
+	// Now is the clock of the placement cache; nil is time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.CellTimeout <= 0 {
+		c.CellTimeout = DefaultCellTimeout
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.MaxIdleConnsPerCell <= 0 {
+		c.MaxIdleConnsPerCell = DefaultMaxIdleConnsPerCell
+	}
+	if c.BreakerFailures == 0 {
+		c.BreakerFailures = DefaultBreakerFailures
+	}
+	if c.BreakerOpenTimeout <= 0 {
+		c.BreakerOpenTimeout = DefaultBreakerOpenTimeout
+	}
+	if c.BreakerHalfOpenRequests == 0 {
+		c.BreakerHalfOpenRequests = DefaultBreakerHalfOpenRequests
+	}
+	if c.ProbeInterval == 0 {
+		c.ProbeInterval = DefaultProbeInterval
+	}
+	if c.ProbeTimeout <= 0 {
+		c.ProbeTimeout = DefaultProbeTimeout
+	}
+	if c.ProbeFailures <= 0 {
+		c.ProbeFailures = DefaultProbeFailures
+	}
+	if c.CellsRefresh == 0 {
+		c.CellsRefresh = DefaultCellsRefresh
+	}
+	if c.MaxRetryBody <= 0 {
+		c.MaxRetryBody = DefaultMaxRetryBody
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Cache.Now == nil {
+		c.Cache.Now = c.Now
+	}
+	return c
+}
+
+// Validate reports configuration that cannot work.
+func (c Config) Validate() error {
+	if c.Placements == nil {
+		return errors.New("router: Config.Placements is required")
+	}
+	if c.Cells == nil {
+		return errors.New("router: Config.Cells is required")
+	}
+	return c.Cache.Validate()
+}
+
+// Router is the public edge: it maps each request to a workspace, the workspace to a cell, and
+// proxies. It is an http.Handler for the public routes; OpsHandler serves /livez, /readyz and
+// /metrics.
+type Router struct {
+	cfg   Config
+	log   *zap.Logger
+	cache *placement.Cache
+	m     *metrics
+
+	cells     atomic.Pointer[cellSet]
+	cellsMu   sync.Mutex // serialises reconciling the cell set, never held by requests
+	cellsSF   singleflight.Group
+	cellsOK   atomic.Bool  // the last cell list read succeeded
+	lastForce atomic.Int64 // unix nanos of the last on-demand cell reread
+	rr        atomic.Uint64
+	buffers   bufferPool
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// New builds a Router, reads the cell list once (a failure is logged and retried in the
+// background, and /readyz reports it), and starts the cell refresher and health probers. Call
+// Close to stop them.
+func New(ctx context.Context, cfg Config) (*Router, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	cache, err := placement.New(cfg.Placements, cfg.Cache)
+	if err != nil {
+		return nil, err
+	}
+	rt := &Router{cfg: cfg, log: cfg.Logger, cache: cache, stop: make(chan struct{})}
+	rt.cells.Store(&cellSet{byID: map[string]*cell{}})
+	rt.m = newMetrics(rt)
+	if err := rt.RefreshCells(ctx); err != nil {
+		rt.log.Warn("cannot read the cell list at start; retrying in the background", zap.Error(err))
+	}
+	if cfg.CellsRefresh > 0 {
+		rt.wg.Add(1)
+		go rt.refreshLoop()
+	}
+	return rt, nil
+}
+
+// Close stops the background work and closes idle connections to the cells. In-flight
+// requests are not interrupted.
+func (rt *Router) Close() {
+	rt.closeOnce.Do(func() {
+		close(rt.stop)
+		rt.cellsMu.Lock()
+		for _, c := range rt.cells.Load().sorted {
+			c.close()
+		}
+		rt.cellsMu.Unlock()
+		rt.wg.Wait()
+	})
+}
+
+// Handler serves the public routes and, on the same listener, /livez, /readyz and /metrics.
+func (rt *Router) Handler() http.Handler {
+	ops := rt.OpsHandler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/livez", "/readyz", "/metrics":
+			ops.ServeHTTP(w, r)
+		default:
+			rt.ServeHTTP(w, r)
+		}
+	})
+}
+
+// ServeHTTP routes one public request. Every answer carries X-Request-ID and X-Cell-ID.
+func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	x := &exchange{rec: recorder{ResponseWriter: w}, r: r, reqID: requestID(r.Header.Get(HeaderRequestID))}
+	// Deferred so that an aborted copy (the ReverseProxy panics with http.ErrAbortHandler when a
+	// response breaks mid-body) is still logged and counted.
+	defer rt.finish(x, start)
+	rt.serve(x)
+}
+
+// exchange is the state of one client request across its attempts.
+type exchange struct {
+	rec   recorder
+	r     *http.Request
+	reqID string
+	ws    string
+	cell  *cell // the last cell tried; nil while none was
+}
+
+// cellID is the ID of the last cell tried, or "" before the router picked one.
+func (x *exchange) cellID() string {
+	if x.cell == nil {
+		return ""
+	}
+	return x.cell.id
+}
+
+func (rt *Router) serve(x *exchange) {
+	rte, err := classify(x.r)
+	if err != nil {
+		rt.fail(x, err)
+		return
+	}
+	cells := rt.cells.Load()
+	if rte.kind == toAnyCell {
+		c := cells.pickAny(&rt.rr)
+		if c == nil {
+			rt.fail(x, errNoHealthyCell())
+			return
+		}
+		x.cell = c
+		a := &attempt{cell: c, reqID: x.reqID}
+		rt.try(x, x.r, a)
+		rt.finishAttempt(x, a)
+		return
+	}
+
+	x.ws = rte.ws
+	ctx := x.r.Context()
+	p, outcome, err := rt.cache.Lookup(ctx, x.ws)
+	rt.m.cache(outcome, err)
+	c, epoch, perr := rt.target(ctx, x.ws, p, err)
+	if perr != nil {
+		rt.fail(x, perr)
+		return
+	}
+	x.cell = c
+
+	out, replayable, err := rt.bufferBody(x.r)
+	if err != nil {
+		rt.fail(x, err)
+		return
+	}
+	a := &attempt{cell: c, reqID: x.reqID, epoch: epoch, workspace: true, buffered: replayable}
+	rt.try(x, out, a)
+	if !a.misdirected {
+		rt.finishAttempt(x, a)
+		return
+	}
+
+	// The cell does not host the workspace at the epoch we sent: our placement is stale (a move,
+	// or a cell that forgot a workspace). Look again and retry once.
+	rt.log.Info("misdirected; looking the placement up again",
+		zap.String("trace_id", x.reqID), zap.String("workspace_id", x.ws), zap.String("cell", c.id),
+		zap.Int64("epoch", epoch), zap.String("owning_cell_hint", a.owningHint))
+	if !replayable {
+		rt.cache.Invalidate(x.ws)
+		rt.m.misdirect("body_too_large")
+		e := problem.New(problem.BodyTooLargeToRetry,
+			"the workspace moved while the request was sent and its body is too large to resend; send it again")
+		e.RetryAfter, e.Retryable = 1, true
+		rt.fail(x, e)
+		return
+	}
+	p, err = rt.cache.Refresh(ctx, x.ws)
+	c, epoch, perr = rt.target(ctx, x.ws, p, err)
+	if perr != nil {
+		rt.m.misdirect("lookup_failed")
+		rt.fail(x, perr)
+		return
+	}
+	x.cell = c
+	a = &attempt{cell: c, reqID: x.reqID, epoch: epoch, workspace: true, buffered: true}
+	rt.try(x, rewind(out), a)
+	if !a.misdirected {
+		rt.m.misdirect("retried")
+		rt.finishAttempt(x, a)
+		return
+	}
+	rt.m.misdirect("misdirected_twice")
+	rt.cache.Invalidate(x.ws)
+	e := problem.New(problem.Unavailable, "the workspace is being moved; retry shortly")
+	e.RetryAfter, e.Retryable = 1, true
+	rt.fail(x, e)
+}
+
+// target turns a placement lookup into the cell to try and the epoch to send.
+//
+// A workspace the directory does not know is NOT answered here: the router's own 404 would
+// differ from a cell's answer for a workspace the caller is not a member of, and would tell
+// even an unauthenticated caller which workspace IDs exist. The request goes, with epoch 0, to
+// a healthy cell picked by a keyed hash of the workspace ID; the cell authenticates the caller
+// and answers exactly as for a non-member.
+func (rt *Router) target(ctx context.Context, ws string, p placement.Placement, err error) (*cell, int64, error) {
+	switch {
+	case errors.Is(err, placement.ErrNotFound):
+		c := rt.cells.Load().pickHashed(ws, rt.cfg.UnknownHashKey)
+		if c == nil {
+			return nil, 0, errNoHealthyCell()
+		}
+		return c, 0, nil
+	case err != nil:
+		rt.log.Warn("placement lookup failed", zap.String("workspace_id", ws), zap.Error(err))
+		e := problem.New(problem.DirectoryUnavailable, "the workspace directory is unavailable; retry shortly")
+		e.RetryAfter, e.Retryable, e.Cause = 1, true, err
+		return nil, 0, e
+	}
+	c := rt.cellByID(ctx, p.CellID)
+	if c == nil {
+		rt.log.Error("placement names a cell this router does not know",
+			zap.String("workspace_id", ws), zap.String("cell", p.CellID))
+		e := problem.New(problem.CellUnavailable, "the workspace's cell is unavailable; retry shortly")
+		e.RetryAfter, e.Retryable = 1, true
+		return nil, 0, e
+	}
+	return c, p.Epoch, nil
+}
+
+// cellByID finds a cell, rereading the cell list (at most once a second) when a placement
+// names a cell added since the last read.
+func (rt *Router) cellByID(ctx context.Context, id string) *cell {
+	if c := rt.cells.Load().byID[id]; c != nil {
+		return c
+	}
+	now := time.Now().UnixNano()
+	last := rt.lastForce.Load()
+	if now-last < int64(time.Second) || !rt.lastForce.CompareAndSwap(last, now) {
+		return nil
+	}
+	if err := rt.RefreshCells(ctx); err != nil {
+		return nil
+	}
+	return rt.cells.Load().byID[id]
+}
+
+func errNoHealthyCell() *problem.Error {
+	e := problem.New(problem.CellUnavailable, "no cell is available; retry shortly")
+	e.RetryAfter, e.Retryable = 1, true
+	return e
+}
+
+// finishAttempt answers the client after an attempt that was not a 421: the cell's answer was
+// already copied, or the router answers for the failure.
+func (rt *Router) finishAttempt(x *exchange, a *attempt) {
+	switch {
+	case a.rejected != nil:
+		rt.fail(x, a.rejected)
+	case a.err != nil:
+		if x.r.Context().Err() != nil {
+			// The client went away; nobody reads an answer. 499 is what the access log shows.
+			x.rec.WriteHeader(statusClientClosed)
+			return
+		}
+		rt.log.Warn("cell request failed", zap.String("trace_id", x.reqID), zap.String("cell", a.cell.id),
+			zap.String("workspace_id", x.ws), zap.Error(a.err))
+		e := problem.New(problem.CellUnavailable, "the cell did not answer; retry shortly")
+		e.RetryAfter = 1
+		rt.fail(x, e)
+	}
+}
+
+// statusClientClosed is logged when the client disconnected before the cell answered.
+const statusClientClosed = 499
+
+// fail writes a problem answered by the router itself. X-Cell-ID names the cell the router
+// tried last, or is empty when it had not picked one.
+func (rt *Router) fail(x *exchange, err error) {
+	if x.rec.wrote {
+		return
+	}
+	h := x.rec.Header()
+	h.Set(HeaderRequestID, x.reqID)
+	h.Set(HeaderCellID, x.cellID())
+	problem.Write(&x.rec, err, x.reqID)
+}
+
+// finish logs and counts one request.
+func (rt *Router) finish(x *exchange, start time.Time) {
+	d := time.Since(start)
+	status := x.rec.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	rt.m.request(x.cell, status)
+	if ce := rt.log.Check(zap.InfoLevel, "request"); ce != nil {
+		ce.Write(
+			zap.String("method", x.r.Method),
+			zap.String("path", x.r.URL.Path),
+			zap.Int("status", status),
+			zap.String("cell", x.cellID()),
+			zap.String("workspace_id", x.ws),
+			zap.String("trace_id", x.reqID),
+			zap.Duration("duration", d),
+		)
+	}
+}
+
+// requestID reuses a client's request ID only when it is short and plain, so that it cannot
+// smuggle anything into logs or headers, and when it does not look like one of our tokens
+// (svc_…), which a confused client might send and every log line would then carry; otherwise it
+// makes a new one.
+func requestID(v string) string {
+	if len(v) == 0 || len(v) > 64 {
+		return ids.New(ids.Request)
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return ids.New(ids.Request)
+		}
+		if c == '_' && i >= 3 && strings.EqualFold(v[i-3:i], "svc") {
+			return ids.New(ids.Request)
+		}
+	}
+	return v
+}
+
+// recorder remembers the status for the access log and whether anything was written, so the
+// router never writes a second answer.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote && code >= 200 {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if !r.wrote {
+		r.status, r.wrote = http.StatusOK, true
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController (used by the ReverseProxy to flush and hijack) reach the
+// server's writer.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
