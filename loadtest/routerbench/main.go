@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"slidecells/router"
 	"strings"
 	"syscall"
 	"time"
@@ -30,6 +31,9 @@ type options struct {
 }
 
 func main() {
+	// The in-process router (and the bare proxy beside it) run with the router binary's GC
+	// setting.
+	router.TuneRuntime()
 	var o options
 	backend := flag.Bool("backend", false, "internal: run as the benchmark backend and print its address")
 	fixedURL := flag.String("fixed-rate-url", "", "internal: run one fixed-rate load against this URL and print the result as JSON")

@@ -124,12 +124,8 @@ func startRouter(ctx context.Context, backendURL, dir string, accessLog bool) (*
 		if err != nil {
 			return nil, err
 		}
-		// logging.New writes to os.Stderr as it is when called; point it at the file for that
-		// moment so the benchmark pays exactly what production pays per line.
-		orig := os.Stderr
-		os.Stderr = f
-		log, err := logging.New("router")
-		os.Stderr = orig
+		// The same logger the router binary builds, writing to the file.
+		log, err := logging.NewWith("router", logging.Options{Output: f, Buffered: true})
 		if err != nil {
 			return nil, err
 		}

@@ -7,9 +7,11 @@ package logging
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -56,9 +58,22 @@ func mayHoldSecret(s string) bool {
 	return false
 }
 
+// Options tune NewWith.
+type Options struct {
+	// Output receives the lines; nil is os.Stderr.
+	Output io.Writer
+	// Buffered batches lines (up to 256 KiB or one second) instead of one write per line: for
+	// per-request access logs on a hot path. The owner must call Sync before exiting, or the
+	// last second of lines is lost.
+	Buffered bool
+}
+
 // New returns a JSON logger to stderr for one component. LOG_LEVEL (debug, info, warn, error)
 // sets the level; an unknown level is a configuration error.
-func New(component string) (*zap.Logger, error) {
+func New(component string) (*zap.Logger, error) { return NewWith(component, Options{}) }
+
+// NewWith is New with options.
+func NewWith(component string, o Options) (*zap.Logger, error) {
 	level := zapcore.InfoLevel
 	if v := os.Getenv("LOG_LEVEL"); v != "" {
 		if err := level.UnmarshalText([]byte(v)); err != nil {
@@ -68,7 +83,14 @@ func New(component string) (*zap.Logger, error) {
 	enc := zap.NewProductionEncoderConfig()
 	enc.TimeKey = "ts"
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(os.Stderr), level)
+	var out zapcore.WriteSyncer = zapcore.Lock(os.Stderr)
+	if o.Output != nil {
+		out = zapcore.Lock(zapcore.AddSync(o.Output))
+	}
+	if o.Buffered {
+		out = &zapcore.BufferedWriteSyncer{WS: out, Size: 256 << 10, FlushInterval: time.Second}
+	}
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), out, level)
 	return zap.New(redactingCore{core}).With(zap.String("component", component)), nil
 }
 

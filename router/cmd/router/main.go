@@ -20,22 +20,31 @@ import (
 )
 
 func main() {
-	log, err := logging.New("router")
+	// Buffered: one access-log line per request must not cost one write per request. Every exit
+	// path below syncs, so nothing is lost on a normal stop.
+	log, err := logging.NewWith("router", logging.Options{Buffered: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "router:", err)
 		os.Exit(2)
 	}
+	os.Exit(mainCode(log))
+}
+
+func mainCode(log *zap.Logger) int {
+	defer func() { _ = log.Sync() }()
+	router.TuneRuntime()
 	s, err := loadSettings(os.Getenv)
 	if err != nil {
 		log.Error("router: "+err.Error(), zap.String("event", "config"))
-		os.Exit(2)
+		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := run(ctx, s, log); err != nil {
 		log.Error("router stopped", zap.Error(err))
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // run serves until ctx ends, then shuts down gracefully.
@@ -100,6 +109,7 @@ func serve(addr string, h http.Handler, name string, log *zap.Logger, failed cha
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          zap.NewStdLog(log.Named(name)),
 	}
