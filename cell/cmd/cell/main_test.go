@@ -1,0 +1,45 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestLoadNamesEveryBadSetting(t *testing.T) {
+	for k, v := range map[string]string{
+		"CELL_ID":                    "Cell_A",
+		"CELL_LISTEN_ADDR":           "nowhere",
+		"CELL_DATABASE_URL":          "",
+		"DIRECTORY_DATABASE_URL":     "postgres://x/y",
+		"CELL_BLOB_URL":              "ftp://bucket",
+		"CELL_RENDERER_URLS":         "http://127.0.0.1:1,not a url",
+		"CELL_IDEMPOTENCY_RETENTION": "1h",
+		"CELL_DIRECTORY_CACHE_TTL":   "soon",
+	} {
+		t.Setenv(k, v)
+	}
+	_, err := load()
+	if err == nil {
+		t.Fatal("invalid configuration accepted")
+	}
+	for _, name := range []string{"CELL_ID", "CELL_LISTEN_ADDR", "CELL_DATABASE_URL", "CELL_BLOB_URL", "CELL_RENDERER_URLS",
+		"CELL_IDEMPOTENCY_RETENTION", "CELL_DIRECTORY_CACHE_TTL"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error does not name %s: %v", name, err)
+		}
+	}
+}
+
+func TestLoadDefaults(t *testing.T) {
+	t.Setenv("CELL_ID", "cell-a")
+	t.Setenv("CELL_DATABASE_URL", "postgres://127.0.0.1/cell")
+	t.Setenv("DIRECTORY_DATABASE_URL", "postgres://127.0.0.1/directory")
+	t.Setenv("CELL_BLOB_URL", "file:///tmp/blobs")
+	s, err := load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ListenAddr != "127.0.0.1:8081" || s.IdemRetention.Hours() != 24 || len(s.RendererURLs) != 0 {
+		t.Fatalf("defaults: %+v", s)
+	}
+}
