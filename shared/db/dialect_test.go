@@ -1,8 +1,10 @@
-package migrations
+package db_test
 
 import (
 	"io/fs"
+
 	"regexp"
+	"slidecells/migrations"
 	"strings"
 	"testing"
 )
@@ -32,14 +34,16 @@ var (
 	dml = regexp.MustCompile(`(?i)^\s*(INSERT|UPDATE|DELETE)\b`)
 )
 
+// TestMigrationsUseCommonDialect checks every embedded migration (it lives here, beside the
+// transaction helper, so the migrations folder holds only SQL and its embedding).
 func TestMigrationsUseCommonDialect(t *testing.T) {
 	n := 0
-	err := fs.WalkDir(FS, ".", func(path string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".sql") {
 			return err
 		}
 		n++
-		b, err := FS.ReadFile(path)
+		b, err := migrations.FS.ReadFile(path)
 		if err != nil {
 			return err
 		}
