@@ -2,11 +2,11 @@ package db_test
 
 import (
 	"io/fs"
-
 	"regexp"
-	"slidecells/migrations"
 	"strings"
 	"testing"
+
+	"slidecells/migrations"
 )
 
 // forbidden lists constructs outside the dialect common to PostgreSQL and CockroachDB
