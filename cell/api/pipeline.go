@@ -134,7 +134,9 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, op Operation
 	if rec.status == 0 {
 		rec.status = http.StatusOK
 	}
-	if rec.status >= 500 {
+	// Server errors are not answers to replay, and a 421 belongs to the router's placement, not
+	// to the request: both free the key so the retry (here or on the owning cell) runs.
+	if rec.status >= 500 || rec.status == http.StatusMisdirectedRequest {
 		return
 	}
 	stored := http.Header{}
