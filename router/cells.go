@@ -123,18 +123,17 @@ func (s *cellSet) pickAny(rr *atomic.Uint64) *cell {
 }
 
 // pickHashed picks the cell for a workspace the directory does not know: rendezvous hashing
-// over the cells that take new work, so the choice is stable for a given set of healthy cells
-// and moves as little as possible when that set changes. The hash is keyed (see
-// Config.UnknownHashKey).
+// over ALL known cells, whatever their state or health. An unknown ID must meet exactly what a
+// known one placed on that cell meets — the same draining cell, the same 503 from a cell that is
+// down or whose breaker is open — or the answer (its X-Cell-ID, or a 503 where an unknown ID
+// would get a cell's 401/404) would tell even an unauthenticated caller that a workspace exists.
+// The hash is keyed (see Config.UnknownHashKey) and stable while the cell list is.
 func (s *cellSet) pickHashed(ws string, key []byte) *cell {
 	var best *cell
 	var bestScore uint64
 	mac := hmac.New(sha256.New, key)
 	var sum [sha256.Size]byte
 	for _, c := range s.sorted {
-		if !c.takesNewWork() {
-			continue
-		}
 		mac.Reset()
 		mac.Write([]byte(ws))
 		mac.Write([]byte{0})

@@ -66,7 +66,8 @@
 // failures; a cell's own answers, whatever their status, are not. An open breaker, a cell that
 // failed ProbeFailures consecutive /readyz probes, and a cell the directory marks down all give
 // 503 CELL_UNAVAILABLE at once, without touching the network. Draining cells keep serving the
-// workspaces placed on them but get no routes without a workspace and no unknown workspaces.
+// workspaces placed on them but get no routes without a workspace. Unknown workspaces hash
+// over all cells, whatever their state, so their answers look like a known workspace's.
 // The cell list is reread every CellsRefresh; when the directory fails the last list stays.
 //
 // Operator endpoints (/livez, /readyz, /metrics) are described on OpsHandler.

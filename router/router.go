@@ -340,8 +340,9 @@ func (rt *Router) serve(x *exchange) {
 // A workspace the directory does not know is NOT answered here: the router's own 404 would
 // differ from a cell's answer for a workspace the caller is not a member of, and would tell
 // even an unauthenticated caller which workspace IDs exist. The request goes, with epoch 0, to
-// a healthy cell picked by a keyed hash of the workspace ID; the cell authenticates the caller
-// and answers exactly as for a non-member.
+// the cell picked by a keyed hash of the workspace ID, through the same admission and breaker
+// as a known workspace; the cell authenticates the caller and answers exactly as for a
+// non-member.
 func (rt *Router) target(ctx context.Context, ws string, p placement.Placement, err error) (*cell, int64, error) {
 	switch {
 	case errors.Is(err, placement.ErrNotFound):
