@@ -106,7 +106,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, op Operation
 		ws = ScopeFrom(ctx).WorkspaceID()
 	}
 	k := idempotency.Key{WorkspaceID: ws, UserID: PrincipalFrom(ctx).UserID, OperationID: op.ID, Key: key}
-	replay, err := s.Idem.Begin(ctx, k, fp)
+	replay, attempt, err := s.Idem.Begin(ctx, k, fp)
 	if err != nil {
 		s.fail(ctx, w, err)
 		return
@@ -122,21 +122,22 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, op Operation
 		return
 	}
 	rec := &statusWriter{ResponseWriter: w, tee: &bytes.Buffer{}}
-	completed := false
+	release := func() { _ = s.Idem.Release(context.WithoutCancel(ctx), k, attempt) }
+	finished := false
 	defer func() {
-		if completed {
-			return
+		if !finished {
+			release() // the handler panicked: free the key so a retry can run
 		}
-		// A panic or an abandoned request: free the key so a retry can run.
-		_ = s.Idem.Release(context.WithoutCancel(ctx), k, fp)
 	}()
 	next(rec, r)
+	finished = true
 	if rec.status == 0 {
 		rec.status = http.StatusOK
 	}
 	// Server errors are not answers to replay, and a 421 belongs to the router's placement, not
 	// to the request: both free the key so the retry (here or on the owning cell) runs.
 	if rec.status >= 500 || rec.status == http.StatusMisdirectedRequest {
+		release()
 		return
 	}
 	stored := http.Header{}
@@ -147,11 +148,11 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, op Operation
 		}
 		stored[name] = v
 	}
-	if err := s.Idem.Complete(context.WithoutCancel(ctx), k, fp, idempotency.Response{Status: rec.status, Header: stored, Body: rec.tee.Bytes()}); err != nil {
+	// If storing the answer fails, the record stays executing until its lease ends: a retry
+	// meanwhile gets 409 in-flight rather than running a request that may have committed.
+	if err := s.Idem.Complete(context.WithoutCancel(ctx), k, attempt, idempotency.Response{Status: rec.status, Header: stored, Body: rec.tee.Bytes()}); err != nil {
 		s.Log.Error("idempotency record not completed", zap.String("trace_id", TraceID(ctx)), zap.Error(err))
-		return
 	}
-	completed = true
 }
 
 // memoryBodyLimit is how much of a body is held in memory to fingerprint it; larger bodies

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"slidecells/shared/db"
+	"slidecells/shared/ids"
 	"slidecells/shared/problem"
 )
 
@@ -139,11 +140,12 @@ func reused() error {
 	return problem.New(problem.IdempotencyConflict, "this Idempotency-Key was used for a different request")
 }
 
-// Begin claims the key. It returns a stored answer to replay, or nil when the caller must
-// execute the request and then call Complete or Release.
-func (s *Store) Begin(ctx context.Context, k Key, fp []byte) (*Response, error) {
+// Begin claims the key. It returns a stored answer to replay, or nil and an attempt token when
+// the caller must execute the request and then call Complete or Release with that token.
+func (s *Store) Begin(ctx context.Context, k Key, fp []byte) (*Response, string, error) {
 	var replay *Response
 	now := s.now()
+	attempt := ids.New("att")
 	err := s.DB.Tx(ctx, func(tx pgx.Tx) error {
 		replay = nil
 		var (
@@ -163,24 +165,26 @@ func (s *Store) Begin(ctx context.Context, k Key, fp []byte) (*Response, error) 
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			_, err = tx.Exec(ctx, `
-				INSERT INTO idempotency_keys (workspace_id, user_id, operation_id, idem_key, fingerprint, state, lease_until, expires_at)
-				VALUES ($1, $2, $3, $4, $5, 'executing', $6, $7)`,
-				k.WorkspaceID, k.UserID, k.OperationID, k.Key, fp, now.Add(s.lease()), now.Add(s.retention()))
+				INSERT INTO idempotency_keys (workspace_id, user_id, operation_id, idem_key, fingerprint, state, lease_until, expires_at, attempt)
+				VALUES ($1, $2, $3, $4, $5, 'executing', $6, $7, $8)`,
+				k.WorkspaceID, k.UserID, k.OperationID, k.Key, fp, now.Add(s.lease()), now.Add(s.retention()), attempt)
 			return err
 		case err != nil:
 			return err
 		}
-		if !expiresAt.After(now) || (state == "executing" && !leaseUntil.After(now)) {
-			// An expired record, or an execution whose lease ended (the process died): start over.
+		expired := !expiresAt.After(now)
+		if !expired && !bytes.Equal(storedFP, fp) {
+			return reused()
+		}
+		if expired || (state == "executing" && !leaseUntil.After(now)) {
+			// An expired record, or the same request whose earlier execution lost its lease (the
+			// process died): start over under a new attempt token.
 			_, err = tx.Exec(ctx, `
 				UPDATE idempotency_keys SET fingerprint = $5, state = 'executing', lease_until = $6, expires_at = $7,
-				       status = 0, headers = '{}', body = ''::BYTEA, created_at = $8
+				       status = 0, headers = '{}', body = ''::BYTEA, created_at = $8, attempt = $9
 				WHERE workspace_id = $1 AND user_id = $2 AND operation_id = $3 AND idem_key = $4`,
-				k.WorkspaceID, k.UserID, k.OperationID, k.Key, fp, now.Add(s.lease()), now.Add(s.retention()), now)
+				k.WorkspaceID, k.UserID, k.OperationID, k.Key, fp, now.Add(s.lease()), now.Add(s.retention()), now, attempt)
 			return err
-		}
-		if !bytes.Equal(storedFP, fp) {
-			return reused()
 		}
 		if state == "executing" {
 			return inFlight()
@@ -193,38 +197,47 @@ func (s *Store) Begin(ctx context.Context, k Key, fp []byte) (*Response, error) 
 		return nil
 	})
 	if db.IsUniqueViolation(err) {
-		return nil, inFlight()
+		return nil, "", inFlight()
 	}
 	if err != nil {
 		var pe *problem.Error
 		if errors.As(err, &pe) {
-			return nil, pe
+			return nil, "", pe
 		}
-		return nil, problem.Wrap(err, "idempotency record unavailable")
+		return nil, "", problem.Wrap(err, "idempotency record unavailable")
 	}
-	return replay, nil
+	if replay != nil {
+		return replay, "", nil
+	}
+	return nil, attempt, nil
 }
 
-// Complete stores the answer of an executed request for replay.
-func (s *Store) Complete(ctx context.Context, k Key, fp []byte, r Response) error {
+// ErrLeaseLost is returned by Complete when the execution's lease was taken over.
+var ErrLeaseLost = errors.New("idempotency: the execution's lease was taken over")
+
+// Complete stores the answer of the execution holding attempt, for replay.
+func (s *Store) Complete(ctx context.Context, k Key, attempt string, r Response) error {
 	h, err := json.Marshal(r.Header)
 	if err != nil {
 		return err
 	}
-	_, err = s.DB.Pool.Exec(ctx, `
+	tag, err := s.DB.Pool.Exec(ctx, `
 		UPDATE idempotency_keys SET state = 'done', status = $6, headers = $7, body = $8
-		WHERE workspace_id = $1 AND user_id = $2 AND operation_id = $3 AND idem_key = $4 AND fingerprint = $5 AND state = 'executing'`,
-		k.WorkspaceID, k.UserID, k.OperationID, k.Key, fp, r.Status, h, r.Body)
+		WHERE workspace_id = $1 AND user_id = $2 AND operation_id = $3 AND idem_key = $4 AND attempt = $5 AND state = 'executing'`,
+		k.WorkspaceID, k.UserID, k.OperationID, k.Key, attempt, r.Status, h, r.Body)
+	if err == nil && tag.RowsAffected() == 0 {
+		return ErrLeaseLost
+	}
 	return err
 }
 
-// Release forgets an execution that must not be replayed (a server error), so a retry runs it
-// again.
-func (s *Store) Release(ctx context.Context, k Key, fp []byte) error {
+// Release forgets the execution holding attempt when its answer must not be replayed (a
+// server error), so a retry runs it again.
+func (s *Store) Release(ctx context.Context, k Key, attempt string) error {
 	_, err := s.DB.Pool.Exec(ctx, `
 		DELETE FROM idempotency_keys
-		WHERE workspace_id = $1 AND user_id = $2 AND operation_id = $3 AND idem_key = $4 AND fingerprint = $5 AND state = 'executing'`,
-		k.WorkspaceID, k.UserID, k.OperationID, k.Key, fp)
+		WHERE workspace_id = $1 AND user_id = $2 AND operation_id = $3 AND idem_key = $4 AND attempt = $5 AND state = 'executing'`,
+		k.WorkspaceID, k.UserID, k.OperationID, k.Key, attempt)
 	return err
 }
 

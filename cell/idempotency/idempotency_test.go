@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -19,28 +20,42 @@ func TestLeaseFreesAStuckKeyAndPurgeRemovesExpired(t *testing.T) {
 	ctx := context.Background()
 	k := Key{WorkspaceID: "ws", UserID: "u", OperationID: "op", Key: "k1"}
 	fp := Fingerprint("POST", "/x", nil, []byte(`{"a":1}`))
-	if r, err := s.Begin(ctx, k, fp); r != nil || err != nil {
-		t.Fatalf("first begin: %v %v", r, err)
+	first, err := begin(s, ctx, k, fp)
+	if first.replay != nil || err != nil || first.attempt == "" {
+		t.Fatalf("first begin: %+v %v", first, err)
 	}
 	// The process "crashes" here: no Complete. Within the lease the key is busy…
-	_, err := s.Begin(ctx, k, fp)
+	_, _, err = s.Begin(ctx, k, fp)
 	if pe := problem.As(err); pe.Code != problem.IdempotencyInFlight || pe.RetryAfter == 0 || !pe.Retryable {
 		t.Fatalf("within lease: %v", err)
 	}
-	// …and after it, a retry runs again.
+	// …also for a different request, which is a reuse, lease or not.
+	other := Fingerprint("POST", "/x", nil, []byte(`{"a":2}`))
 	now = now.Add(2 * time.Minute)
-	if r, err := s.Begin(ctx, k, fp); r != nil || err != nil {
-		t.Fatalf("after lease: %v %v", r, err)
+	if _, _, err := s.Begin(ctx, k, other); problem.As(err).Code != problem.IdempotencyConflict {
+		t.Fatalf("different request after the lease: %v", err)
 	}
-	if err := s.Complete(ctx, k, fp, Response{Status: 201, Header: http.Header{"Location": {"/x/1"}}, Body: []byte("ok")}); err != nil {
+	// After the lease the same request runs again, under a new attempt.
+	second, err := begin(s, ctx, k, fp)
+	if second.replay != nil || err != nil || second.attempt == first.attempt {
+		t.Fatalf("after lease: %+v %v", second, err)
+	}
+	// The first execution, come back to life, can neither complete nor release the record.
+	if err := s.Complete(ctx, k, first.attempt, Response{Status: 500}); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("stale complete: %v", err)
+	}
+	if err := s.Release(ctx, k, first.attempt); err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.Begin(ctx, k, fp)
-	if err != nil || r == nil || r.Status != 201 || string(r.Body) != "ok" || r.Header.Get("Location") != "/x/1" {
+	if err := s.Complete(ctx, k, second.attempt, Response{Status: 201, Header: http.Header{"Location": {"/x/1"}}, Body: []byte("ok")}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := begin(s, ctx, k, fp)
+	if err != nil || r.replay == nil || r.replay.Status != 201 || string(r.replay.Body) != "ok" || r.replay.Header.Get("Location") != "/x/1" {
 		t.Fatalf("replay: %+v %v", r, err)
 	}
 	// Different fingerprint: 409.
-	if _, err := s.Begin(ctx, k, Fingerprint("POST", "/x", nil, []byte(`{"a":2}`))); problem.As(err).Code != problem.IdempotencyConflict {
+	if _, _, err := s.Begin(ctx, k, other); problem.As(err).Code != problem.IdempotencyConflict {
 		t.Fatalf("reuse: %v", err)
 	}
 	// Retention over: purged, and the key is new again.
@@ -48,16 +63,28 @@ func TestLeaseFreesAStuckKeyAndPurgeRemovesExpired(t *testing.T) {
 	if n, err := s.Purge(ctx, 100); err != nil || n != 1 {
 		t.Fatalf("purge: %d %v", n, err)
 	}
-	if r, err := s.Begin(ctx, k, Fingerprint("POST", "/x", nil, []byte(`{"a":2}`))); r != nil || err != nil {
-		t.Fatalf("after retention: %v %v", r, err)
+	third, err := begin(s, ctx, k, other)
+	if third.replay != nil || err != nil {
+		t.Fatalf("after retention: %+v %v", third, err)
 	}
 	// Release forgets an execution so a retry can run at once.
-	if err := s.Release(ctx, k, Fingerprint("POST", "/x", nil, []byte(`{"a":2}`))); err != nil {
+	if err := s.Release(ctx, k, third.attempt); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := s.Begin(ctx, k, fp); r != nil || err != nil {
-		t.Fatalf("after release: %v %v", r, err)
+	if r, err := begin(s, ctx, k, fp); r.replay != nil || err != nil {
+		t.Fatalf("after release: %+v %v", r, err)
 	}
+}
+
+// begun is what Begin returned.
+type begun struct {
+	replay  *Response
+	attempt string
+}
+
+func begin(s *Store, ctx context.Context, k Key, fp []byte) (begun, error) {
+	r, a, err := s.Begin(ctx, k, fp)
+	return begun{r, a}, err
 }
 
 func TestFingerprintCanonicalJSON(t *testing.T) {
