@@ -339,38 +339,40 @@ func (s *Server) registerProjectStructure(st *store.Store) {
 			Body BuildAssetsBody
 		}) (*BuildAssetsOutput, error) {
 			sc := ScopeFrom(ctx)
-			if _, err := st.GetProject(ctx, sc, in.ProjectID); err != nil {
-				return nil, err
-			}
 			list := in.Body.BuildAssets
 			if list == nil {
 				list = []BuildAsset{}
 			}
-			var fe []problem.FieldError
-			paths := map[string]int{}
-			for i := range list {
-				f := fmt.Sprintf("body.build_assets[%d]", i)
-				if j, dup := paths[list[i].Path]; dup {
-					fe = append(fe, problem.FieldError{Field: f + ".path", Message: fmt.Sprintf("same path as build_assets[%d]", j)})
+			// Assets are read inside the write, so a concurrent archive or content replace is
+			// either seen (422) or serialised after this write; the pinned hash is never stale at
+			// commit.
+			v, err := st.PutPart(ctx, sc, in.ProjectID, store.BuildAssets, in.Body.Version, list, func(tx pgx.Tx) error {
+				var fe []problem.FieldError
+				paths := map[string]int{}
+				for i := range list {
+					f := fmt.Sprintf("body.build_assets[%d]", i)
+					if j, dup := paths[list[i].Path]; dup {
+						fe = append(fe, problem.FieldError{Field: f + ".path", Message: fmt.Sprintf("same path as build_assets[%d]", j)})
+					}
+					paths[list[i].Path] = i
+					a, err := store.GetAssetTx(ctx, tx, sc, list[i].AssetID)
+					if problem.As(err).Code == problem.NotFound {
+						fe = append(fe, problem.FieldError{Field: f + ".asset_id", Message: "not a live asset of this workspace"})
+						continue
+					}
+					if err != nil {
+						return err
+					}
+					if !slices.Contains(roleKinds[list[i].Role], cblob.KindOf(a.ContentType)) {
+						fe = append(fe, problem.FieldError{Field: f + ".role", Message: fmt.Sprintf("a %s asset cannot be a %s", a.ContentType, list[i].Role)})
+					}
+					list[i].SHA256, list[i].ContentURL = a.SHA256, AssetContentURL(a.ID, a.SHA256)
 				}
-				paths[list[i].Path] = i
-				a, err := st.GetAsset(ctx, sc, list[i].AssetID)
-				if problem.As(err).Code == problem.NotFound {
-					fe = append(fe, problem.FieldError{Field: f + ".asset_id", Message: "not a live asset of this workspace"})
-					continue
+				if len(fe) > 0 {
+					return problem.Invalid(fe...)
 				}
-				if err != nil {
-					return nil, err
-				}
-				if !slices.Contains(roleKinds[list[i].Role], cblob.KindOf(a.ContentType)) {
-					fe = append(fe, problem.FieldError{Field: f + ".role", Message: fmt.Sprintf("a %s asset cannot be a %s", a.ContentType, list[i].Role)})
-				}
-				list[i].SHA256, list[i].ContentURL = a.SHA256, AssetContentURL(a.ID, a.SHA256)
-			}
-			if len(fe) > 0 {
-				return nil, problem.Invalid(fe...)
-			}
-			v, err := st.PutPart(ctx, sc, in.ProjectID, store.BuildAssets, in.Body.Version, list, nil)
+				return nil
+			})
 			if err != nil {
 				return nil, err
 			}
