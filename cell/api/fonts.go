@@ -305,10 +305,10 @@ func checkFaceFields(f FontFaceFields, p *store.FontFacePatch) []problem.FieldEr
 	return errs
 }
 
-// checkFontAsset makes sure assetID is a live font asset of the workspace: a 422 on
-// body.asset_id when it is not (missing and foreign assets alike), other errors as they are.
-func checkFontAsset(ctx context.Context, st *store.Store, assetID string) error {
-	a, err := st.GetAsset(ctx, ScopeFrom(ctx), assetID)
+// checkFontAsset judges, inside the write, that the looked-up asset is a live font asset of the
+// workspace: a 422 on body.asset_id when it is not (missing and foreign assets alike), other
+// errors as they are.
+func checkFontAsset(a store.Asset, err error) error {
 	if err != nil {
 		if problem.As(err).Code == problem.NotFound {
 			return problem.Invalid(problem.FieldError{Field: "body.asset_id", Message: "no asset with this ID in the workspace"})
@@ -497,11 +497,8 @@ func (s *Server) registerFonts(st *store.Store) {
 			if len(errs) > 0 {
 				return nil, problem.Invalid(errs...)
 			}
-			if err := checkFontAsset(ctx, st, in.Body.AssetID); err != nil {
-				return nil, err
-			}
 			f := store.FontFaceInput{FamilyName: name, AssetID: in.Body.AssetID, WeightMin: 400, WeightMax: 400,
-				Style: "normal", Display: "swap", Enabled: true}
+				Style: "normal", Display: "swap", Enabled: true, CheckAsset: checkFontAsset}
 			if p.WeightMin != nil {
 				f.WeightMin, f.WeightMax = *p.WeightMin, *p.WeightMax
 			}
@@ -557,11 +554,7 @@ func (s *Server) registerFonts(st *store.Store) {
 			if len(errs) > 0 {
 				return nil, problem.Invalid(errs...)
 			}
-			if p.AssetID = in.Body.AssetID; p.AssetID != nil {
-				if err := checkFontAsset(ctx, st, *p.AssetID); err != nil {
-					return nil, err
-				}
-			}
+			p.AssetID, p.CheckAsset = in.Body.AssetID, checkFontAsset
 			f, err := st.UpdateFontFace(ctx, sc, in.FontID, in.Body.Version, p)
 			if err != nil {
 				return nil, err

@@ -54,6 +54,10 @@ type FontFaceInput struct {
 	Display      string
 	UnicodeRange string
 	Enabled      bool
+	// CheckAsset judges the face's asset, read inside the write transaction (so an asset
+	// archived or replaced concurrently is seen, or the write retries); err is the lookup's
+	// error (a 404 when it is not a live asset of the workspace). Nil skips the check.
+	CheckAsset func(a Asset, err error) error
 }
 
 // FontFacePatch changes a face; nil fields keep their value. A FamilyName moves the face to
@@ -67,6 +71,8 @@ type FontFacePatch struct {
 	Display      *string
 	UnicodeRange *string
 	Enabled      *bool
+	// CheckAsset judges a new AssetID inside the transaction, as in FontFaceInput.
+	CheckAsset func(a Asset, err error) error
 }
 
 // FamilyNameKey is the key under which family names are unique in a workspace: names differing
@@ -318,6 +324,11 @@ func (st *Store) GetFontFace(ctx context.Context, s auth.Scope, id string) (Font
 func (st *Store) CreateFontFace(ctx context.Context, s auth.Scope, in FontFaceInput) (FontFace, error) {
 	var f FontFace
 	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
+		if in.CheckAsset != nil {
+			if err := in.CheckAsset(getAsset(ctx, tx, s, in.AssetID)); err != nil {
+				return err
+			}
+		}
 		famID, err := familyByName(ctx, tx, s, in.FamilyName)
 		if err != nil {
 			return err
@@ -347,6 +358,11 @@ func (st *Store) UpdateFontFace(ctx context.Context, s auth.Scope, id string, ba
 		}
 		if cur.Version != baseline {
 			return problem.New(problem.VersionConflict, "the font face changed since it was read (current version %d); re-read before deciding", cur.Version)
+		}
+		if p.AssetID != nil && p.CheckAsset != nil {
+			if err := p.CheckAsset(getAsset(ctx, tx, s, *p.AssetID)); err != nil {
+				return err
+			}
 		}
 		famID := cur.FamilyID
 		if p.FamilyName != nil {
