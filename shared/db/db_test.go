@@ -2,11 +2,14 @@ package db_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"slidecells/migrations"
+	"slidecells/shared/db"
 	"slidecells/shared/db/dbtest"
 )
 
@@ -54,5 +57,18 @@ func TestTxRetriesSerializationFailures(t *testing.T) {
 	}
 	if n != workers*each {
 		t.Fatalf("counter = %d, want %d (lost updates)", n, workers*each)
+	}
+}
+
+func TestMigrateErrorsHideThePassword(t *testing.T) {
+	url := "postgres://app:p%40ss%2Fw0rd@127.0.0.1:1/x?sslmode=disable"
+	err := db.Migrate(url, migrations.FS, migrations.Cell, false)
+	if err == nil {
+		t.Fatal("migrating against a closed port succeeded")
+	}
+	for _, secret := range []string{"p@ss/w0rd", "p%40ss%2Fw0rd", "p%40ss/w0rd"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Fatalf("error shows the password: %v", err)
+		}
 	}
 }

@@ -41,10 +41,20 @@ func Migrate(dbURL string, src fs.FS, dir string, cockroach bool) error {
 	return nil
 }
 
+// redactURL removes the database password from msg in every form a driver may echo it: as
+// given in the URL, decoded, and re-encoded.
 func redactURL(msg, dbURL string) string {
-	if u, err := url.Parse(dbURL); err == nil && u.User != nil {
-		if p, ok := u.User.Password(); ok && p != "" {
-			msg = strings.ReplaceAll(msg, p, "[REDACTED]")
+	u, err := url.Parse(dbURL)
+	if err != nil || u.User == nil {
+		return msg
+	}
+	p, ok := u.User.Password()
+	if !ok || p == "" {
+		return msg
+	}
+	for _, form := range []string{u.User.String(), p, url.QueryEscape(p), url.PathEscape(p)} {
+		if form != "" {
+			msg = strings.ReplaceAll(msg, form, "[REDACTED]")
 		}
 	}
 	return msg
