@@ -236,6 +236,17 @@ func TestTenancyGuard(t *testing.T) {
 	if resp.StatusCode != 421 || resp.Header.Get("X-Owning-Cell") != "cell-b" {
 		t.Fatalf("fenced: %d %v", resp.StatusCode, resp.Header)
 	}
+	// The workspace comes back: the directory names this cell at epoch 3, and a router routing
+	// with that epoch is served again (the cell re-adopts it); an older epoch is still sent away.
+	if _, err := b.dir.DB.Pool.Exec(context.Background(), `UPDATE placements SET cell_id = 'cell-a', epoch = 3 WHERE workspace_id = $1`, b.ws); err != nil {
+		t.Fatal(err)
+	}
+	if resp, body := b.get(t, "/api/v1/workspaces/"+b.ws, b.pat, "X-Placement-Epoch", "3"); resp.StatusCode != 200 {
+		t.Fatalf("came back: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := b.get(t, "/api/v1/workspaces/"+b.ws, b.pat, "X-Placement-Epoch", "2"); resp.StatusCode != 421 {
+		t.Fatalf("older epoch after the return: %d", resp.StatusCode)
+	}
 }
 
 func TestUnknownPathsAndPrefix(t *testing.T) {

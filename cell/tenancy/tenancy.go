@@ -66,6 +66,11 @@ func (g *Guard) Check(ctx context.Context, workspaceID string, routedEpoch int64
 		return problem.Wrap(err, "tenancy lookup failed")
 	}
 	if row.State != "active" {
+		if routedEpoch > row.Epoch {
+			// The router knows a newer placement that names this cell: the workspace came back
+			// after a move away. The directory decides.
+			return g.adopt(ctx, workspaceID, routedEpoch)
+		}
 		return misdirected(row.OwnerHint)
 	}
 	if routedEpoch == 0 || routedEpoch == row.Epoch {

@@ -276,6 +276,22 @@ func TestStalePlacementRetriesOnOwner(t *testing.T) {
 	if a.status != 200 || a.header.Get("X-Cell-ID") != "cell-b" {
 		t.Fatalf("after move: %d %s %v", a.status, a.body, a.header)
 	}
+	// A write whose body must be resent: move the workspace back, so the router's entry
+	// (cell-b@2) is stale again, and create a project through it.
+	if _, err := e.s.Directory.DB.Pool.Exec(ctx, `UPDATE placements SET cell_id = 'cell-a', epoch = 3 WHERE workspace_id = $1`, ws); err != nil {
+		t.Fatal(err)
+	}
+	fence(t, e.s.CellDBURL["cell-b"], ws, 3, "cell-a")
+	a = e.do(t, http.MethodPost, "/api/v1/projects", e.demo.PAT, []byte(`{"name":"Moved twice"}`),
+		"X-Workspace-ID", ws, "Idempotency-Key", "e2e-move-1", "Content-Type", "application/json")
+	if a.status >= 300 || a.header.Get("X-Cell-ID") != "cell-a" || !bytes.Contains(a.body, []byte(`"name":"Moved twice"`)) {
+		t.Fatalf("write after second move: %d %s %v", a.status, a.body, a.header)
+	}
+	// The fenced cell took no write: the project exists only on the owner.
+	a = e.get(t, "/api/v1/projects", e.demo.PAT, "X-Workspace-ID", ws)
+	if a.header.Get("X-Cell-ID") != "cell-a" || bytes.Count(a.body, []byte(`"id":"prj_`)) != 1 {
+		t.Fatalf("projects after the move: %s %v", a.body, a.header)
+	}
 }
 
 func fence(t *testing.T, cellDBURL, ws string, epoch int64, owner string) {
