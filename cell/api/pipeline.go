@@ -12,7 +12,6 @@ import (
 
 	"slidecells/cell/idempotency"
 	"slidecells/cell/tenancy"
-	"slidecells/shared/ids"
 	"slidecells/shared/problem"
 )
 
@@ -37,10 +36,7 @@ func (m opMux) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.s.Mux.Serve
 // tenancy guard, scopes), idempotency, then the handler.
 func (s *Server) pipeline(op Operation, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		trace := r.Header.Get(tenancy.HeaderRequestID)
-		if !requestIDPattern.MatchString(trace) {
-			trace = ids.New(ids.Request)
-		}
+		trace := traceIDOf(r)
 		w.Header().Set(tenancy.HeaderRequestID, trace)
 		ctx := context.WithValue(r.Context(), traceKey, trace)
 		if op.Access != Public {

@@ -68,8 +68,6 @@ type Operation struct {
 	MaxBodyBytes int64
 }
 
-const metaKey = "slidecells.op"
-
 // Register declares an operation and its handler. It panics on an inconsistent declaration so a
 // bad registry never starts.
 func Register[I, O any](s *Server, op Operation, h func(context.Context, *I) (*O, error)) {
@@ -102,7 +100,6 @@ func Register[I, O any](s *Server, op Operation, h func(context.Context, *I) (*O
 		Summary:      op.Summary,
 		Tags:         op.Tags,
 		MaxBodyBytes: op.MaxBodyBytes,
-		Metadata:     map[string]any{metaKey: op},
 	}
 	if op.Access != Public {
 		hop.Security = []map[string][]string{{"bearer": {}}}

@@ -132,6 +132,15 @@ func ScopeFrom(ctx context.Context) auth.Scope {
 
 var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
+// traceIDOf is the request's trace ID: the router's X-Request-ID when it is well-formed, else a
+// fresh one.
+func traceIDOf(r *http.Request) string {
+	if t := r.Header.Get(tenancy.HeaderRequestID); requestIDPattern.MatchString(t) {
+		return t
+	}
+	return ids.New(ids.Request)
+}
+
 // authorize resolves the workspace, checks membership, the tenancy guard and scopes, in that
 // order: a non-member learns nothing about placement or scopes.
 func (s *Server) authorize(ctx context.Context, r *http.Request, op Operation, p auth.Principal) (auth.Scope, error) {
@@ -232,10 +241,7 @@ func (s *Server) Handler() http.Handler {
 	outer.HandleFunc("GET /readyz", s.readyz)
 	outer.Handle("/", s.accessLog(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := s.Mux.Handler(r); pattern == "" {
-			trace := r.Header.Get(tenancy.HeaderRequestID)
-			if !requestIDPattern.MatchString(trace) {
-				trace = ids.New(ids.Request)
-			}
+			trace := traceIDOf(r)
 			w.Header().Set(tenancy.HeaderRequestID, trace)
 			problem.Write(w, problem.ErrNotFound(), trace)
 			return

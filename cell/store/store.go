@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"slidecells/cell/auth"
+	"slidecells/cell/tenancy"
 	"slidecells/shared/db"
 	"slidecells/shared/problem"
 )
@@ -57,9 +58,7 @@ func (st *Store) WriteTx(ctx context.Context, s auth.Scope, fn func(pgx.Tx) erro
 			return err
 		}
 		if state != "active" {
-			e := problem.New(problem.Misdirected, "this cell no longer serves the workspace")
-			e.Header = map[string][]string{"X-Owning-Cell": {owner}}
-			return e
+			return tenancy.Misdirected(owner)
 		}
 		return fn(tx)
 	})

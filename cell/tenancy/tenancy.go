@@ -48,8 +48,9 @@ type Row struct {
 	OwnerHint string
 }
 
-// misdirected is the 421 answer; the owner hint travels in a header.
-func misdirected(owner string) error {
+// Misdirected is the 421 answer for a workspace this cell does not serve; the owner hint
+// travels in a header. The guard and the write fence (cell/store) both answer with it.
+func Misdirected(owner string) error {
 	e := problem.New(problem.Misdirected, "this cell does not serve the workspace at the routed epoch")
 	e.Header = http.Header{HeaderOwningCell: []string{owner}}
 	return e
@@ -71,14 +72,14 @@ func (g *Guard) Check(ctx context.Context, workspaceID string, routedEpoch int64
 			// after a move away. The directory decides.
 			return g.adopt(ctx, workspaceID, routedEpoch)
 		}
-		return misdirected(row.OwnerHint)
+		return Misdirected(row.OwnerHint)
 	}
 	if routedEpoch == 0 || routedEpoch == row.Epoch {
 		return nil
 	}
 	if routedEpoch < row.Epoch {
 		// The router's placement is older than ours; it must look up again.
-		return misdirected(g.CellID)
+		return Misdirected(g.CellID)
 	}
 	// The router knows a newer placement that names this cell: the workspace came back.
 	return g.adopt(ctx, workspaceID, routedEpoch)
@@ -104,7 +105,7 @@ func (g *Guard) adopt(ctx context.Context, workspaceID string, routedEpoch int64
 		return e
 	}
 	if p.CellID != g.CellID || p.State != "active" || p.Epoch < routedEpoch {
-		return misdirected(p.CellID)
+		return Misdirected(p.CellID)
 	}
 	_, err = g.DB.Pool.Exec(ctx, `
 		INSERT INTO tenancy (workspace_id, epoch, state) VALUES ($1, $2, 'active')

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"slidecells/cell/tenancy"
 	"slidecells/deploy/stack"
 	"slidecells/migrations"
 	"slidecells/shared/db/dbtest"
@@ -296,11 +297,8 @@ func TestStalePlacementRetriesOnOwner(t *testing.T) {
 
 func fence(t *testing.T, cellDBURL, ws string, epoch int64, owner string) {
 	t.Helper()
-	d := dbtest.Open(t, cellDBURL)
-	if _, err := d.Pool.Exec(context.Background(), `
-		INSERT INTO tenancy (workspace_id, epoch, state, owner_hint) VALUES ($1, $2, 'moved', $3)
-		ON CONFLICT (workspace_id) DO UPDATE SET epoch = excluded.epoch, state = 'moved', owner_hint = excluded.owner_hint`,
-		ws, epoch, owner); err != nil {
+	g := &tenancy.Guard{DB: dbtest.Open(t, cellDBURL)}
+	if err := g.Fence(context.Background(), ws, epoch, "moved", owner); err != nil {
 		t.Fatal(err)
 	}
 }

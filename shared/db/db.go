@@ -82,9 +82,7 @@ func (d *DB) Tx(ctx context.Context, fn func(pgx.Tx) error) error {
 	if d.Cockroach {
 		return crdbpgxv5.ExecuteTx(ctx, d.Pool, opts, fn)
 	}
-	return crdbpgxv5.ExecuteTx(ctx, pgRestartConn{d.Pool}, opts, func(tx pgx.Tx) error {
-		return fn(tx)
-	})
+	return crdbpgxv5.ExecuteTx(ctx, pgRestartConn{d.Pool}, opts, fn)
 }
 
 // IsUniqueViolation reports whether err is a unique-constraint violation.

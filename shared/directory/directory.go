@@ -71,7 +71,7 @@ type Cell struct {
 	InternalURL    string
 	State          string // active, draining, down
 	MaxWorkspaces  int64
-	WorkspaceCount int64
+	WorkspaceCount int64 // filled by CellsWithCounts and Cell; 0 from Cells
 	CreatedAt      time.Time
 }
 
@@ -186,12 +186,22 @@ func (d *Directory) SetCellURL(ctx context.Context, id, url string) error {
 	return err
 }
 
-// Cells lists all cells with their workspace counts.
+// Cells lists all cells, without workspace counts: what routers reread every few seconds, so it
+// must not scan placements.
 func (d *Directory) Cells(ctx context.Context) ([]Cell, error) {
-	rows, err := d.DB.Pool.Query(ctx, `
+	return d.cells(ctx, `SELECT id, internal_url, state, max_workspaces, created_at, 0 FROM cells ORDER BY id`)
+}
+
+// CellsWithCounts lists all cells with their workspace counts (for operators).
+func (d *Directory) CellsWithCounts(ctx context.Context) ([]Cell, error) {
+	return d.cells(ctx, `
 		SELECT c.id, c.internal_url, c.state, c.max_workspaces, c.created_at,
 		       (SELECT count(*) FROM placements p WHERE p.cell_id = c.id)
 		FROM cells c ORDER BY c.id`)
+}
+
+func (d *Directory) cells(ctx context.Context, query string) ([]Cell, error) {
+	rows, err := d.DB.Pool.Query(ctx, query)
 	if err != nil {
 		return nil, err
 	}

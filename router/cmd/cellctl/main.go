@@ -106,7 +106,7 @@ func (a *app) cellsCmd() *cobra.Command {
 	_ = add.MarkFlagRequired("url")
 	list := &cobra.Command{Use: "list", Short: "List cells with internal URL, state and workspace count",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cells, err := a.dir.Cells(cmd.Context())
+			cells, err := a.dir.CellsWithCounts(cmd.Context())
 			if err != nil {
 				return err
 			}
