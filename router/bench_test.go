@@ -7,7 +7,9 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"testing"
+	"time"
 
+	"slidecells/router/hop"
 	"slidecells/router/placement"
 	"slidecells/shared/ids"
 )
@@ -69,15 +71,26 @@ func BenchmarkRouter(b *testing.B) {
 }
 
 // BenchmarkBareReverseProxy is the floor: a ReverseProxy with the same buffer pool and nothing
-// else.
+// else, over http.Transport and over the router's own transport.
 func BenchmarkBareReverseProxy(b *testing.B) {
 	backend := benchBackend(b)
 	u, _ := url.Parse(backend.URL)
-	tr := &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}
-	b.Cleanup(tr.CloseIdleConnections)
-	p := &httputil.ReverseProxy{Transport: tr, BufferPool: &bufferPool{}, Rewrite: func(pr *httputil.ProxyRequest) {
-		pr.SetURL(u)
-		pr.SetXForwarded()
-	}}
-	benchServe(b, p, "/api/v1/system/version")
+	std := &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}
+	b.Cleanup(std.CloseIdleConnections)
+	lean, err := hop.New(hop.Config{Addr: u.Host, DialTimeout: time.Second, MaxIdle: 256,
+		IdleTimeout: time.Minute, ResponseHeaderTimeout: DefaultCellTimeout, Fallback: std})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(lean.Close)
+	for _, tr := range []struct {
+		name string
+		rt   http.RoundTripper
+	}{{"http.Transport", std}, {"hop", lean}} {
+		p := &httputil.ReverseProxy{Transport: tr.rt, BufferPool: &bufferPool{}, Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(u)
+			pr.SetXForwarded()
+		}}
+		b.Run(tr.name, func(b *testing.B) { benchServe(b, p, "/api/v1/system/version") })
+	}
 }

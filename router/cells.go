@@ -20,6 +20,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 	"go.uber.org/zap"
 
+	"slidecells/router/hop"
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
 )
@@ -58,7 +59,7 @@ type cell struct {
 	rawURL    string
 	target    *url.URL
 	state     atomic.Pointer[CellState]
-	transport *http.Transport
+	transport *hop.Transport
 	proxy     *httputil.ReverseProxy
 	breaker   *gobreaker.TwoStepCircuitBreaker[struct{}]
 	healthy   atomic.Bool
@@ -96,7 +97,7 @@ func (c *cell) close() {
 	if c.done != nil {
 		<-c.done
 	}
-	c.transport.CloseIdleConnections()
+	c.transport.Close()
 }
 
 // cellSet is an immutable snapshot of the cells; requests read it without locks.
@@ -240,22 +241,7 @@ func (rt *Router) newCell(lc Cell) *cell {
 	u, _ := url.Parse(lc.URL) // checked by checkCell
 	c := &cell{id: lc.ID, idValue: []string{lc.ID}, rawURL: lc.URL, target: u}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.transport = &http.Transport{
-		Proxy: nil, // cells are internal; never go through an environment proxy
-		DialContext: (&net.Dialer{
-			Timeout:   rt.cfg.DialTimeout,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
-		ForceAttemptHTTP2:     false,
-		MaxIdleConns:          0,
-		MaxIdleConnsPerHost:   rt.cfg.MaxIdleConnsPerCell,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   5 * time.Second,
-		ResponseHeaderTimeout: rt.cfg.CellTimeout,
-		ExpectContinueTimeout: time.Second,
-		// Pass the cell's encoding through untouched instead of negotiating gzip on the hop.
-		DisableCompression: true,
-	}
+	c.transport = rt.newTransport(u)
 	c.healthy.Store(true) // optimistic until the first probe says otherwise
 	c.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        lc.ID,
@@ -272,6 +258,51 @@ func (rt *Router) newCell(lc Cell) *cell {
 	c.m = rt.m.forCell(lc.ID)
 	return c
 }
+
+// newTransport builds a cell's transport: the lean keep-alive client of package hop for
+// bodiless idempotent requests (most of the traffic), over an http.Transport for the rest.
+func (rt *Router) newTransport(u *url.URL) *hop.Transport {
+	fallback := &http.Transport{
+		Proxy: nil, // cells are internal; never go through an environment proxy
+		DialContext: (&net.Dialer{
+			Timeout:   rt.cfg.DialTimeout,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:     false,
+		MaxIdleConns:          0,
+		MaxIdleConnsPerHost:   rt.cfg.MaxIdleConnsPerCell,
+		IdleConnTimeout:       cellIdleTimeout,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ResponseHeaderTimeout: rt.cfg.CellTimeout,
+		ExpectContinueTimeout: time.Second,
+		// Pass the cell's encoding through untouched instead of negotiating gzip on the hop.
+		DisableCompression: true,
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		port := "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+		addr = net.JoinHostPort(u.Hostname(), port)
+	}
+	t, err := hop.New(hop.Config{
+		Addr:                  addr,
+		DialTimeout:           rt.cfg.DialTimeout,
+		MaxIdle:               rt.cfg.MaxIdleConnsPerCell,
+		IdleTimeout:           cellIdleTimeout,
+		ResponseHeaderTimeout: rt.cfg.CellTimeout,
+		Fallback:              fallback,
+	})
+	if err != nil {
+		panic(err) // the URL was checked by checkCell
+	}
+	return t
+}
+
+// cellIdleTimeout closes keep-alive connections to a cell idle for longer; it is below the
+// cells' own idle timeout (120 s) so that a cell rarely closes a connection the router pools.
+const cellIdleTimeout = 90 * time.Second
 
 func (rt *Router) refreshLoop() {
 	defer rt.wg.Done()

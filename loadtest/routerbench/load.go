@@ -26,6 +26,9 @@ type result struct {
 	cpuPerReq     time.Duration // CPU of the serving process per request; 0 when unknown
 	backendPerReq time.Duration // CPU of the backend per request
 	rounds        int
+	// ratios are this target's req/s over nginx's in the same round, one per round, sorted:
+	// the fairest comparison on a noisy host, since the two loads ran seconds apart.
+	ratios []float64
 }
 
 // generator produces load against one URL for a while and measures it.

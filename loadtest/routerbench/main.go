@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"regexp"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -28,6 +29,7 @@ type options struct {
 	accessLog   bool
 	cpuProfile  string
 	keep        bool
+	only        string
 }
 
 func main() {
@@ -46,8 +48,9 @@ func main() {
 	flag.StringVar(&o.nginx, "nginx", "nginx", "nginx binary; empty skips the nginx reference")
 	flag.StringVar(&o.wrk, "wrk", "wrk", "wrk binary; empty or missing uses the built-in Go generator")
 	flag.BoolVar(&o.accessLog, "access-log", true, "router and nginx write an access log line per request (to files in the temp dir)")
-	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the router's last saturation run (workspace route) here")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write CPU profiles of the in-process proxies' last saturation runs to this path plus .<target number>")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs, logs)")
+	flag.StringVar(&o.only, "only", "", "measure only the proxies whose name matches this regular expression (nginx is always measured)")
 	flag.Parse()
 
 	if *backend {
@@ -103,17 +106,30 @@ func run(ctx context.Context, o options) error {
 	}
 	defer rt.stop()
 
-	bare, err := startBareProxy(be.url)
+	bare, err := startBareProxy(be.url, false)
 	if err != nil {
 		return fmt.Errorf("bare proxy: %w", err)
 	}
 	defer bare.stop()
+	lean, err := startBareProxy(be.url, true)
+	if err != nil {
+		return fmt.Errorf("bare proxy: %w", err)
+	}
+	defer lean.stop()
 
 	targets := []target{
 		{name: "direct (backend)", kind: "direct", url: be.url + "/api/v1/system/version", cpu: be.cpu},
 		{name: "router, route without workspace", kind: "router", url: rt.url + "/api/v1/system/version", cpu: selfCPU},
 		{name: "router, workspace route (cached placement)", kind: "router", url: rt.url + "/api/v1/workspaces/" + rt.ws, cpu: selfCPU},
-		{name: "bare httputil.ReverseProxy (Go floor)", kind: "bare", url: bare.url + "/api/v1/system/version", cpu: selfCPU},
+		{name: "bare ReverseProxy, http.Transport", kind: "bare", url: bare.url + "/api/v1/system/version", cpu: selfCPU},
+		{name: "bare ReverseProxy, router's transport", kind: "bare", url: lean.url + "/api/v1/system/version", cpu: selfCPU},
+	}
+	if o.only != "" {
+		re, err := regexp.Compile(o.only)
+		if err != nil {
+			return fmt.Errorf("-only: %w", err)
+		}
+		targets = slices.DeleteFunc(targets, func(t target) bool { return !re.MatchString(t.name) })
 	}
 	if o.nginx != "" {
 		if path, err := exec.LookPath(o.nginx); err != nil {
@@ -124,7 +140,7 @@ func run(ctx context.Context, o options) error {
 				return fmt.Errorf("nginx: %w", err)
 			}
 			defer ng.stop()
-			targets = append(targets, target{name: "nginx 1.x (reference proxy)", kind: "nginx", url: ng.url + "/api/v1/system/version", cpu: ng.cpu})
+			targets = append(targets, target{name: "nginx (reference proxy)", kind: "nginx", url: ng.url + "/api/v1/system/version", cpu: ng.cpu})
 		}
 	}
 	for _, t := range targets {
@@ -138,7 +154,7 @@ func run(ctx context.Context, o options) error {
 	inProcessLoad := gen.inProcess()
 	runs := make(map[string][]result)
 	for round := range o.rounds {
-		for _, t := range targets {
+		for ti, t := range targets {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -150,8 +166,10 @@ func run(ctx context.Context, o options) error {
 				}
 			}
 			stopProfile := func() {}
-			if o.cpuProfile != "" && round == o.rounds-1 && strings.Contains(t.name, "workspace") {
-				if stopProfile, err = profile(o.cpuProfile); err != nil {
+			if o.cpuProfile != "" && round == o.rounds-1 && (t.kind == "router" || t.kind == "bare") {
+				path := fmt.Sprintf("%s.%d", o.cpuProfile, ti)
+				fmt.Fprintf(os.Stderr, "CPU profile of %s: %s\n", t.name, path)
+				if stopProfile, err = profile(path); err != nil {
 					return err
 				}
 			}
@@ -172,9 +190,22 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	var sat []result
+	var nginxRuns []result
+	for _, t := range targets {
+		if t.kind == "nginx" {
+			nginxRuns = runs[t.name]
+		}
+	}
 	for _, t := range targets {
 		if rs := runs[t.name]; len(rs) > 0 {
-			sat = append(sat, median(t.name, rs))
+			m := median(t.name, rs)
+			for i := range min(len(rs), len(nginxRuns)) {
+				if nginxRuns[i].rps > 0 {
+					m.ratios = append(m.ratios, rs[i].rps/nginxRuns[i].rps)
+				}
+			}
+			slices.Sort(m.ratios)
+			sat = append(sat, m)
 		}
 	}
 

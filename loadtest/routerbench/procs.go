@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"slidecells/router"
+	"slidecells/router/hop"
 	"slidecells/router/placement"
 	"slidecells/shared/ids"
 	"slidecells/shared/logging"
@@ -148,18 +149,31 @@ func startRouter(ctx context.Context, backendURL, dir string, accessLog bool) (*
 	}}, nil
 }
 
-// startBareProxy serves a plain httputil.ReverseProxy with the router's transport settings and
-// copy-buffer pool and nothing else (no routing, breaker, logs or metrics): the floor for any Go
-// proxy here, so the report separates the router's own cost from net/http's.
-func startBareProxy(backendURL string) (*served, error) {
+// startBareProxy serves a plain httputil.ReverseProxy with the router's copy-buffer pool and
+// nothing else (no routing, breaker, logs or metrics), so the report separates the router's own
+// cost from the proxy machinery's. With lean it uses the router's transport (package hop over
+// an http.Transport); without, an http.Transport alone: the floor for any Go proxy built on the
+// standard transport.
+func startBareProxy(backendURL string, lean bool) (*served, error) {
 	u, err := url.Parse(backendURL)
 	if err != nil {
 		return nil, err
 	}
-	tr := &http.Transport{
+	std := &http.Transport{
 		MaxIdleConnsPerHost: router.DefaultMaxIdleConnsPerCell,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
+	}
+	var tr http.RoundTripper = std
+	closeIdle := std.CloseIdleConnections
+	if lean {
+		h, err := hop.New(hop.Config{Addr: u.Host, DialTimeout: time.Second,
+			MaxIdle: router.DefaultMaxIdleConnsPerCell, IdleTimeout: 90 * time.Second,
+			ResponseHeaderTimeout: router.DefaultCellTimeout, Fallback: std})
+		if err != nil {
+			return nil, err
+		}
+		tr, closeIdle = h, h.Close
 	}
 	p := &httputil.ReverseProxy{Transport: tr, BufferPool: &buffers{}, Rewrite: func(pr *httputil.ProxyRequest) {
 		pr.SetURL(u)
@@ -173,7 +187,7 @@ func startBareProxy(backendURL string) (*served, error) {
 	go func() { _ = srv.Serve(ln) }()
 	return &served{url: "http://" + ln.Addr().String(), cpu: selfCPU, stop: func() {
 		_ = srv.Close()
-		tr.CloseIdleConnections()
+		closeIdle()
 	}}, nil
 }
 

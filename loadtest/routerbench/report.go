@@ -43,6 +43,9 @@ func printSaturation(w io.Writer, o options, generator string, sat []result) {
 		line := "- " + r.name + ":"
 		if nginx != nil && nginx.rps > 0 {
 			line += fmt.Sprintf(" throughput %.2f× nginx (target ≥ 0.5)", r.rps/nginx.rps)
+			if n := len(r.ratios); n > 1 {
+				line += fmt.Sprintf(", per round %.2f× median, %.2f–%.2f×", r.ratios[n/2], r.ratios[0], r.ratios[n-1])
+			}
 			if nginx.cpuPerReq > 0 && r.cpuPerReq > 0 {
 				line += fmt.Sprintf(", CPU per request %.1f× nginx's", float64(r.cpuPerReq)/float64(nginx.cpuPerReq))
 			}

@@ -1,0 +1,455 @@
+// Package hop is the router's HTTP/1.1 client for the hop to one cell: an http.RoundTripper
+// for the cell's httputil.ReverseProxy that costs less CPU per request than http.Transport on
+// the requests that make up most of the traffic.
+//
+// http.Transport runs two goroutines per connection and hands every request and response
+// between them and the caller over channels; under load those hand-offs cost more CPU than the
+// router's own work (see BENCHMARKS.md). A Transport here writes the request and reads the
+// response on the caller's goroutine over a pooled keep-alive connection, parsing the response
+// with net/http's own http.ReadResponse.
+//
+// It takes only requests that are safe to send again: no body, no protocol upgrade, plain
+// http, and a method that is idempotent by definition (GET, HEAD, OPTIONS, TRACE) or a request
+// that carries an Idempotency-Key — the rule http.Transport uses to retry. Those can be resent
+// on a fresh connection when a pooled one turns out to have been closed by the cell while idle,
+// which is how this transport learns of closed idle connections without a reader goroutine.
+// Everything else (requests with bodies, which need to read an early answer while still
+// sending; upgrades; https) goes to the Fallback transport unchanged.
+package hop
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Config configures a Transport.
+type Config struct {
+	// Addr is the cell's host:port.
+	Addr string
+	// DialTimeout bounds connecting to the cell.
+	DialTimeout time.Duration
+	// MaxIdle is the most idle keep-alive connections kept; more are closed when released.
+	MaxIdle int
+	// IdleTimeout closes connections idle for longer. It should be shorter than the cell's
+	// own idle timeout so that the cell rarely closes a connection this side still pools.
+	IdleTimeout time.Duration
+	// ResponseHeaderTimeout bounds the time from starting to write the request to having read
+	// the response headers. Zero means no limit (the request context still applies).
+	ResponseHeaderTimeout time.Duration
+	// Fallback carries the requests this transport does not take. Required.
+	Fallback http.RoundTripper
+}
+
+// Transport is an http.RoundTripper for one HTTP/1.1 origin. It is safe for concurrent use.
+type Transport struct {
+	cfg    Config
+	dialer net.Dialer
+
+	mu     sync.Mutex
+	idle   []*conn // oldest first; taken from the end
+	closed bool
+}
+
+// New returns a Transport for cfg.
+func New(cfg Config) (*Transport, error) {
+	if cfg.Fallback == nil {
+		return nil, errors.New("hop: a fallback transport is required")
+	}
+	if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
+		return nil, fmt.Errorf("hop: address %q: %w", cfg.Addr, err)
+	}
+	return &Transport{
+		cfg:    cfg,
+		dialer: net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second},
+	}, nil
+}
+
+// Takes reports whether the transport sends req itself rather than through the fallback.
+func Takes(req *http.Request) bool {
+	if req.URL.Scheme != "http" || (req.Body != nil && req.Body != http.NoBody) ||
+		req.ContentLength != 0 || len(req.TransferEncoding) > 0 || len(req.Trailer) > 0 {
+		return false
+	}
+	if _, ok := req.Header["Upgrade"]; ok {
+		return false
+	}
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, ok := req.Header["Idempotency-Key"]
+	if !ok {
+		_, ok = req.Header["X-Idempotency-Key"]
+	}
+	return ok
+}
+
+// RoundTrip sends req and returns the response. The response body must be read to its end or
+// closed; reading it to its end returns the connection to the pool.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !Takes(req) {
+		return t.cfg.Fallback.RoundTrip(req)
+	}
+	ctx := req.Context()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c, reused, err := t.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.roundTrip(req)
+	if err == nil {
+		return res, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if !reused || c.nread != 0 || !closedByPeer(err) {
+		return nil, err
+	}
+	// The cell closed the pooled connection while it was idle, before any answer: the request
+	// was not processed. The other pooled connections are as old or older, so drop them and
+	// send the request once more on a new connection.
+	t.CloseIdleConnections()
+	if c, err = t.dial(ctx); err != nil {
+		return nil, err
+	}
+	res, err = c.roundTrip(req)
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return res, err
+}
+
+// closedByPeer reports whether err is what writing to or reading from a connection the peer
+// has closed gives, as opposed to a timeout or a malformed answer.
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// CloseIdleConnections closes the pooled connections, and the fallback's when it has the
+// method. Connections in use are closed when their response ends.
+func (t *Transport) CloseIdleConnections() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = nil
+	t.mu.Unlock()
+	for _, c := range idle {
+		c.nc.Close()
+	}
+	if ci, ok := t.cfg.Fallback.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
+// Close closes the idle connections and stops pooling: connections in use are closed when
+// their response ends.
+func (t *Transport) Close() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	t.CloseIdleConnections()
+}
+
+// get takes the most recently used idle connection, or dials a new one.
+func (t *Transport) get(ctx context.Context) (*conn, bool, error) {
+	t.mu.Lock()
+	if n := len(t.idle); n > 0 {
+		c := t.idle[n-1]
+		t.idle[n-1] = nil
+		t.idle = t.idle[:n-1]
+		t.mu.Unlock()
+		return c, true, nil
+	}
+	t.mu.Unlock()
+	c, err := t.dial(ctx)
+	return c, false, err
+}
+
+func (t *Transport) dial(ctx context.Context) (*conn, error) {
+	nc, err := t.dialer.DialContext(ctx, "tcp", t.cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &conn{t: t, nc: nc}
+	c.br = bufio.NewReaderSize(c, 4096)
+	c.bw = bufio.NewWriterSize(nc, 4096)
+	return c, nil
+}
+
+// put pools a connection whose last response was read to its end, closing those idle for
+// longer than IdleTimeout on the way.
+func (t *Transport) put(c *conn) {
+	now := time.Now()
+	c.idleAt = now
+	var stale []*conn
+	t.mu.Lock()
+	if t.closed || len(t.idle) >= t.cfg.MaxIdle {
+		t.mu.Unlock()
+		c.nc.Close()
+		return
+	}
+	if t.cfg.IdleTimeout > 0 {
+		i := 0
+		for i < len(t.idle) && now.Sub(t.idle[i].idleAt) > t.cfg.IdleTimeout {
+			i++
+		}
+		if i > 0 {
+			stale = append(stale, t.idle[:i]...)
+			n := copy(t.idle, t.idle[i:])
+			clear(t.idle[n:])
+			t.idle = t.idle[:n]
+		}
+	}
+	t.idle = append(t.idle, c)
+	t.mu.Unlock()
+	for _, s := range stale {
+		s.nc.Close()
+	}
+}
+
+// conn is one keep-alive connection to the cell. It is used by one request at a time.
+type conn struct {
+	t      *Transport
+	nc     net.Conn
+	br     *bufio.Reader // reads through conn.Read, which counts
+	bw     *bufio.Writer
+	nread  int64 // bytes read in the current round trip
+	idleAt time.Time
+
+	// mu orders the request context's cancellation (which sets a past deadline) against
+	// clearing the header deadline, so a cancellation is never undone.
+	mu       sync.Mutex
+	canceled bool
+}
+
+// Read reads from the network connection and counts what it read.
+func (c *conn) Read(p []byte) (int, error) {
+	n, err := c.nc.Read(p)
+	c.nread += int64(n)
+	return n, err
+}
+
+// max1xx is how many informational answers may precede the final one.
+const max1xx = 5
+
+// aLongTimeAgo is a deadline in the past: it makes blocked reads and writes return at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+func (c *conn) cancel() {
+	c.mu.Lock()
+	c.canceled = true
+	_ = c.nc.SetDeadline(aLongTimeAgo)
+	c.mu.Unlock()
+}
+
+// roundTrip writes req and reads the response headers. On error the connection is closed.
+func (c *conn) roundTrip(req *http.Request) (*http.Response, error) {
+	c.nread = 0
+	// Only reads get the header deadline: the request is small and is the only thing in the
+	// connection's send buffer, so writing it does not block. A cancellation stops both.
+	timeout := c.t.cfg.ResponseHeaderTimeout
+	if timeout > 0 {
+		_ = c.nc.SetReadDeadline(time.Now().Add(timeout))
+	}
+	stop := context.AfterFunc(req.Context(), c.cancel)
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		c.nc.Close()
+		return nil, err
+	}
+	if err := writeRequest(c.bw, req); err != nil {
+		return fail(err)
+	}
+	var res *http.Response
+	for n := 0; ; n++ {
+		var err error
+		res, err = http.ReadResponse(c.br, req)
+		if err != nil {
+			return fail(err)
+		}
+		if res.StatusCode >= 200 {
+			break
+		}
+		if res.StatusCode == http.StatusSwitchingProtocols {
+			return fail(errors.New("hop: the cell switched protocols on a request without Upgrade"))
+		}
+		// Other 1xx answers are informational; the final answer follows. As http.Transport,
+		// give up after a few.
+		if n == max1xx {
+			return fail(errors.New("hop: too many 1xx informational answers"))
+		}
+	}
+	if timeout > 0 {
+		c.mu.Lock()
+		if !c.canceled {
+			_ = c.nc.SetReadDeadline(time.Time{})
+		}
+		c.mu.Unlock()
+	}
+	keep := !res.Close && !req.Close
+	if res.Body == http.NoBody {
+		c.release(stop, keep)
+		return res, nil
+	}
+	res.Body = &body{c: c, rc: res.Body, stop: stop, keep: keep}
+	return res, nil
+}
+
+// release ends a round trip: the connection goes back to the pool when its response was read
+// to the end, the cell keeps it open and the request context did not cancel it; else it is
+// closed.
+func (c *conn) release(stop func() bool, keep bool) {
+	if stop() && keep {
+		c.t.put(c)
+		return
+	}
+	c.nc.Close()
+}
+
+// body is a response body; it hands the connection back when read to its end.
+type body struct {
+	c    *conn
+	rc   io.ReadCloser
+	stop func() bool
+	keep bool
+	done atomic.Bool
+}
+
+var errBodyClosed = errors.New("hop: read on closed response body")
+
+func (b *body) Read(p []byte) (int, error) {
+	if b.done.Load() {
+		return 0, errBodyClosed
+	}
+	n, err := b.rc.Read(p)
+	if err != nil && b.done.CompareAndSwap(false, true) {
+		// At io.EOF the whole response was read and the connection may be reused. The
+		// underlying body is not closed: that would read from a connection another request
+		// may already be using.
+		b.c.release(b.stop, b.keep && err == io.EOF)
+	}
+	return n, err
+}
+
+// Close closes the body. Closed before its end, the connection still holds part of the
+// response and is closed too.
+func (b *body) Close() error {
+	if b.done.CompareAndSwap(false, true) {
+		b.stop()
+		b.c.nc.Close()
+	}
+	return nil
+}
+
+// writeRequest writes a request without a body in HTTP/1.1 wire format and flushes it. It
+// writes what http.Transport would, minus User-Agent when it is empty (as the ReverseProxy
+// asks with an empty value) and with the request's own headers in map order.
+func writeRequest(w *bufio.Writer, req *http.Request) error {
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	uri := req.URL.RequestURI()
+	if !validValue(host) || !validURI(uri) || !validToken(req.Method) {
+		return errors.New("hop: invalid request line or host")
+	}
+	w.WriteString(req.Method)
+	w.WriteByte(' ')
+	w.WriteString(uri)
+	w.WriteString(" HTTP/1.1\r\nHost: ")
+	w.WriteString(host)
+	w.WriteString("\r\n")
+	for k, vs := range req.Header {
+		switch k {
+		case "Host", "Content-Length", "Transfer-Encoding", "Trailer", "Connection":
+			continue
+		}
+		if !validToken(k) {
+			return fmt.Errorf("hop: invalid header field name %q", k)
+		}
+		for _, v := range vs {
+			if k == "User-Agent" && v == "" {
+				continue
+			}
+			if !validValue(v) {
+				return fmt.Errorf("hop: invalid header field value for %q", k)
+			}
+			w.WriteString(k)
+			w.WriteString(": ")
+			w.WriteString(v)
+			w.WriteString("\r\n")
+		}
+	}
+	switch req.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+		w.WriteString("Content-Length: 0\r\n")
+	}
+	if req.Close {
+		w.WriteString("Connection: close\r\n")
+	}
+	w.WriteString("\r\n")
+	return w.Flush()
+}
+
+// validToken reports whether s is a non-empty RFC 9110 token (a method or a field name).
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTokenChar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isTokenChar(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	switch c {
+	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
+		return true
+	}
+	return false
+}
+
+// validValue reports whether s may be sent as a field value: no control characters other
+// than horizontal tab, so nothing can end the field or the header block early.
+func validValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validURI reports whether s may be sent as a request target: not empty, no spaces or
+// control characters.
+func validURI(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] == 0x7f {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,507 @@
+package hop
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countingFallback counts the requests the fast path hands over.
+type countingFallback struct {
+	n  atomic.Int32
+	rt http.RoundTripper
+}
+
+func (f *countingFallback) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.n.Add(1)
+	return f.rt.RoundTrip(r)
+}
+
+// server is an httptest server that counts the connections it accepted.
+type server struct {
+	*httptest.Server
+	conns atomic.Int32
+}
+
+func newServer(t *testing.T, h http.HandlerFunc) *server {
+	t.Helper()
+	s := &server{}
+	s.Server = httptest.NewUnstartedServer(h)
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.conns.Add(1)
+		}
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+func newTransport(t *testing.T, addr string, mod func(*Config)) (*Transport, *countingFallback) {
+	t.Helper()
+	fb := &countingFallback{rt: &http.Transport{}}
+	cfg := Config{Addr: addr, DialTimeout: time.Second, MaxIdle: 8, IdleTimeout: time.Minute,
+		ResponseHeaderTimeout: 5 * time.Second, Fallback: fb}
+	if mod != nil {
+		mod(&cfg)
+	}
+	tr, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.Close)
+	return tr, fb
+}
+
+func addrOf(t *testing.T, rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+func do(t *testing.T, tr http.RoundTripper, req *http.Request) (*http.Response, string) {
+	t.Helper()
+	res, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	b, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		t.Fatalf("read body: %v", err)
+	}
+	return res, string(b)
+}
+
+func get(t *testing.T, base, path string) *http.Request {
+	req, err := http.NewRequest(http.MethodGet, base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+func TestGetReusesOneConnection(t *testing.T) {
+	var seen sync.Map
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		seen.Store("host", r.Host)
+		seen.Store("ua", r.Header.Values("User-Agent"))
+		seen.Store("x", r.Header.Get("X-Thing"))
+		seen.Store("uri", r.RequestURI)
+		w.Header().Set("X-Answer", "yes")
+		_, _ = io.WriteString(w, "hello "+r.URL.Path)
+	})
+	tr, fb := newTransport(t, addrOf(t, s.URL), nil)
+	for i := range 20 {
+		req := get(t, s.URL, "/a%2Fb/c?q=1&r=%20")
+		req.Header.Set("X-Thing", "v")
+		req.Header["User-Agent"] = []string{""} // what the ReverseProxy sets to send none
+		res, body := do(t, tr, req)
+		if res.StatusCode != 200 || body != "hello /a/b/c" || res.Header.Get("X-Answer") != "yes" {
+			t.Fatalf("request %d: %d %q %v", i, res.StatusCode, body, res.Header)
+		}
+	}
+	if n := s.conns.Load(); n != 1 {
+		t.Errorf("20 sequential requests used %d connections, want 1", n)
+	}
+	if fb.n.Load() != 0 {
+		t.Errorf("fallback used %d times", fb.n.Load())
+	}
+	if h, _ := seen.Load("host"); h != addrOf(t, s.URL) {
+		t.Errorf("Host = %v", h)
+	}
+	if ua, _ := seen.Load("ua"); len(ua.([]string)) != 0 {
+		t.Errorf("User-Agent sent: %v", ua)
+	}
+	if x, _ := seen.Load("x"); x != "v" {
+		t.Errorf("X-Thing = %v", x)
+	}
+	if u, _ := seen.Load("uri"); u != "/a%2Fb/c?q=1&r=%20" {
+		t.Errorf("request URI = %v", u)
+	}
+}
+
+func TestBodilessAnswersReturnTheConnection(t *testing.T) {
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/204":
+			w.WriteHeader(http.StatusNoContent)
+		case "/304":
+			w.WriteHeader(http.StatusNotModified)
+		case "/empty":
+			w.Header().Set("Content-Length", "0")
+		case "/chunked":
+			w.(http.Flusher).Flush()
+			_, _ = io.WriteString(w, strings.Repeat("x", 10000))
+		default:
+			_, _ = io.WriteString(w, "body")
+		}
+	})
+	tr, _ := newTransport(t, addrOf(t, s.URL), nil)
+	for _, path := range []string{"/204", "/304", "/empty", "/chunked", "/head"} {
+		req := get(t, s.URL, path)
+		if path == "/head" {
+			req.Method = http.MethodHead
+		}
+		res, body := do(t, tr, req)
+		want := ""
+		if path == "/chunked" {
+			want = strings.Repeat("x", 10000)
+		}
+		if body != want {
+			t.Errorf("%s: body %q", path, body[:min(len(body), 20)])
+		}
+		if path == "/chunked" && len(res.TransferEncoding) == 0 {
+			t.Errorf("/chunked was not chunked")
+		}
+	}
+	if n := s.conns.Load(); n != 1 {
+		t.Errorf("used %d connections, want 1", n)
+	}
+}
+
+func TestRequestsWithBodiesGoToTheFallback(t *testing.T) {
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		_, _ = io.WriteString(w, r.Method+" "+string(b)+" "+r.Header.Get("Content-Length"))
+	})
+	tr, fb := newTransport(t, addrOf(t, s.URL), nil)
+
+	req, _ := http.NewRequest(http.MethodPost, s.URL+"/x", strings.NewReader("data"))
+	if _, body := do(t, tr, req); body != "POST data 4" {
+		t.Errorf("POST with body: %q", body)
+	}
+	if fb.n.Load() != 1 {
+		t.Fatalf("fallback used %d times, want 1", fb.n.Load())
+	}
+	// Without a body and without an idempotency key a POST is not safe to resend: fallback.
+	req, _ = http.NewRequest(http.MethodPost, s.URL+"/x", nil)
+	do(t, tr, req)
+	req, _ = http.NewRequest(http.MethodDelete, s.URL+"/x", nil)
+	do(t, tr, req)
+	req = get(t, s.URL, "/ws")
+	req.Header.Set("Upgrade", "websocket")
+	do(t, tr, req)
+	if fb.n.Load() != 4 {
+		t.Fatalf("fallback used %d times, want 4", fb.n.Load())
+	}
+	// With an idempotency key it is: the fast path, with Content-Length: 0.
+	req, _ = http.NewRequest(http.MethodPost, s.URL+"/x", nil)
+	req.Header.Set("Idempotency-Key", "k1")
+	if _, body := do(t, tr, req); body != "POST  0" {
+		t.Errorf("POST with key: %q", body)
+	}
+	if fb.n.Load() != 4 {
+		t.Errorf("keyed POST went to the fallback")
+	}
+}
+
+// rawServer accepts connections on loopback and gives each to serve.
+func rawServer(t *testing.T, serve func(n int, c net.Conn)) (string, *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	// The accept loop counts in wg, so its wg.Go calls never race with Wait.
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			k := int(n.Add(1))
+			wg.Go(func() {
+				defer c.Close()
+				serve(k, c)
+			})
+		}
+	})
+	return ln.Addr().String(), &n
+}
+
+// readRequest reads one request head from br.
+func readRequest(br *bufio.Reader) (*http.Request, error) {
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, req.Body)
+	return req, nil
+}
+
+const okResponse = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+func TestStaleIdleConnectionIsRetriedOnANewOne(t *testing.T) {
+	// Each connection answers one request and then closes without saying so, as a cell does
+	// when its idle timeout ends: the pooled connection is dead when the next request uses it.
+	addr, conns := rawServer(t, func(_ int, c net.Conn) {
+		br := bufio.NewReader(c)
+		if _, err := readRequest(br); err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, okResponse)
+	})
+	tr, _ := newTransport(t, addr, nil)
+	for i := range 3 {
+		_, body := do(t, tr, get(t, "http://"+addr, "/"))
+		if body != "ok" {
+			t.Fatalf("request %d: %q", i, body)
+		}
+		time.Sleep(20 * time.Millisecond) // let the close reach this side
+	}
+	if n := conns.Load(); n != 3 {
+		t.Errorf("%d connections, want 3", n)
+	}
+}
+
+func TestNoRetryAfterPartOfAnAnswer(t *testing.T) {
+	var served atomic.Int32
+	addr, _ := rawServer(t, func(k int, c net.Conn) {
+		br := bufio.NewReader(c)
+		if k == 1 {
+			if _, err := readRequest(br); err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, okResponse)
+		}
+		if _, err := readRequest(br); err != nil {
+			return
+		}
+		served.Add(1)
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-")
+	})
+	tr, _ := newTransport(t, addr, nil)
+	do(t, tr, get(t, "http://"+addr, "/"))
+	if _, err := tr.RoundTrip(get(t, "http://"+addr, "/")); err == nil {
+		t.Fatal("a truncated answer gave no error")
+	}
+	if n := served.Load(); n != 1 {
+		t.Errorf("request served %d times, want 1 (no resend once the cell answered)", n)
+	}
+}
+
+func TestResponseHeaderTimeout(t *testing.T) {
+	addr, _ := rawServer(t, func(_ int, c net.Conn) {
+		_, _ = io.Copy(io.Discard, c) // never answers
+	})
+	tr, _ := newTransport(t, addr, func(c *Config) { c.ResponseHeaderTimeout = 50 * time.Millisecond })
+	_, err := tr.RoundTrip(get(t, "http://"+addr, "/"))
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("err = %v, want a timeout", err)
+	}
+}
+
+func TestCancelMidBodyClosesTheConnection(t *testing.T) {
+	addr, conns := rawServer(t, func(_ int, c net.Conn) {
+		br := bufio.NewReader(c)
+		if _, err := readRequest(br); err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+		_, _ = io.Copy(io.Discard, br) // stalls mid-body until the client closes
+	})
+	tr, _ := newTransport(t, addr, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	req := get(t, "http://"+addr, "/").WithContext(ctx)
+	res, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 3)
+	if _, err := io.ReadFull(res.Body, buf); err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(20*time.Millisecond, cancel)
+	if _, err := io.ReadAll(res.Body); err == nil {
+		t.Fatal("reading a stalled body after cancel gave no error")
+	}
+	res.Body.Close()
+	if _, err := res.Body.Read(buf); err == nil {
+		t.Error("read after close gave no error")
+	}
+	if len(tr.idle) != 0 {
+		t.Errorf("a canceled connection was pooled")
+	}
+	_ = conns
+}
+
+func TestCanceledBeforeSending(t *testing.T) {
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	tr, _ := newTransport(t, addrOf(t, s.URL), nil)
+	do(t, tr, get(t, s.URL, "/")) // pool one connection
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := tr.RoundTrip(get(t, s.URL, "/").WithContext(ctx)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+func TestBodyClosedEarlyIsNotReused(t *testing.T) {
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, strings.Repeat("y", 100000))
+	})
+	tr, _ := newTransport(t, addrOf(t, s.URL), nil)
+	res, err := tr.RoundTrip(get(t, s.URL, "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = res.Body.Read(make([]byte, 10))
+	res.Body.Close()
+	do(t, tr, get(t, s.URL, "/"))
+	if n := s.conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2 (the half-read one is not reused)", n)
+	}
+}
+
+func TestConnectionCloseIsHonoured(t *testing.T) {
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		_, _ = io.WriteString(w, "bye")
+	})
+	tr, _ := newTransport(t, addrOf(t, s.URL), nil)
+	do(t, tr, get(t, s.URL, "/"))
+	do(t, tr, get(t, s.URL, "/"))
+	if n := s.conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2", n)
+	}
+	if len(tr.idle) != 0 {
+		t.Errorf("a closing connection was pooled")
+	}
+}
+
+func TestInformationalAnswersAreSkipped(t *testing.T) {
+	addr, _ := rawServer(t, func(_ int, c net.Conn) {
+		br := bufio.NewReader(c)
+		if _, err := readRequest(br); err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"+okResponse)
+	})
+	tr, _ := newTransport(t, addr, nil)
+	res, body := do(t, tr, get(t, "http://"+addr, "/"))
+	if res.StatusCode != 200 || body != "ok" {
+		t.Fatalf("%d %q", res.StatusCode, body)
+	}
+}
+
+func TestEndlessInformationalAnswersFail(t *testing.T) {
+	addr, _ := rawServer(t, func(_ int, c net.Conn) {
+		br := bufio.NewReader(c)
+		if _, err := readRequest(br); err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, strings.Repeat("HTTP/1.1 103 Early Hints\r\n\r\n", 10)+okResponse)
+	})
+	tr, _ := newTransport(t, addr, nil)
+	if _, err := tr.RoundTrip(get(t, "http://"+addr, "/")); err == nil {
+		t.Fatal("ten 1xx answers were accepted")
+	}
+}
+
+func TestInvalidHeadersAreNotSent(t *testing.T) {
+	addr, conns := rawServer(t, func(_ int, c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			if _, err := readRequest(br); err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, okResponse)
+		}
+	})
+	tr, _ := newTransport(t, addr, nil)
+	for _, h := range []http.Header{
+		{"X-Bad": {"a\r\nX-Injected: 1"}},
+		{"X-Bad": {"a\nb"}},
+		{"Bad Name": {"v"}},
+		{"X-Nul": {"a\x00b"}},
+	} {
+		req := get(t, "http://"+addr, "/")
+		req.Header = h
+		if _, err := tr.RoundTrip(req); err == nil {
+			t.Errorf("header %v was sent", h)
+		}
+	}
+	_ = conns
+}
+
+func TestMaxIdleAndConcurrentUse(t *testing.T) {
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(time.Millisecond)
+		_, _ = io.WriteString(w, r.URL.Query().Get("i"))
+	})
+	tr, _ := newTransport(t, addrOf(t, s.URL), func(c *Config) { c.MaxIdle = 4 })
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 20 {
+				want := string(rune('a'+g)) + string(rune('a'+i))
+				res, err := tr.RoundTrip(get(t, s.URL, "/?i="+want))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				b, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				if string(b) != want {
+					t.Errorf("got %q, want %q (answers crossed)", b, want)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	tr.mu.Lock()
+	n := len(tr.idle)
+	tr.mu.Unlock()
+	if n > 4 {
+		t.Errorf("%d idle connections, want at most 4", n)
+	}
+}
+
+func TestIdleTimeoutEvictsOldConnections(t *testing.T) {
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "x") })
+	tr, _ := newTransport(t, addrOf(t, s.URL), func(c *Config) { c.IdleTimeout = 30 * time.Millisecond })
+	// Two connections in the pool.
+	r1, _ := tr.RoundTrip(get(t, s.URL, "/"))
+	r2, _ := tr.RoundTrip(get(t, s.URL, "/"))
+	io.ReadAll(r1.Body)
+	io.ReadAll(r2.Body)
+	if len(tr.idle) != 2 {
+		t.Fatalf("%d idle, want 2", len(tr.idle))
+	}
+	time.Sleep(60 * time.Millisecond)
+	do(t, tr, get(t, s.URL, "/")) // takes the newest; putting it back evicts the old one
+	if len(tr.idle) != 1 {
+		t.Errorf("%d idle after the timeout, want 1", len(tr.idle))
+	}
+}
+
+func TestCloseStopsPooling(t *testing.T) {
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	tr, _ := newTransport(t, addrOf(t, s.URL), nil)
+	res, err := tr.RoundTrip(get(t, s.URL, "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Close()
+	io.ReadAll(res.Body)
+	if len(tr.idle) != 0 {
+		t.Errorf("pooled after Close")
+	}
+}
