@@ -214,20 +214,31 @@ func rewind(r *http.Request) *http.Request {
 }
 
 // bufferPool lends the ReverseProxy its copy buffers; without one it allocates 32 KiB per
-// request.
-type bufferPool struct{ p sync.Pool }
+// request. Buffers travel in *[]byte holders (a bare slice put in a sync.Pool allocates); the
+// empty holders are pooled too, so lending and returning allocate nothing.
+type bufferPool struct{ bufs, holders sync.Pool }
 
 const copyBufferSize = 32 << 10
 
 func (b *bufferPool) Get() []byte {
-	if v, ok := b.p.Get().(*[]byte); ok {
-		return *v
+	h, ok := b.bufs.Get().(*[]byte)
+	if !ok {
+		return make([]byte, copyBufferSize)
 	}
-	return make([]byte, copyBufferSize)
+	buf := *h
+	*h = nil
+	b.holders.Put(h)
+	return buf
 }
 
 func (b *bufferPool) Put(buf []byte) {
-	if cap(buf) == copyBufferSize {
-		b.p.Put(&buf)
+	if cap(buf) != copyBufferSize {
+		return
 	}
+	h, ok := b.holders.Get().(*[]byte)
+	if !ok {
+		h = new([]byte)
+	}
+	*h = buf[:copyBufferSize]
+	b.bufs.Put(h)
 }

@@ -16,6 +16,7 @@ import (
 
 	"slidecells/router/placement"
 	"slidecells/shared/ids"
+	"slidecells/shared/logging"
 	"slidecells/shared/problem"
 )
 
@@ -92,8 +93,11 @@ type Config struct {
 	// cell list could compare X-Cell-ID with the hash and learn that a workspace exists.
 	UnknownHashKey []byte
 
-	// Logger receives access logs and events; nil discards them.
+	// Logger receives events, and access logs when AccessLog is nil; nil discards them.
 	Logger *zap.Logger
+	// AccessLog, when set, receives the access log (one line per request) instead of Logger:
+	// the same JSON lines for a fraction of the CPU (logging.NewWithAccess).
+	AccessLog *logging.AccessLog
 	// Now is the clock of the placement cache; nil is time.Now.
 	Now func() time.Time
 }
@@ -434,6 +438,18 @@ func (rt *Router) finish(x *exchange, start time.Time) {
 		status = http.StatusOK
 	}
 	rt.m.request(x.cell, status)
+	if a := rt.cfg.AccessLog; a != nil {
+		a.Begin("request").
+			Str("method", x.r.Method).
+			Str("path", x.r.URL.Path).
+			Int("status", int64(status)).
+			Str("cell", x.cellID()).
+			Str("workspace_id", x.ws).
+			Str("trace_id", x.reqID).
+			Dur("duration", d).
+			End()
+		return
+	}
 	if ce := rt.log.Check(zap.InfoLevel, "request"); ce != nil {
 		ce.Write(
 			zap.String("method", x.r.Method),

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 
 	"slidecells/router/placement"
 	"slidecells/shared/ids"
+	"slidecells/shared/logging"
 	"slidecells/shared/problem"
 )
 
@@ -614,6 +616,43 @@ func TestAccessLog(t *testing.T) {
 				t.Errorf("log %q field %s holds a token: %q", e.Message, k, s)
 			}
 		}
+	}
+}
+
+// TestFastAccessLog checks the access log written through Config.AccessLog (as the router
+// binary does): the same fields as the zap line, redacted.
+func TestFastAccessLog(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	_, access, err := logging.NewWithAccess("router", logging.Options{Output: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, func(c *Config) { c.AccessLog = access })
+	b.get(t, "/api/v1/workspaces/"+b.wsA+"/svc_pat_secretsecret?token=x", "Authorization", "Bearer svc_pat_secret",
+		HeaderRequestID, "trace-1")
+	if n := len(b.logs.FilterMessage("request").All()); n != 0 {
+		t.Errorf("%d access lines went to Logger too", n)
+	}
+	line := buf.String()
+	if strings.Contains(line, "svc_pat_secret") {
+		t.Errorf("access line holds a token: %s", line)
+	}
+	var f map[string]any
+	if err := json.Unmarshal([]byte(line), &f); err != nil {
+		t.Fatalf("access line is not one JSON object: %v: %q", err, line)
+	}
+	for k, want := range map[string]any{
+		"level": "info", "msg": "request", "component": "router", "method": "GET",
+		"path": "/api/v1/workspaces/" + b.wsA + "/[REDACTED]", "status": float64(200),
+		"cell": "cell-a", "workspace_id": b.wsA, "trace_id": "trace-1",
+	} {
+		if f[k] != want {
+			t.Errorf("field %s = %v, want %v", k, f[k], want)
+		}
+	}
+	if d, ok := f["duration"].(float64); !ok || d <= 0 {
+		t.Errorf("duration = %v", f["duration"])
 	}
 }
 

@@ -125,12 +125,12 @@ func startRouter(ctx context.Context, backendURL, dir string, accessLog bool) (*
 		if err != nil {
 			return nil, err
 		}
-		// The same logger the router binary builds, writing to the file.
-		log, err := logging.NewWith("router", logging.Options{Output: f, Buffered: true})
+		// The same loggers the router binary builds, writing to the file.
+		log, access, err := logging.NewWithAccess("router", logging.Options{Output: f, Buffered: true})
 		if err != nil {
 			return nil, err
 		}
-		cfg.Logger = log
+		cfg.Logger, cfg.AccessLog = log, access
 	}
 	rt, err := router.New(ctx, cfg)
 	if err != nil {

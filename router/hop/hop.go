@@ -15,6 +15,12 @@
 // which is how this transport learns of closed idle connections without a reader goroutine.
 // Everything else (requests with bodies, which need to read an early answer while still
 // sending; upgrades; https) goes to the Fallback transport unchanged.
+//
+// Cancellation and the response header timeout are enforced by one watchdog goroutine per
+// Transport that looks at the connections in use every watchEvery (50 ms) and gives a late or
+// canceled one a deadline in the past; a context callback and two deadline changes per request
+// would cost more than the rest of the round trip's bookkeeping. A canceled request or late
+// headers therefore end up to 50 ms later than the exact moment.
 package hop
 
 import (
@@ -25,6 +31,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -43,7 +50,8 @@ type Config struct {
 	// own idle timeout so that the cell rarely closes a connection this side still pools.
 	IdleTimeout time.Duration
 	// ResponseHeaderTimeout bounds the time from starting to write the request to having read
-	// the response headers. Zero means no limit (the request context still applies).
+	// the response headers, give or take watchEvery. Zero means no limit (the request context
+	// still applies).
 	ResponseHeaderTimeout time.Duration
 	// Fallback carries the requests this transport does not take. Required.
 	Fallback http.RoundTripper
@@ -54,9 +62,12 @@ type Transport struct {
 	cfg    Config
 	dialer net.Dialer
 
-	mu     sync.Mutex
-	idle   []*conn // oldest first; taken from the end
-	closed bool
+	mu       sync.Mutex
+	idle     []*conn            // oldest first; taken from the end
+	conns    map[*conn]struct{} // every open connection, for the watchdog
+	watching bool               // the watchdog runs
+	closed   bool
+	stop     chan struct{} // closed by Close: stops the watchdog
 }
 
 // New returns a Transport for cfg.
@@ -70,6 +81,8 @@ func New(cfg Config) (*Transport, error) {
 	return &Transport{
 		cfg:    cfg,
 		dialer: net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second},
+		conns:  make(map[*conn]struct{}),
+		stop:   make(chan struct{}),
 	}, nil
 }
 
@@ -146,18 +159,22 @@ func (t *Transport) CloseIdleConnections() {
 	t.idle = nil
 	t.mu.Unlock()
 	for _, c := range idle {
-		c.nc.Close()
+		c.close()
 	}
 	if ci, ok := t.cfg.Fallback.(interface{ CloseIdleConnections() }); ok {
 		ci.CloseIdleConnections()
 	}
 }
 
-// Close closes the idle connections and stops pooling: connections in use are closed when
-// their response ends.
+// Close closes the idle connections, stops pooling and stops the watchdog: connections in use
+// are closed when their response ends (and no longer time out; their request contexts still
+// end them).
 func (t *Transport) Close() {
 	t.mu.Lock()
-	t.closed = true
+	if !t.closed {
+		t.closed = true
+		close(t.stop)
+	}
 	t.mu.Unlock()
 	t.CloseIdleConnections()
 }
@@ -185,6 +202,13 @@ func (t *Transport) dial(ctx context.Context) (*conn, error) {
 	c := &conn{t: t, nc: nc}
 	c.br = bufio.NewReaderSize(c, 4096)
 	c.bw = bufio.NewWriterSize(nc, 4096)
+	t.mu.Lock()
+	t.conns[c] = struct{}{}
+	if !t.watching && !t.closed {
+		t.watching = true
+		go t.watch()
+	}
+	t.mu.Unlock()
 	return c, nil
 }
 
@@ -197,7 +221,7 @@ func (t *Transport) put(c *conn) {
 	t.mu.Lock()
 	if t.closed || len(t.idle) >= t.cfg.MaxIdle {
 		t.mu.Unlock()
-		c.nc.Close()
+		c.close()
 		return
 	}
 	if t.cfg.IdleTimeout > 0 {
@@ -215,7 +239,39 @@ func (t *Transport) put(c *conn) {
 	t.idle = append(t.idle, c)
 	t.mu.Unlock()
 	for _, s := range stale {
-		s.nc.Close()
+		s.close()
+	}
+}
+
+// watchEvery is how often the watchdog looks at the connections in use.
+const watchEvery = 50 * time.Millisecond
+
+// watch ends the round trips whose request context has ended or whose response headers are
+// late, by giving their connection a deadline in the past. Doing this from one goroutine a few
+// times a second, instead of a context callback and two deadline changes per request, is what
+// most of this transport's saving over http.Transport is made of; it delays a cancellation or a
+// header timeout by up to watchEvery.
+func (t *Transport) watch() {
+	tick := time.NewTicker(watchEvery)
+	defer tick.Stop()
+	var busy []*conn
+	for {
+		select {
+		case <-t.stop:
+			return
+		case <-tick.C:
+		}
+		busy = busy[:0]
+		t.mu.Lock()
+		for c := range t.conns {
+			busy = append(busy, c)
+		}
+		t.mu.Unlock()
+		now := time.Now().UnixNano()
+		for _, c := range busy {
+			c.check(now)
+		}
+		clear(busy)
 	}
 }
 
@@ -228,10 +284,11 @@ type conn struct {
 	nread  int64 // bytes read in the current round trip
 	idleAt time.Time
 
-	// mu orders the request context's cancellation (which sets a past deadline) against
-	// clearing the header deadline, so a cancellation is never undone.
+	// mu guards the round trip's state as the watchdog sees it.
 	mu       sync.Mutex
-	canceled bool
+	ctx      context.Context // of the request in flight; nil between requests
+	headerBy int64           // unix nanoseconds by which the headers must be read; 0: not waiting
+	aborted  bool            // the watchdog ended the round trip; the connection is spent
 }
 
 // Read reads from the network connection and counts what it read.
@@ -241,32 +298,70 @@ func (c *conn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// max1xx is how many informational answers may precede the final one.
-const max1xx = 5
-
 // aLongTimeAgo is a deadline in the past: it makes blocked reads and writes return at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
-func (c *conn) cancel() {
+// max1xx is how many informational answers may precede the final one.
+const max1xx = 5
+
+// check is the watchdog's look at one connection.
+func (c *conn) check(now int64) {
 	c.mu.Lock()
-	c.canceled = true
-	_ = c.nc.SetDeadline(aLongTimeAgo)
+	defer c.mu.Unlock()
+	if c.ctx == nil || c.aborted {
+		return
+	}
+	if c.ctx.Err() != nil || (c.headerBy != 0 && now > c.headerBy) {
+		c.aborted = true
+		_ = c.nc.SetDeadline(aLongTimeAgo)
+	}
+}
+
+// begin marks the start of a round trip for the watchdog.
+func (c *conn) begin(ctx context.Context) {
+	var by int64
+	if d := c.t.cfg.ResponseHeaderTimeout; d > 0 {
+		by = time.Now().Add(d).UnixNano()
+	}
+	c.mu.Lock()
+	c.ctx, c.headerBy = ctx, by
 	c.mu.Unlock()
+}
+
+// gotHeaders tells the watchdog the headers are in; it reports false when the watchdog already
+// ended the round trip.
+func (c *conn) gotHeaders() bool {
+	c.mu.Lock()
+	c.headerBy = 0
+	ok := !c.aborted
+	c.mu.Unlock()
+	return ok
+}
+
+// end marks the end of a round trip and reports whether it ended without the watchdog.
+func (c *conn) end() bool {
+	c.mu.Lock()
+	c.ctx, c.headerBy = nil, 0
+	ok := !c.aborted
+	c.mu.Unlock()
+	return ok
+}
+
+// close closes the connection and forgets it.
+func (c *conn) close() {
+	c.nc.Close()
+	c.t.mu.Lock()
+	delete(c.t.conns, c)
+	c.t.mu.Unlock()
 }
 
 // roundTrip writes req and reads the response headers. On error the connection is closed.
 func (c *conn) roundTrip(req *http.Request) (*http.Response, error) {
 	c.nread = 0
-	// Only reads get the header deadline: the request is small and is the only thing in the
-	// connection's send buffer, so writing it does not block. A cancellation stops both.
-	timeout := c.t.cfg.ResponseHeaderTimeout
-	if timeout > 0 {
-		_ = c.nc.SetReadDeadline(time.Now().Add(timeout))
-	}
-	stop := context.AfterFunc(req.Context(), c.cancel)
+	c.begin(req.Context())
 	fail := func(err error) (*http.Response, error) {
-		stop()
-		c.nc.Close()
+		c.end()
+		c.close()
 		return nil, err
 	}
 	if err := writeRequest(c.bw, req); err != nil {
@@ -291,38 +386,32 @@ func (c *conn) roundTrip(req *http.Request) (*http.Response, error) {
 			return fail(errors.New("hop: too many 1xx informational answers"))
 		}
 	}
-	if timeout > 0 {
-		c.mu.Lock()
-		if !c.canceled {
-			_ = c.nc.SetReadDeadline(time.Time{})
-		}
-		c.mu.Unlock()
+	if !c.gotHeaders() {
+		return fail(os.ErrDeadlineExceeded)
 	}
 	keep := !res.Close && !req.Close
 	if res.Body == http.NoBody {
-		c.release(stop, keep)
+		c.release(keep)
 		return res, nil
 	}
-	res.Body = &body{c: c, rc: res.Body, stop: stop, keep: keep}
+	res.Body = &body{c: c, rc: res.Body, keep: keep}
 	return res, nil
 }
 
 // release ends a round trip: the connection goes back to the pool when its response was read
-// to the end, the cell keeps it open and the request context did not cancel it; else it is
-// closed.
-func (c *conn) release(stop func() bool, keep bool) {
-	if stop() && keep {
+// to the end, the cell keeps it open and the watchdog did not end it; else it is closed.
+func (c *conn) release(keep bool) {
+	if c.end() && keep {
 		c.t.put(c)
 		return
 	}
-	c.nc.Close()
+	c.close()
 }
 
 // body is a response body; it hands the connection back when read to its end.
 type body struct {
 	c    *conn
 	rc   io.ReadCloser
-	stop func() bool
 	keep bool
 	done atomic.Bool
 }
@@ -338,7 +427,7 @@ func (b *body) Read(p []byte) (int, error) {
 		// At io.EOF the whole response was read and the connection may be reused. The
 		// underlying body is not closed: that would read from a connection another request
 		// may already be using.
-		b.c.release(b.stop, b.keep && err == io.EOF)
+		b.c.release(b.keep && err == io.EOF)
 	}
 	return n, err
 }
@@ -347,8 +436,8 @@ func (b *body) Read(p []byte) (int, error) {
 // response and is closed too.
 func (b *body) Close() error {
 	if b.done.CompareAndSwap(false, true) {
-		b.stop()
-		b.c.nc.Close()
+		b.c.end()
+		b.c.close()
 	}
 	return nil
 }

@@ -308,6 +308,25 @@ func TestResponseHeaderTimeout(t *testing.T) {
 	}
 }
 
+func TestCancelWhileWaitingForHeaders(t *testing.T) {
+	addr, _ := rawServer(t, func(_ int, c net.Conn) {
+		_, _ = io.Copy(io.Discard, c) // never answers
+	})
+	tr, _ := newTransport(t, addr, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	_, err := tr.RoundTrip(get(t, "http://"+addr, "/").WithContext(ctx))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	tr.mu.Lock()
+	n := len(tr.conns)
+	tr.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d connections still open after the cancel", n)
+	}
+}
+
 func TestCancelMidBodyClosesTheConnection(t *testing.T) {
 	addr, conns := rawServer(t, func(_ int, c net.Conn) {
 		br := bufio.NewReader(c)

@@ -33,3 +33,24 @@ func TestCellIDValid(t *testing.T) {
 		}
 	}
 }
+
+// TestValidMeansDecodable pins what Valid relies on: every string of bodyLen alphabet
+// characters decodes.
+func TestValidMeansDecodable(t *testing.T) {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+	for i := range 2000 {
+		b := make([]byte, bodyLen)
+		for j := range b {
+			b[j] = alphabet[(i*7+j*13+i*j)%len(alphabet)]
+		}
+		if i < len(alphabet) {
+			b[bodyLen-1] = alphabet[i] // every last character
+		}
+		if _, err := encoding.DecodeString(string(b)); err != nil {
+			t.Fatalf("%q: %v", b, err)
+		}
+		if !Valid(Workspace, Workspace+"_"+string(b)) {
+			t.Fatalf("%q not valid", b)
+		}
+	}
+}

@@ -74,15 +74,24 @@ func New(component string) (*zap.Logger, error) { return NewWith(component, Opti
 
 // NewWith is New with options.
 func NewWith(component string, o Options) (*zap.Logger, error) {
+	level, err := levelFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	return newLogger(component, level, output(o)), nil
+}
+
+func levelFromEnv() (zapcore.Level, error) {
 	level := zapcore.InfoLevel
 	if v := os.Getenv("LOG_LEVEL"); v != "" {
 		if err := level.UnmarshalText([]byte(v)); err != nil {
-			return nil, fmt.Errorf("LOG_LEVEL: %q is not one of debug, info, warn, error", v)
+			return level, fmt.Errorf("LOG_LEVEL: %q is not one of debug, info, warn, error", v)
 		}
 	}
-	enc := zap.NewProductionEncoderConfig()
-	enc.TimeKey = "ts"
-	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	return level, nil
+}
+
+func output(o Options) zapcore.WriteSyncer {
 	var out zapcore.WriteSyncer = zapcore.Lock(os.Stderr)
 	if o.Output != nil {
 		out = zapcore.Lock(zapcore.AddSync(o.Output))
@@ -90,8 +99,15 @@ func NewWith(component string, o Options) (*zap.Logger, error) {
 	if o.Buffered {
 		out = &zapcore.BufferedWriteSyncer{WS: out, Size: 256 << 10, FlushInterval: time.Second}
 	}
+	return out
+}
+
+func newLogger(component string, level zapcore.Level, out zapcore.WriteSyncer) *zap.Logger {
+	enc := zap.NewProductionEncoderConfig()
+	enc.TimeKey = "ts"
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), out, level)
-	return zap.New(redactingCore{core}).With(zap.String("component", component)), nil
+	return zap.New(redactingCore{core}).With(zap.String("component", component))
 }
 
 // redactingCore redacts the message and every string field before they reach the encoder.

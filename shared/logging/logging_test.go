@@ -1,8 +1,15 @@
 package logging
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"go.uber.org/zap"
 )
 
 func TestRedact(t *testing.T) {
@@ -37,4 +44,103 @@ func BenchmarkRedactCleanID(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		_ = Redact("/api/v1/workspaces/ws_abcdefghijklmnopqrstuvwxyz")
 	}
+}
+
+func TestAccessLogLooksLikeTheLogger(t *testing.T) {
+	var buf bytes.Buffer
+	log, access, err := NewWithAccess("router", Options{Output: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("request", zap.String("method", "GET"), zap.String("path", "/a\"b\\c\n\x01é\xff"),
+		zap.Int("status", 200), zap.Duration("duration", 1500*time.Microsecond))
+	access.Begin("request").Str("method", "GET").Str("path", "/a\"b\\c\n\x01é\xff").
+		Int("status", 200).Dur("duration", 1500*time.Microsecond).End()
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 lines, got %q", buf.String())
+	}
+	// Identical apart from the timestamp's value.
+	ts := regexp.MustCompile(`"ts":"[^"]*"`)
+	z, a := ts.ReplaceAllString(lines[0], `"ts":""`), ts.ReplaceAllString(lines[1], `"ts":""`)
+	if z != a {
+		t.Errorf("access line differs from the logger's:\nzap:    %s\naccess: %s", z, a)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(lines[1]), &m); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, lines[1])
+	}
+	if _, err := time.Parse(isoLayout, m["ts"].(string)); err != nil {
+		t.Errorf("ts: %v", err)
+	}
+}
+
+func TestAccessLogRedactsAndHonoursTheLevel(t *testing.T) {
+	var buf bytes.Buffer
+	_, access, err := NewWithAccess("router", Options{Output: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	access.Begin("request").Str("path", "/x?token=svc_pat_secretvalue123").Str("ua", "Bearer abc.def").End()
+	if s := buf.String(); strings.Contains(s, "secretvalue") || strings.Contains(s, "abc.def") || !strings.Contains(s, "[REDACTED]") {
+		t.Errorf("not redacted: %s", s)
+	}
+
+	t.Setenv("LOG_LEVEL", "warn")
+	buf.Reset()
+	_, quiet, err := NewWithAccess("router", Options{Output: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if quiet.Enabled() {
+		t.Error("enabled at LOG_LEVEL=warn")
+	}
+	quiet.Begin("request").Str("a", "b").Int("c", 1).Dur("d", time.Second).End()
+	var none *AccessLog
+	none.Begin("request").Str("a", "b").End()
+	if buf.Len() != 0 {
+		t.Errorf("wrote %q while disabled", buf.String())
+	}
+}
+
+func TestAccessLogSharesTheLoggerBuffer(t *testing.T) {
+	var buf bytes.Buffer
+	log, access, err := NewWithAccess("router", Options{Output: &buf, Buffered: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("first")
+	access.Begin("second").End()
+	if buf.Len() != 0 {
+		t.Fatalf("buffered output written early: %q", buf.String())
+	}
+	_ = log.Sync()
+	if s := buf.String(); !strings.Contains(s, `"msg":"first"`) || !strings.Contains(s, `"msg":"second"`) {
+		t.Errorf("Sync did not flush both: %q", s)
+	}
+}
+
+func BenchmarkAccessLine(b *testing.B) {
+	log, access, err := NewWithAccess("router", Options{Output: io.Discard})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("zap", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if ce := log.Check(zap.InfoLevel, "request"); ce != nil {
+				ce.Write(zap.String("method", "GET"), zap.String("path", "/api/v1/workspaces/ws_abcdefghijklmnopqrstuvwxyz"),
+					zap.Int("status", 200), zap.String("cell", "cell-a"), zap.String("workspace_id", "ws_abcdefghijklmnopqrstuvwxyz"),
+					zap.String("trace_id", "req_abcdefghijklmnopqrstuvwxyz"), zap.Duration("duration", 1234*time.Microsecond))
+			}
+		}
+	})
+	b.Run("access", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			access.Begin("request").Str("method", "GET").Str("path", "/api/v1/workspaces/ws_abcdefghijklmnopqrstuvwxyz").
+				Int("status", 200).Str("cell", "cell-a").Str("workspace_id", "ws_abcdefghijklmnopqrstuvwxyz").
+				Str("trace_id", "req_abcdefghijklmnopqrstuvwxyz").Dur("duration", 1234*time.Microsecond).End()
+		}
+	})
 }

@@ -22,15 +22,15 @@ import (
 func main() {
 	// Buffered: one access-log line per request must not cost one write per request. Every exit
 	// path below syncs, so nothing is lost on a normal stop.
-	log, err := logging.NewWith("router", logging.Options{Buffered: true})
+	log, access, err := logging.NewWithAccess("router", logging.Options{Buffered: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "router:", err)
 		os.Exit(2)
 	}
-	os.Exit(mainCode(log))
+	os.Exit(mainCode(log, access))
 }
 
-func mainCode(log *zap.Logger) int {
+func mainCode(log *zap.Logger, access *logging.AccessLog) int {
 	defer func() { _ = log.Sync() }()
 	router.TuneRuntime()
 	s, err := loadSettings(os.Getenv)
@@ -40,7 +40,7 @@ func mainCode(log *zap.Logger) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := run(ctx, s, log); err != nil {
+	if err := run(ctx, s, log, access); err != nil {
 		log.Error("router stopped", zap.Error(err))
 		return 1
 	}
@@ -48,7 +48,7 @@ func mainCode(log *zap.Logger) int {
 }
 
 // run serves until ctx ends, then shuts down gracefully.
-func run(ctx context.Context, s settings, log *zap.Logger) error {
+func run(ctx context.Context, s settings, log *zap.Logger, access *logging.AccessLog) error {
 	dir, err := directory.Connect(ctx, s.DirectoryURL)
 	if err != nil {
 		return fmt.Errorf("directory: %w", err)
@@ -57,7 +57,7 @@ func run(ctx context.Context, s settings, log *zap.Logger) error {
 
 	cfg := s.Router
 	src := directorySource{dir}
-	cfg.Placements, cfg.Cells, cfg.Logger = src, src, log
+	cfg.Placements, cfg.Cells, cfg.Logger, cfg.AccessLog = src, src, log, access
 	if s.UnknownHashKeyDerived {
 		log.Info("ROUTER_UNKNOWN_HASH_KEY is not set; deriving it from the directory URL (set it explicitly when replicas use different URLs)")
 	}
