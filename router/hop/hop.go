@@ -14,7 +14,15 @@
 // on a fresh connection when a pooled one turns out to have been closed by the cell while idle,
 // which is how this transport learns of closed idle connections without a reader goroutine.
 // Everything else (requests with bodies, which need to read an early answer while still
-// sending; upgrades; https) goes to the Fallback transport unchanged.
+// sending; upgrades; https) goes to the Fallback transport unchanged. As with http.Transport, a
+// resent request may run twice when the cell processed it and then closed the connection
+// without answering (a crash mid-request): acceptable for these methods, and a keyed request's
+// second run replays the first's answer at the cell.
+//
+// Differences from http.Transport on the requests it takes: 1xx informational answers (103
+// Early Hints) are skipped rather than passed to the ReverseProxy; connections are pooled LIFO
+// and at most MaxIdle are kept (0 keeps none); a connection with bytes left after an answer is
+// closed rather than pooled.
 //
 // Cancellation and the response header timeout are enforced by one watchdog goroutine per
 // Transport that looks at the connections in use every watchEvery (50 ms) and gives a late or
@@ -36,6 +44,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Config configures a Transport.
@@ -65,9 +75,8 @@ type Transport struct {
 	mu       sync.Mutex
 	idle     []*conn            // oldest first; taken from the end
 	conns    map[*conn]struct{} // every open connection, for the watchdog
-	watching bool               // the watchdog runs
+	watching bool               // the watchdog runs; it stops once closed with no connection left
 	closed   bool
-	stop     chan struct{} // closed by Close: stops the watchdog
 }
 
 // New returns a Transport for cfg.
@@ -82,7 +91,6 @@ func New(cfg Config) (*Transport, error) {
 		cfg:    cfg,
 		dialer: net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second},
 		conns:  make(map[*conn]struct{}),
-		stop:   make(chan struct{}),
 	}, nil
 }
 
@@ -96,7 +104,7 @@ func Takes(req *http.Request) bool {
 		return false
 	}
 	switch req.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
 		return true
 	}
 	_, ok := req.Header["Idempotency-Key"]
@@ -131,9 +139,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	// The cell closed the pooled connection while it was idle, before any answer: the request
-	// was not processed. The other pooled connections are as old or older, so drop them and
-	// send the request once more on a new connection.
-	t.CloseIdleConnections()
+	// was not processed. The pooled connections idle since before this one are likely closed
+	// too: drop them, and send the request once more on a new connection.
+	t.closeIdleSince(c.idleAt)
 	if c, err = t.dial(ctx); err != nil {
 		return nil, err
 	}
@@ -166,30 +174,62 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// Close closes the idle connections, stops pooling and stops the watchdog: connections in use
-// are closed when their response ends (and no longer time out; their request contexts still
-// end them).
+// closeIdleSince closes the pooled connections idle since at or before t0.
+func (t *Transport) closeIdleSince(t0 time.Time) {
+	t.mu.Lock()
+	i := 0
+	for i < len(t.idle) && !t.idle[i].idleAt.After(t0) {
+		i++
+	}
+	old := append([]*conn(nil), t.idle[:i]...)
+	n := copy(t.idle, t.idle[i:])
+	clear(t.idle[n:])
+	t.idle = t.idle[:n]
+	t.mu.Unlock()
+	for _, c := range old {
+		c.close()
+	}
+}
+
+// Close closes the idle connections and stops pooling. Connections in use are closed when
+// their response ends; until then the watchdog keeps enforcing their cancellation and header
+// timeout, and stops once none is left.
 func (t *Transport) Close() {
 	t.mu.Lock()
-	if !t.closed {
-		t.closed = true
-		close(t.stop)
-	}
+	t.closed = true
 	t.mu.Unlock()
 	t.CloseIdleConnections()
 }
 
-// get takes the most recently used idle connection, or dials a new one.
+// get takes the most recently used idle connection that has not been idle longer than
+// IdleTimeout, or dials a new one.
 func (t *Transport) get(ctx context.Context) (*conn, bool, error) {
+	var now time.Time
+	var expired []*conn
 	t.mu.Lock()
-	if n := len(t.idle); n > 0 {
+	for n := len(t.idle); n > 0; n = len(t.idle) {
 		c := t.idle[n-1]
 		t.idle[n-1] = nil
 		t.idle = t.idle[:n-1]
+		if t.cfg.IdleTimeout > 0 {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			if now.Sub(c.idleAt) > t.cfg.IdleTimeout {
+				// The newest is too old, so all are: the rest go too.
+				expired = append(append(expired, c), t.idle...)
+				clear(t.idle)
+				t.idle = t.idle[:0]
+				break
+			}
+		}
 		t.mu.Unlock()
 		return c, true, nil
 	}
 	t.mu.Unlock()
+	for _, c := range expired {
+		c.close()
+	}
 	c, err := t.dial(ctx)
 	return c, false, err
 }
@@ -204,7 +244,7 @@ func (t *Transport) dial(ctx context.Context) (*conn, error) {
 	c.bw = bufio.NewWriterSize(nc, 4096)
 	t.mu.Lock()
 	t.conns[c] = struct{}{}
-	if !t.watching && !t.closed {
+	if !t.watching {
 		t.watching = true
 		go t.watch()
 	}
@@ -255,14 +295,14 @@ func (t *Transport) watch() {
 	tick := time.NewTicker(watchEvery)
 	defer tick.Stop()
 	var busy []*conn
-	for {
-		select {
-		case <-t.stop:
-			return
-		case <-tick.C:
-		}
+	for range tick.C {
 		busy = busy[:0]
 		t.mu.Lock()
+		if t.closed && len(t.conns) == 0 {
+			t.watching = false
+			t.mu.Unlock()
+			return
+		}
 		for c := range t.conns {
 			busy = append(busy, c)
 		}
@@ -282,7 +322,11 @@ type conn struct {
 	br     *bufio.Reader // reads through conn.Read, which counts
 	bw     *bufio.Writer
 	nread  int64 // bytes read in the current round trip
-	idleAt time.Time
+	// headerLimit, while not zero, is how many bytes the round trip may read before its
+	// response headers are complete (the bufio.Reader reads ahead, so it is a bound, not an
+	// exact header size).
+	headerLimit int64
+	idleAt      time.Time
 
 	// mu guards the round trip's state as the watchdog sees it.
 	mu       sync.Mutex
@@ -291,8 +335,17 @@ type conn struct {
 	aborted  bool            // the watchdog ended the round trip; the connection is spent
 }
 
+// MaxHeaderBytes bounds a response's status line and headers, as http.Transport's
+// MaxResponseHeaderBytes does; a cell that sends more fails the request.
+const MaxHeaderBytes = 1 << 20
+
+var errHeadersTooLarge = fmt.Errorf("hop: the response headers exceed %d bytes", MaxHeaderBytes)
+
 // Read reads from the network connection and counts what it read.
 func (c *conn) Read(p []byte) (int, error) {
+	if c.headerLimit != 0 && c.nread >= c.headerLimit {
+		return 0, errHeadersTooLarge
+	}
 	n, err := c.nc.Read(p)
 	c.nread += int64(n)
 	return n, err
@@ -338,6 +391,18 @@ func (c *conn) gotHeaders() bool {
 	return ok
 }
 
+// err is the error to report for a failed read or write: the request context's error when the
+// watchdog ended the round trip because of it, else err.
+func (c *conn) err(err error) error {
+	c.mu.Lock()
+	aborted, ctx := c.aborted, c.ctx
+	c.mu.Unlock()
+	if aborted && ctx != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
 // end marks the end of a round trip and reports whether it ended without the watchdog.
 func (c *conn) end() bool {
 	c.mu.Lock()
@@ -357,9 +422,10 @@ func (c *conn) close() {
 
 // roundTrip writes req and reads the response headers. On error the connection is closed.
 func (c *conn) roundTrip(req *http.Request) (*http.Response, error) {
-	c.nread = 0
+	c.nread, c.headerLimit = 0, MaxHeaderBytes
 	c.begin(req.Context())
 	fail := func(err error) (*http.Response, error) {
+		err = c.err(err)
 		c.end()
 		c.close()
 		return nil, err
@@ -386,6 +452,7 @@ func (c *conn) roundTrip(req *http.Request) (*http.Response, error) {
 			return fail(errors.New("hop: too many 1xx informational answers"))
 		}
 	}
+	c.headerLimit = 0
 	if !c.gotHeaders() {
 		return fail(os.ErrDeadlineExceeded)
 	}
@@ -399,9 +466,11 @@ func (c *conn) roundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // release ends a round trip: the connection goes back to the pool when its response was read
-// to the end, the cell keeps it open and the watchdog did not end it; else it is closed.
+// to the end with nothing after it, the cell keeps it open and the watchdog did not end it;
+// else it is closed. (Bytes a misbehaving cell sends later, while the connection is idle, would
+// be read as the next request's answer; cells are net/http servers, which do not.)
 func (c *conn) release(keep bool) {
-	if c.end() && keep {
+	if c.end() && keep && c.br.Buffered() == 0 {
 		c.t.put(c)
 		return
 	}
@@ -414,20 +483,30 @@ type body struct {
 	rc   io.ReadCloser
 	keep bool
 	done atomic.Bool
+	err  error // the error that ended reading (io.EOF at the end), returned again after it
 }
 
 var errBodyClosed = errors.New("hop: read on closed response body")
 
 func (b *body) Read(p []byte) (int, error) {
 	if b.done.Load() {
+		if b.err != nil {
+			return 0, b.err
+		}
 		return 0, errBodyClosed
 	}
 	n, err := b.rc.Read(p)
-	if err != nil && b.done.CompareAndSwap(false, true) {
-		// At io.EOF the whole response was read and the connection may be reused. The
-		// underlying body is not closed: that would read from a connection another request
-		// may already be using.
-		b.c.release(b.keep && err == io.EOF)
+	if err != nil {
+		if err != io.EOF {
+			err = b.c.err(err)
+		}
+		if b.done.CompareAndSwap(false, true) {
+			b.err = err
+			// At io.EOF the whole response was read and the connection may be reused. The
+			// underlying body is not closed: that would read from a connection another
+			// request may already be using.
+			b.c.release(b.keep && err == io.EOF)
+		}
 	}
 	return n, err
 }
@@ -443,18 +522,36 @@ func (b *body) Close() error {
 }
 
 // writeRequest writes a request without a body in HTTP/1.1 wire format and flushes it. It
-// writes what http.Transport would, minus User-Agent when it is empty (as the ReverseProxy
-// asks with an empty value) and with the request's own headers in map order.
+// writes what http.Transport would, validated as http.Transport validates it, minus User-Agent
+// when it is empty (as the ReverseProxy asks with an empty value), with the request's own
+// headers in map order. Nothing is written when anything is invalid.
 func writeRequest(w *bufio.Writer, req *http.Request) error {
 	host := req.Host
 	if host == "" {
 		host = req.URL.Host
 	}
-	uri := req.URL.RequestURI()
-	if !validValue(host) || !validURI(uri) || !validToken(req.Method) {
-		return errors.New("hop: invalid request line or host")
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
 	}
-	w.WriteString(req.Method)
+	uri := req.URL.RequestURI()
+	if !httpguts.ValidHostHeader(host) || host == "" {
+		return fmt.Errorf("hop: invalid Host %q", host)
+	}
+	if !validURI(uri) || !validMethod(method) {
+		return errors.New("hop: invalid request line")
+	}
+	for k, vs := range req.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return fmt.Errorf("hop: invalid header field name %q", k)
+		}
+		for _, v := range vs {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return fmt.Errorf("hop: invalid header field value for %q", k)
+			}
+		}
+	}
+	w.WriteString(method)
 	w.WriteByte(' ')
 	w.WriteString(uri)
 	w.WriteString(" HTTP/1.1\r\nHost: ")
@@ -465,15 +562,9 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 		case "Host", "Content-Length", "Transfer-Encoding", "Trailer", "Connection":
 			continue
 		}
-		if !validToken(k) {
-			return fmt.Errorf("hop: invalid header field name %q", k)
-		}
 		for _, v := range vs {
 			if k == "User-Agent" && v == "" {
 				continue
-			}
-			if !validValue(v) {
-				return fmt.Errorf("hop: invalid header field value for %q", k)
 			}
 			w.WriteString(k)
 			w.WriteString(": ")
@@ -481,8 +572,8 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 			w.WriteString("\r\n")
 		}
 	}
-	switch req.Method {
-	case http.MethodPost, http.MethodPut, http.MethodPatch:
+	// As http.Transport: an empty body is announced except on GET and HEAD.
+	if method != http.MethodGet && method != http.MethodHead {
 		w.WriteString("Content-Length: 0\r\n")
 	}
 	if req.Close {
@@ -492,37 +583,13 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 	return w.Flush()
 }
 
-// validToken reports whether s is a non-empty RFC 9110 token (a method or a field name).
-func validToken(s string) bool {
+// validMethod reports whether s is an RFC 9110 token.
+func validMethod(s string) bool {
 	if s == "" {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		if !isTokenChar(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func isTokenChar(c byte) bool {
-	switch {
-	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		return true
-	}
-	switch c {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
-}
-
-// validValue reports whether s may be sent as a field value: no control characters other
-// than horizontal tab, so nothing can end the field or the header block early.
-func validValue(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < ' ' && c != '\t' || c == 0x7f {
+		if !httpguts.IsTokenRune(rune(s[i])) {
 			return false
 		}
 	}

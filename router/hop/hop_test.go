@@ -348,8 +348,8 @@ func TestCancelMidBodyClosesTheConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.AfterFunc(20*time.Millisecond, cancel)
-	if _, err := io.ReadAll(res.Body); err == nil {
-		t.Fatal("reading a stalled body after cancel gave no error")
+	if _, err := io.ReadAll(res.Body); !errors.Is(err, context.Canceled) {
+		t.Fatalf("reading a stalled body after cancel: %v, want context.Canceled", err)
 	}
 	res.Body.Close()
 	if _, err := res.Body.Read(buf); err == nil {
@@ -522,5 +522,109 @@ func TestCloseStopsPooling(t *testing.T) {
 	io.ReadAll(res.Body)
 	if len(tr.idle) != 0 {
 		t.Errorf("pooled after Close")
+	}
+}
+
+func TestCancelAfterCloseStillWorks(t *testing.T) {
+	addr, _ := rawServer(t, func(_ int, c net.Conn) {
+		_, _ = io.Copy(io.Discard, c) // never answers
+	})
+	tr, _ := newTransport(t, addr, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := tr.RoundTrip(get(t, "http://"+addr, "/").WithContext(ctx))
+		errc <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	tr.Close() // the cell was removed from the router while the request waits
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a canceled request on a closed transport kept waiting")
+	}
+}
+
+func TestBytesAfterAnAnswerAreNotTheNextAnswer(t *testing.T) {
+	addr, conns := rawServer(t, func(k int, c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			req, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			if req.Method == http.MethodHead {
+				// A broken cell: an extra answer nobody asked for right after the HEAD's.
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"+
+					"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale")
+				continue
+			}
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfresh")
+		}
+	})
+	tr, _ := newTransport(t, addr, nil)
+	req := get(t, "http://"+addr, "/")
+	req.Method = http.MethodHead
+	do(t, tr, req)
+	if _, body := do(t, tr, get(t, "http://"+addr, "/")); body != "fresh" {
+		t.Errorf("GET after the HEAD got %q, want fresh", body)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2 (the one with leftover bytes is not pooled)", n)
+	}
+}
+
+func TestIdleConnectionsPastTheirTimeoutAreNotUsed(t *testing.T) {
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "x") })
+	tr, _ := newTransport(t, addrOf(t, s.URL), func(c *Config) { c.IdleTimeout = 30 * time.Millisecond })
+	do(t, tr, get(t, s.URL, "/"))
+	time.Sleep(60 * time.Millisecond)
+	do(t, tr, get(t, s.URL, "/"))
+	if n := s.conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2 (the expired one is not reused)", n)
+	}
+}
+
+func TestReadAfterTheEndKeepsReturningEOF(t *testing.T) {
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "abc") })
+	tr, _ := newTransport(t, addrOf(t, s.URL), nil)
+	res, err := tr.RoundTrip(get(t, s.URL, "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(res.Body); err != nil || string(b) != "abc" {
+		t.Fatalf("%q, %v", b, err)
+	}
+	if _, err := res.Body.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("read after the end: %v, want io.EOF", err)
+	}
+	res.Body.Close()
+}
+
+func TestHugeResponseHeadersFail(t *testing.T) {
+	addr, _ := rawServer(t, func(_ int, c net.Conn) {
+		br := bufio.NewReader(c)
+		if _, err := readRequest(br); err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Big: "+strings.Repeat("a", 2*MaxHeaderBytes)+"\r\n\r\n")
+	})
+	tr, _ := newTransport(t, addr, nil)
+	if _, err := tr.RoundTrip(get(t, "http://"+addr, "/")); !errors.Is(err, errHeadersTooLarge) {
+		t.Fatalf("err = %v, want errHeadersTooLarge", err)
+	}
+}
+
+func TestInvalidHostIsNotSent(t *testing.T) {
+	for _, host := range []string{"a b", "a/b", "a\x00"} {
+		req := get(t, "http://127.0.0.1:1", "/")
+		req.Host = host
+		if err := writeRequest(bufio.NewWriter(io.Discard), req); err == nil {
+			t.Errorf("Host %q accepted", host)
+		}
 	}
 }
