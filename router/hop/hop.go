@@ -317,11 +317,11 @@ func (t *Transport) watch() {
 
 // conn is one keep-alive connection to the cell. It is used by one request at a time.
 type conn struct {
-	t      *Transport
-	nc     net.Conn
-	br     *bufio.Reader // reads through conn.Read, which counts
-	bw     *bufio.Writer
-	nread  int64 // bytes read in the current round trip
+	t     *Transport
+	nc    net.Conn
+	br    *bufio.Reader // reads through conn.Read, which counts
+	bw    *bufio.Writer
+	nread int64 // bytes read in the current round trip
 	// headerLimit, while not zero, is how many bytes the round trip may read before its
 	// response headers are complete (the bufio.Reader reads ahead, so it is a bound, not an
 	// exact header size).
