@@ -17,8 +17,10 @@ import (
 
 // attempt is one try of a request on one cell. The ReverseProxy's hooks find it through the
 // request context and record what happened instead of writing to the client, so the router can
-// still decide to retry after a 421.
+// still decide to retry after a 421. It is that context itself (the client request's context
+// plus itself as a value), which saves an allocation per request.
 type attempt struct {
+	context.Context
 	cell      *cell
 	reqID     string
 	epoch     int64
@@ -30,24 +32,36 @@ type attempt struct {
 	owningHint  string         // the cell's X-Owning-Cell on a 421, for logs only
 	err         error          // transport failure; nothing was written to the client
 
-	reqIDHeader []string
+	// Header values, kept here so that setting them allocates nothing.
+	reqIDHeader [1]string
+	epochHeader [1]string
 }
 
 type attemptKey struct{}
 
-// reqIDValue is the request ID as a header value, made once per attempt.
-func (a *attempt) reqIDValue() []string {
-	if a.reqIDHeader == nil {
-		a.reqIDHeader = []string{a.reqID}
+// Value makes the attempt a context that holds itself under attemptKey.
+func (a *attempt) Value(key any) any {
+	if key == (attemptKey{}) {
+		return a
 	}
-	return a.reqIDHeader
+	return a.Context.Value(key)
+}
+
+// attemptOf is the attempt whose context ctx is or derives from.
+func attemptOf(ctx context.Context) *attempt { return ctx.Value(attemptKey{}).(*attempt) }
+
+// reqIDValue is the request ID as a header value.
+func (a *attempt) reqIDValue() []string {
+	a.reqIDHeader[0] = a.reqID
+	return a.reqIDHeader[:]
 }
 
 // Canonical header keys for direct map access on the hot path.
 var (
-	keyRequestID     = http.CanonicalHeaderKey(HeaderRequestID)
-	keyPlacementCell = http.CanonicalHeaderKey(HeaderPlacementCell)
-	keyCellID        = http.CanonicalHeaderKey(HeaderCellID)
+	keyRequestID      = http.CanonicalHeaderKey(HeaderRequestID)
+	keyPlacementCell  = http.CanonicalHeaderKey(HeaderPlacementCell)
+	keyPlacementEpoch = http.CanonicalHeaderKey(HeaderPlacementEpoch)
+	keyCellID         = http.CanonicalHeaderKey(HeaderCellID)
 )
 
 // errMisdirected is returned by ModifyResponse to stop the ReverseProxy from copying a 421.
@@ -107,7 +121,8 @@ func (rt *Router) try(x *exchange, r *http.Request, a *attempt) {
 			done(a.err)
 		}
 	}()
-	c.proxy.ServeHTTP(&x.rec, r.WithContext(context.WithValue(r.Context(), attemptKey{}, a)))
+	a.Context = r.Context()
+	c.proxy.ServeHTTP(&x.rec, r.WithContext(a))
 }
 
 // newProxy builds the ReverseProxy of one cell.
@@ -122,7 +137,7 @@ func (rt *Router) newProxy(c *cell) *httputil.ReverseProxy {
 }
 
 func (c *cell) rewrite(pr *httputil.ProxyRequest) {
-	a := pr.In.Context().Value(attemptKey{}).(*attempt)
+	a := attemptOf(pr.In.Context())
 	h := pr.Out.Header
 	for _, k := range routerOnlyRequest {
 		delete(h, k)
@@ -134,7 +149,8 @@ func (c *cell) rewrite(pr *httputil.ProxyRequest) {
 	h[keyRequestID] = a.reqIDValue()
 	h[keyPlacementCell] = c.idValue
 	if a.workspace {
-		h.Set(HeaderPlacementEpoch, strconv.FormatInt(a.epoch, 10))
+		a.epochHeader[0] = strconv.FormatInt(a.epoch, 10)
+		h[keyPlacementEpoch] = a.epochHeader[:]
 	}
 	if a.buffered {
 		h.Del("Expect")
@@ -142,7 +158,7 @@ func (c *cell) rewrite(pr *httputil.ProxyRequest) {
 }
 
 func (c *cell) modifyResponse(res *http.Response) error {
-	a := res.Request.Context().Value(attemptKey{}).(*attempt)
+	a := attemptOf(res.Request.Context())
 	if a.workspace && res.StatusCode == http.StatusMisdirectedRequest {
 		a.misdirected = true
 		a.owningHint = res.Header.Get(HeaderOwningCell)
@@ -160,7 +176,7 @@ func (c *cell) modifyResponse(res *http.Response) error {
 }
 
 func (c *cell) errorHandler(_ http.ResponseWriter, r *http.Request, err error) {
-	a := r.Context().Value(attemptKey{}).(*attempt)
+	a := attemptOf(r.Context())
 	if !errors.Is(err, errMisdirected) {
 		a.err = err
 	}

@@ -249,7 +249,8 @@ type exchange struct {
 	r     *http.Request
 	reqID string
 	ws    string
-	cell  *cell // the last cell tried; nil while none was
+	cell  *cell   // the last cell tried; nil while none was
+	first attempt // the first attempt, allocated with the exchange
 }
 
 // cellID is the ID of the last cell tried, or "" before the router picked one.
@@ -274,7 +275,8 @@ func (rt *Router) serve(x *exchange) {
 			return
 		}
 		x.cell = c
-		a := &attempt{cell: c, reqID: x.reqID}
+		a := &x.first
+		a.cell, a.reqID = c, x.reqID
 		rt.try(x, x.r, a)
 		rt.finishAttempt(x, a)
 		return
@@ -296,7 +298,8 @@ func (rt *Router) serve(x *exchange) {
 		rt.fail(x, err)
 		return
 	}
-	a := &attempt{cell: c, reqID: x.reqID, epoch: epoch, workspace: true, buffered: replayable}
+	a := &x.first
+	a.cell, a.reqID, a.epoch, a.workspace, a.buffered = c, x.reqID, epoch, true, replayable
 	rt.try(x, out, a)
 	if !a.misdirected {
 		rt.finishAttempt(x, a)

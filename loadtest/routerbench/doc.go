@@ -6,12 +6,18 @@
 //   - router (any cell): the router, in process, in front of that backend, on a route without a
 //     workspace;
 //   - router (workspace): the same, on /api/v1/workspaces/{id} with the placement cached;
+//   - bare ReverseProxy, http.Transport: an httputil.ReverseProxy with nothing else, over the
+//     standard transport: the floor for a Go proxy built the textbook way;
+//   - bare ReverseProxy, router's transport: the same over the router's transport (router/hop),
+//     so the router's own cost (routing, breaker, metrics, access log) shows as the difference;
 //   - nginx: nginx as a reference reverse proxy with a keep-alive upstream to the same backend,
 //     run with its own configuration, pid and log files in a temporary directory.
 //
-// It prints a markdown table (req/s, p50, p99) and the two figures the router is held to:
-// router throughput as a fraction of nginx's (target ≥ 0.5) and the p99 the router adds over
-// direct (target ≤ 1 ms).
+// It prints a markdown table (req/s, p50, p99, CPU per request of the proxy and of the backend)
+// and the two figures the router is held to: router throughput as a fraction of nginx's
+// (target ≥ 0.5; also per round, since a round's loads run seconds apart and the host is
+// shared) and the p99 the router adds over direct (target ≤ 1 ms). -only narrows the proxies
+// measured; -cpuprofile writes a profile per in-process proxy.
 //
 // The backend runs as a child process (this binary, re-executed), so that the router and the
 // backend do not share a Go scheduler, as in production. Load comes from wrk when it is on PATH,

@@ -38,7 +38,14 @@ func New(prefix string) string {
 	if _, err := rand.Read(b[:]); err != nil {
 		panic("ids: no randomness: " + err.Error())
 	}
-	return prefix + "_" + encoding.EncodeToString(b[:])
+	var sb strings.Builder
+	sb.Grow(len(prefix) + 1 + bodyLen)
+	sb.WriteString(prefix)
+	sb.WriteByte('_')
+	var body [bodyLen]byte
+	encoding.Encode(body[:], b[:])
+	sb.Write(body[:])
+	return sb.String() // one allocation: IDs are made on every request (trace IDs)
 }
 
 // Valid reports whether s is shaped like an ID of the given prefix.
