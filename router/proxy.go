@@ -50,11 +50,9 @@ func (a *attempt) Value(key any) any {
 // attemptOf is the attempt whose context ctx is or derives from.
 func attemptOf(ctx context.Context) *attempt { return ctx.Value(attemptKey{}).(*attempt) }
 
-// reqIDValue is the request ID as a header value.
-func (a *attempt) reqIDValue() []string {
-	a.reqIDHeader[0] = a.reqID
-	return a.reqIDHeader[:]
-}
+// reqIDValue is the request ID as a header value. The value is written once, before the
+// request is sent, and never again: the request to the cell and the answer share it.
+func (a *attempt) reqIDValue() []string { return a.reqIDHeader[:] }
 
 // Canonical header keys for direct map access on the hot path.
 var (
@@ -122,6 +120,7 @@ func (rt *Router) try(x *exchange, r *http.Request, a *attempt) {
 		}
 	}()
 	a.Context = r.Context()
+	a.reqIDHeader[0] = a.reqID
 	c.proxy.ServeHTTP(&x.rec, r.WithContext(a))
 }
 

@@ -45,7 +45,7 @@ func NewWithAccess(component string, o Options) (*zap.Logger, *AccessLog, error)
 	}
 	out := output(o)
 	a := &AccessLog{out: out, enabled: level.Enabled(zapcore.InfoLevel)}
-	a.component = string(appendEscaped(nil, component))
+	a.component = string(appendEscaped(nil, Redact(component)))
 	return newLogger(component, level, out), a, nil
 }
 
@@ -132,7 +132,8 @@ func (l *Line) Dur(key string, d time.Duration) *Line {
 	l.b = append(l.b, ',', '"')
 	l.b = append(l.b, key...)
 	l.b = append(l.b, `":`...)
-	l.b = strconv.AppendFloat(l.b, d.Seconds(), 'f', -1, 64)
+	// As zapcore.SecondsDurationEncoder computes it (d.Seconds() can differ in the last digit).
+	l.b = strconv.AppendFloat(l.b, float64(d)/float64(time.Second), 'f', -1, 64)
 	return l
 }
 

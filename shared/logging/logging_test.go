@@ -52,10 +52,12 @@ func TestAccessLogLooksLikeTheLogger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// 5895128470 ns is a duration whose d.Seconds() differs from zap's in the last digit.
 	log.Info("request", zap.String("method", "GET"), zap.String("path", "/a\"b\\c\n\x01é\xff"),
-		zap.Int("status", 200), zap.Duration("duration", 1500*time.Microsecond))
+		zap.Int("status", 200), zap.Duration("duration", 1500*time.Microsecond),
+		zap.Duration("slow", 5895128470*time.Nanosecond))
 	access.Begin("request").Str("method", "GET").Str("path", "/a\"b\\c\n\x01é\xff").
-		Int("status", 200).Dur("duration", 1500*time.Microsecond).End()
+		Int("status", 200).Dur("duration", 1500*time.Microsecond).Dur("slow", 5895128470*time.Nanosecond).End()
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("want 2 lines, got %q", buf.String())
