@@ -7,9 +7,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"testing"
-	"time"
 
-	"slidecells/router/hop"
 	"slidecells/router/placement"
 	"slidecells/shared/ids"
 )
@@ -77,11 +75,7 @@ func BenchmarkBareReverseProxy(b *testing.B) {
 	u, _ := url.Parse(backend.URL)
 	std := &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}
 	b.Cleanup(std.CloseIdleConnections)
-	lean, err := hop.New(hop.Config{Addr: u.Host, DialTimeout: time.Second, MaxIdle: 256,
-		IdleTimeout: time.Minute, ResponseHeaderTimeout: DefaultCellTimeout, Fallback: std})
-	if err != nil {
-		b.Fatal(err)
-	}
+	lean := CellTransport(u, Config{})
 	b.Cleanup(lean.Close)
 	for _, tr := range []struct {
 		name string

@@ -241,7 +241,7 @@ func (rt *Router) newCell(lc Cell) *cell {
 	u, _ := url.Parse(lc.URL) // checked by checkCell
 	c := &cell{id: lc.ID, idValue: []string{lc.ID}, rawURL: lc.URL, target: u}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.transport = rt.newTransport(u)
+	c.transport = CellTransport(u, rt.cfg)
 	c.healthy.Store(true) // optimistic until the first probe says otherwise
 	c.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        lc.ID,
@@ -259,21 +259,25 @@ func (rt *Router) newCell(lc Cell) *cell {
 	return c
 }
 
-// newTransport builds a cell's transport: the lean keep-alive client of package hop for
-// bodiless idempotent requests (most of the traffic), over an http.Transport for the rest.
-func (rt *Router) newTransport(u *url.URL) *hop.Transport {
+// CellTransport builds the transport the router uses for the cell at u (an http or https URL
+// with a host): the lean keep-alive client of package hop for bodiless idempotent requests
+// (most of the traffic), over an http.Transport for the rest, with cfg's timeouts and pool
+// size (defaults for zero values). Exported so benchmarks can put the router's transport
+// under a bare ReverseProxy.
+func CellTransport(u *url.URL, cfg Config) *hop.Transport {
+	cfg = cfg.withDefaults()
 	fallback := &http.Transport{
 		Proxy: nil, // cells are internal; never go through an environment proxy
 		DialContext: (&net.Dialer{
-			Timeout:   rt.cfg.DialTimeout,
+			Timeout:   cfg.DialTimeout,
 			KeepAlive: 30 * time.Second,
 		}).DialContext,
 		ForceAttemptHTTP2:     false,
 		MaxIdleConns:          0,
-		MaxIdleConnsPerHost:   rt.cfg.MaxIdleConnsPerCell,
+		MaxIdleConnsPerHost:   cfg.MaxIdleConnsPerCell,
 		IdleConnTimeout:       cellIdleTimeout,
 		TLSHandshakeTimeout:   5 * time.Second,
-		ResponseHeaderTimeout: rt.cfg.CellTimeout,
+		ResponseHeaderTimeout: cfg.CellTimeout,
 		ExpectContinueTimeout: time.Second,
 		// Pass the cell's encoding through untouched instead of negotiating gzip on the hop.
 		DisableCompression: true,
@@ -288,14 +292,14 @@ func (rt *Router) newTransport(u *url.URL) *hop.Transport {
 	}
 	t, err := hop.New(hop.Config{
 		Addr:                  addr,
-		DialTimeout:           rt.cfg.DialTimeout,
-		MaxIdle:               rt.cfg.MaxIdleConnsPerCell,
+		DialTimeout:           cfg.DialTimeout,
+		MaxIdle:               cfg.MaxIdleConnsPerCell,
 		IdleTimeout:           cellIdleTimeout,
-		ResponseHeaderTimeout: rt.cfg.CellTimeout,
+		ResponseHeaderTimeout: cfg.CellTimeout,
 		Fallback:              fallback,
 	})
 	if err != nil {
-		panic(err) // the URL was checked by checkCell
+		panic(err) // only a missing fallback or an address without a port fails, and neither can
 	}
 	return t
 }

@@ -64,7 +64,7 @@
 // path takes a lock shared between cells, so a cell that is down or frozen costs only its own
 // requests. The transport is package hop's: a keep-alive HTTP/1.1 client that sends bodiless,
 // idempotent requests (most of the traffic) on the caller's goroutine, over an http.Transport
-// for everything else (bodies, upgrades); it cuts the router's CPU per request by a quarter
+// for everything else (bodies, upgrades); it cuts the router's CPU per request by a third
 // (BENCHMARKS.md). Transport failures (refused, reset, no headers within CellTimeout) are breaker
 // failures; a cell's own answers, whatever their status, are not. An open breaker, a cell that
 // failed ProbeFailures consecutive /readyz probes, and a cell the directory marks down all give

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"slidecells/router"
-	"slidecells/router/hop"
 	"slidecells/router/placement"
 	"slidecells/shared/ids"
 	"slidecells/shared/logging"
@@ -151,8 +150,8 @@ func startRouter(ctx context.Context, backendURL, dir string, accessLog bool) (*
 
 // startBareProxy serves a plain httputil.ReverseProxy with the router's copy-buffer pool and
 // nothing else (no routing, breaker, logs or metrics), so the report separates the router's own
-// cost from the proxy machinery's. With lean it uses the router's transport (package hop over
-// an http.Transport); without, an http.Transport alone: the floor for any Go proxy built on the
+// cost from the proxy machinery's. With lean it uses the router's own transport
+// (router.CellTransport, default settings); without, an http.Transport alone: the floor for any Go proxy built on the
 // standard transport.
 func startBareProxy(backendURL string, lean bool) (*served, error) {
 	u, err := url.Parse(backendURL)
@@ -167,12 +166,7 @@ func startBareProxy(backendURL string, lean bool) (*served, error) {
 	var tr http.RoundTripper = std
 	closeIdle := std.CloseIdleConnections
 	if lean {
-		h, err := hop.New(hop.Config{Addr: u.Host, DialTimeout: time.Second,
-			MaxIdle: router.DefaultMaxIdleConnsPerCell, IdleTimeout: 90 * time.Second,
-			ResponseHeaderTimeout: router.DefaultCellTimeout, Fallback: std})
-		if err != nil {
-			return nil, err
-		}
+		h := router.CellTransport(u, router.Config{})
 		tr, closeIdle = h, h.Close
 	}
 	p := &httputil.ReverseProxy{Transport: tr, BufferPool: &buffers{}, Rewrite: func(pr *httputil.ProxyRequest) {

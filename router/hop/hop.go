@@ -166,9 +166,7 @@ func (t *Transport) CloseIdleConnections() {
 	idle := t.idle
 	t.idle = nil
 	t.mu.Unlock()
-	for _, c := range idle {
-		c.close()
-	}
+	closeAll(idle)
 	if ci, ok := t.cfg.Fallback.(interface{ CloseIdleConnections() }); ok {
 		ci.CloseIdleConnections()
 	}
@@ -177,16 +175,30 @@ func (t *Transport) CloseIdleConnections() {
 // closeIdleSince closes the pooled connections idle since at or before t0.
 func (t *Transport) closeIdleSince(t0 time.Time) {
 	t.mu.Lock()
+	old := t.takeIdleSinceLocked(t0)
+	t.mu.Unlock()
+	closeAll(old)
+}
+
+// takeIdleSinceLocked removes from the pool, and returns, the connections idle since at or
+// before t0 (the front of the pool, which is ordered by idleAt). t.mu is held.
+func (t *Transport) takeIdleSinceLocked(t0 time.Time) []*conn {
 	i := 0
 	for i < len(t.idle) && !t.idle[i].idleAt.After(t0) {
 		i++
+	}
+	if i == 0 {
+		return nil
 	}
 	old := append([]*conn(nil), t.idle[:i]...)
 	n := copy(t.idle, t.idle[i:])
 	clear(t.idle[n:])
 	t.idle = t.idle[:n]
-	t.mu.Unlock()
-	for _, c := range old {
+	return old
+}
+
+func closeAll(cs []*conn) {
+	for _, c := range cs {
 		c.close()
 	}
 }
@@ -204,34 +216,29 @@ func (t *Transport) Close() {
 // get takes the most recently used idle connection that has not been idle longer than
 // IdleTimeout, or dials a new one.
 func (t *Transport) get(ctx context.Context) (*conn, bool, error) {
-	var now time.Time
-	var expired []*conn
 	t.mu.Lock()
-	for n := len(t.idle); n > 0; n = len(t.idle) {
+	expired := t.takeExpiredLocked(time.Now())
+	if n := len(t.idle); n > 0 {
 		c := t.idle[n-1]
 		t.idle[n-1] = nil
 		t.idle = t.idle[:n-1]
-		if t.cfg.IdleTimeout > 0 {
-			if now.IsZero() {
-				now = time.Now()
-			}
-			if now.Sub(c.idleAt) > t.cfg.IdleTimeout {
-				// The newest is too old, so all are: the rest go too.
-				expired = append(append(expired, c), t.idle...)
-				clear(t.idle)
-				t.idle = t.idle[:0]
-				break
-			}
-		}
 		t.mu.Unlock()
+		closeAll(expired)
 		return c, true, nil
 	}
 	t.mu.Unlock()
-	for _, c := range expired {
-		c.close()
-	}
+	closeAll(expired)
 	c, err := t.dial(ctx)
 	return c, false, err
+}
+
+// takeExpiredLocked removes from the pool, and returns, the connections idle for longer than
+// IdleTimeout at now. t.mu is held.
+func (t *Transport) takeExpiredLocked(now time.Time) []*conn {
+	if t.cfg.IdleTimeout <= 0 {
+		return nil
+	}
+	return t.takeIdleSinceLocked(now.Add(-t.cfg.IdleTimeout - 1))
 }
 
 func (t *Transport) dial(ctx context.Context) (*conn, error) {
@@ -255,32 +262,17 @@ func (t *Transport) dial(ctx context.Context) (*conn, error) {
 // put pools a connection whose last response was read to its end, closing those idle for
 // longer than IdleTimeout on the way.
 func (t *Transport) put(c *conn) {
-	now := time.Now()
-	c.idleAt = now
-	var stale []*conn
+	c.idleAt = time.Now()
 	t.mu.Lock()
 	if t.closed || len(t.idle) >= t.cfg.MaxIdle {
 		t.mu.Unlock()
 		c.close()
 		return
 	}
-	if t.cfg.IdleTimeout > 0 {
-		i := 0
-		for i < len(t.idle) && now.Sub(t.idle[i].idleAt) > t.cfg.IdleTimeout {
-			i++
-		}
-		if i > 0 {
-			stale = append(stale, t.idle[:i]...)
-			n := copy(t.idle, t.idle[i:])
-			clear(t.idle[n:])
-			t.idle = t.idle[:n]
-		}
-	}
+	stale := t.takeExpiredLocked(c.idleAt)
 	t.idle = append(t.idle, c)
 	t.mu.Unlock()
-	for _, s := range stale {
-		s.close()
-	}
+	closeAll(stale)
 }
 
 // watchEvery is how often the watchdog looks at the connections in use.
@@ -288,9 +280,9 @@ const watchEvery = 50 * time.Millisecond
 
 // watch ends the round trips whose request context has ended or whose response headers are
 // late, by giving their connection a deadline in the past. Doing this from one goroutine a few
-// times a second, instead of a context callback and two deadline changes per request, is what
-// most of this transport's saving over http.Transport is made of; it delays a cancellation or a
-// header timeout by up to watchEvery.
+// times a second instead of a context callback and two deadline changes per request saves
+// about 1.5 µs of CPU per request (BENCHMARKS.md); it delays a cancellation or a header timeout
+// by up to watchEvery.
 func (t *Transport) watch() {
 	tick := time.NewTicker(watchEvery)
 	defer tick.Stop()
