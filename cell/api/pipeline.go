@@ -91,7 +91,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, op Operation
 	if limit <= 0 {
 		limit = DefaultMaxBodyBytes
 	}
-	fp, cleanup, err := fingerprintBody(r, limit)
+	fp, rewind, cleanup, err := fingerprintBody(r, limit)
 	defer cleanup()
 	if err != nil {
 		s.fail(ctx, w, err)
@@ -102,91 +102,102 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, op Operation
 		ws = ScopeFrom(ctx).WorkspaceID()
 	}
 	k := idempotency.Key{WorkspaceID: ws, UserID: PrincipalFrom(ctx).UserID, OperationID: op.ID, Key: key}
-	replay, attempt, err := s.Idem.Begin(ctx, k, fp)
+	// The handler runs inside the transaction that stores its answer: its writes and the answer
+	// commit together. Its answer is held until then, so a client never sees an answer that
+	// did not commit.
+	resp, replayed, err := s.Idem.Run(ctx, k, fp, func(ctx context.Context) idempotency.Response {
+		if err := rewind(); err != nil {
+			return idempotency.Response{Status: http.StatusInternalServerError}
+		}
+		bw := &bufferedWriter{header: http.Header{}}
+		next(bw, r.WithContext(ctx))
+		if bw.status == 0 {
+			bw.status = http.StatusOK
+		}
+		return idempotency.Response{Status: bw.status, Header: bw.header, Body: bw.body.Bytes()}
+	})
 	if err != nil {
 		s.fail(ctx, w, err)
 		return
 	}
-	if replay != nil {
-		h := w.Header()
-		for name, v := range replay.Header {
+	h := w.Header()
+	for name, v := range resp.Header {
+		if name != tenancy.HeaderRequestID {
 			h[name] = v
 		}
+	}
+	if replayed {
 		h.Set(replayedHeader, "true")
-		w.WriteHeader(replay.Status)
-		_, _ = w.Write(replay.Body)
-		return
 	}
-	rec := &statusWriter{ResponseWriter: w, tee: &bytes.Buffer{}}
-	release := func() { _ = s.Idem.Release(context.WithoutCancel(ctx), k, attempt) }
-	finished := false
-	defer func() {
-		if !finished {
-			release() // the handler panicked: free the key so a retry can run
-		}
-	}()
-	next(rec, r)
-	finished = true
-	if rec.status == 0 {
-		rec.status = http.StatusOK
+	w.WriteHeader(resp.Status)
+	_, _ = w.Write(resp.Body)
+}
+
+// bufferedWriter holds an answer until its transaction has committed.
+type bufferedWriter struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferedWriter) Header() http.Header { return b.header }
+
+func (b *bufferedWriter) WriteHeader(code int) {
+	if b.status == 0 {
+		b.status = code
 	}
-	// Server errors are not answers to replay, and a 421 belongs to the router's placement, not
-	// to the request: both free the key so the retry (here or on the owning cell) runs.
-	if rec.status >= 500 || rec.status == http.StatusMisdirectedRequest {
-		release()
-		return
+}
+
+func (b *bufferedWriter) Write(p []byte) (int, error) {
+	if b.status == 0 {
+		b.status = http.StatusOK
 	}
-	stored := http.Header{}
-	for name, v := range w.Header() {
-		switch name {
-		case "Date", "Content-Length", tenancy.HeaderRequestID:
-			continue
-		}
-		stored[name] = v
-	}
-	// If storing the answer fails, the record stays executing until its lease ends: a retry
-	// meanwhile gets 409 in-flight rather than running a request that may have committed.
-	if err := s.Idem.Complete(context.WithoutCancel(ctx), k, attempt, idempotency.Response{Status: rec.status, Header: stored, Body: rec.tee.Bytes()}); err != nil {
-		s.Log.Error("idempotency record not completed", zap.String("trace_id", TraceID(ctx)), zap.Error(err))
-	}
+	return b.body.Write(p)
 }
 
 // memoryBodyLimit is how much of a body is held in memory to fingerprint it; larger bodies
 // (uploads) are spooled to a temporary file while hashing, so memory stays flat.
 const memoryBodyLimit = 1 << 20
 
-// fingerprintBody reads the body once, bounded by limit, fingerprints the request and puts a
-// replayable body back on r. cleanup removes any spool file.
-func fingerprintBody(r *http.Request, limit int64) (fp []byte, cleanup func(), err error) {
+// fingerprintBody reads the body once, bounded by limit, and fingerprints the request. rewind
+// puts the body, from its start, back on r (the handler may run more than once); cleanup
+// removes any spool file.
+func fingerprintBody(r *http.Request, limit int64) (fp []byte, rewind func() error, cleanup func(), err error) {
 	cleanup = func() {}
 	head, err := io.ReadAll(io.LimitReader(r.Body, min(limit, memoryBodyLimit)+1))
 	if err != nil {
-		return nil, cleanup, problem.New(problem.BadRequest, "the request body could not be read")
+		return nil, nil, cleanup, problem.New(problem.BadRequest, "the request body could not be read")
 	}
 	if int64(len(head)) > limit {
-		return nil, cleanup, problem.New(problem.PayloadTooLarge, "the request body is larger than %d bytes", limit)
+		return nil, nil, cleanup, problem.New(problem.PayloadTooLarge, "the request body is larger than %d bytes", limit)
 	}
 	if int64(len(head)) <= memoryBodyLimit {
-		r.Body = io.NopCloser(bytes.NewReader(head))
-		return idempotency.Fingerprint(r.Method, r.URL.RequestURI(), r.Header, head), cleanup, nil
+		rewind = func() error {
+			r.Body = io.NopCloser(bytes.NewReader(head))
+			return nil
+		}
+		return idempotency.Fingerprint(r.Method, r.URL.RequestURI(), r.Header, head), rewind, cleanup, nil
 	}
 	f, err := os.CreateTemp("", "slidecells-body-")
 	if err != nil {
-		return nil, cleanup, problem.Wrap(err, "cannot spool the request body")
+		return nil, nil, cleanup, problem.Wrap(err, "cannot spool the request body")
 	}
 	cleanup = func() { f.Close(); os.Remove(f.Name()) }
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(f, h), io.MultiReader(bytes.NewReader(head), io.LimitReader(r.Body, limit+1-int64(len(head)))))
 	if err != nil {
-		return nil, cleanup, problem.New(problem.BadRequest, "the request body could not be read")
+		return nil, nil, cleanup, problem.New(problem.BadRequest, "the request body could not be read")
 	}
 	if n > limit {
-		return nil, cleanup, problem.New(problem.PayloadTooLarge, "the request body is larger than %d bytes", limit)
+		return nil, nil, cleanup, problem.New(problem.PayloadTooLarge, "the request body is larger than %d bytes", limit)
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, cleanup, problem.Wrap(err, "cannot spool the request body")
+	rewind = func() error {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		r.Body = io.NopCloser(f)
+		r.ContentLength = n
+		return nil
 	}
-	r.Body = io.NopCloser(f)
-	r.ContentLength = n
-	return idempotency.FingerprintDigest(r.Method, r.URL.RequestURI(), r.Header, h.Sum(nil)), cleanup, nil
+	return idempotency.FingerprintDigest(r.Method, r.URL.RequestURI(), r.Header, h.Sum(nil)), rewind, cleanup, nil
 }

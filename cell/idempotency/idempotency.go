@@ -1,12 +1,23 @@
-// Package idempotency stores Idempotency-Key records so that a repeated request gets the first
-// answer instead of running again.
+// Package idempotency runs requests that carry an Idempotency-Key exactly once and replays their
+// first answer.
 //
 // Rules (spec, "Idempotency rules"): the boundary is user + workspace + operation + key; the
-// fingerprint is method + path + canonical body; same key and fingerprint replay the first
-// answer byte for byte; same key with another fingerprint is a 409; same key while the first
-// request still executes is a 409 with Retry-After and a retryable marker. Records are kept for
-// Retention and then purged; an executing record holds a lease, so a crash mid-request frees the
-// key once the lease ends.
+// fingerprint is method + path with query + Content-Type + If-Match + canonical body; the same
+// key and fingerprint replay the first answer byte for byte; the same key with another
+// fingerprint is a 409; the same key while the first request still executes is a 409 with
+// Retry-After and a retryable marker. Answers are kept for Retention and then purged.
+//
+// Exactly once rests on one fact: the stored answer (a row of idempotency_keys, unique per key)
+// is inserted in the same transaction as the request's business writes (Stripe's "atomic
+// phases"). Either both commit or neither does, so there is no moment where a write exists
+// without its answer, and a second execution of the same key can never commit: its answer
+// insert would violate the key. Run gives the request a context carrying that transaction
+// (shared/db.Atomic); every store write made with it joins the transaction.
+//
+// Claims (idempotency_claims) are bookkeeping beside that: a claim under a lease turns a
+// concurrent duplicate into "in flight" instead of wasted work, and a claim whose lease ended
+// (its process died) is taken over. Claims and lookups run at READ COMMITTED, so keys never make
+// unrelated requests abort each other at SERIALIZABLE.
 package idempotency
 
 import (
@@ -40,22 +51,46 @@ type Key struct {
 	Key         string
 }
 
-// Response is a stored answer.
+// Response is an answer.
 type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
 }
 
+// Outcomes reported to Store.Observe.
+const (
+	Executed  = "executed"   // ran, answer stored with its writes
+	NotStored = "not_stored" // ran, answer not kept (server error or 421): writes rolled back
+	Replayed  = "replayed"   // an earlier answer was replayed
+	Reused    = "conflict"   // the key was used for a different request
+	InFlight  = "in_flight"  // the key is executing elsewhere
+	TakenOver = "taken_over" // a claim whose lease had ended was taken over
+	Raced     = "raced"      // another execution's answer committed first; replayed it
+)
+
+// Failpoints are named moments of Run where Store.Failpoint is consulted, for fault tests.
+const (
+	// BeforeCommit: inside the transaction, after the answer is written; an error rolls it all back.
+	BeforeCommit = "idempotency.before-commit"
+	// AfterCommit: after the commit, before the answer is returned; an error stands for a lost
+	// response (the client sees a server error; its retry must replay).
+	AfterCommit = "idempotency.after-commit"
+)
+
 // Store keeps records in the cell database.
 type Store struct {
 	DB *db.DB
-	// Lease is how long an executing record blocks its key. It must exceed the longest request.
+	// Lease is how long a claim blocks its key, and the longest an execution may run.
 	Lease time.Duration
-	// Retention is how long a finished record is replayed.
+	// Retention is how long an answer is replayed.
 	Retention time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// Observe, when set, is told the outcome of each Run (one of the outcome constants).
+	Observe func(ctx context.Context, outcome string)
+	// Failpoint, when set, is called at each failpoint; a non-nil error fails that step.
+	Failpoint func(name string) error
 }
 
 func (s *Store) now() time.Time {
@@ -77,6 +112,19 @@ func (s *Store) retention() time.Duration {
 		return s.Retention
 	}
 	return DefaultRetention
+}
+
+func (s *Store) observe(ctx context.Context, outcome string) {
+	if s.Observe != nil {
+		s.Observe(ctx, outcome)
+	}
+}
+
+func (s *Store) failpoint(name string) error {
+	if s.Failpoint != nil {
+		return s.Failpoint(name)
+	}
+	return nil
 }
 
 // ValidKey checks the shape of a client key: 1–255 printable ASCII characters.
@@ -140,132 +188,282 @@ func reused() error {
 	return problem.New(problem.IdempotencyConflict, "this Idempotency-Key was used for a different request")
 }
 
-// Begin claims the key. It returns a stored answer to replay, or nil and an attempt token when
-// the caller must execute the request and then call Complete or Release with that token.
-func (s *Store) Begin(ctx context.Context, k Key, fp []byte) (*Response, string, error) {
-	var replay *Response
-	now := s.now()
-	attempt := ids.New("att")
-	err := s.DB.Tx(ctx, func(tx pgx.Tx) error {
-		replay = nil
-		var (
-			storedFP   []byte
-			state      string
-			leaseUntil time.Time
-			expiresAt  time.Time
-			status     int
-			headers    []byte
-			body       []byte
-		)
+// Storable reports whether an answer is kept for replay. Server errors are not answers to the
+// request, and a 421 belongs to the router's placement: both roll their writes back and leave
+// the key free, so the retry (here or on the owning cell) runs.
+func Storable(status int) bool {
+	return status < 500 && status != http.StatusMisdirectedRequest
+}
+
+// Exec executes a request and returns its answer. Its context carries the transaction that the
+// answer will be stored in; database writes made with it join that transaction. It may be called
+// more than once (a serialization failure restarts the transaction), and only the last call's
+// writes and answer count.
+type Exec func(ctx context.Context) Response
+
+var (
+	errNotStored = errors.New("idempotency: answer not stored")
+	errRaced     = errors.New("idempotency: another execution's answer committed first")
+	errClaimGone = errors.New("idempotency: the claim went away")
+)
+
+// maxRounds bounds Run's lookup → claim → execute rounds (a round restarts only when another
+// execution of the same key finished in between).
+const maxRounds = 3
+
+// Run answers a request that carries key k and fingerprint fp: it replays the stored answer, or
+// reports a conflict (another request, or the same one still in flight), or runs exec once and
+// stores its answer together with its writes. replayed tells which. The execution is detached
+// from the caller's cancellation (a client that goes away does not undo or interrupt a write;
+// its retry replays) and bounded by the lease.
+func (s *Store) Run(ctx context.Context, k Key, fp []byte, exec Exec) (resp Response, replayed bool, err error) {
+	for range maxRounds {
+		ans, expired, err := s.lookup(ctx, k)
+		if err != nil {
+			return Response{}, false, problem.Wrap(err, "idempotency record unavailable")
+		}
+		if ans != nil {
+			if !bytes.Equal(ans.fingerprint, fp) {
+				s.observe(ctx, Reused)
+				return Response{}, false, reused()
+			}
+			s.observe(ctx, Replayed)
+			return ans.Response, true, nil
+		}
+		attempt, err := s.claim(ctx, k, fp)
+		if errors.Is(err, errClaimGone) {
+			continue
+		}
+		if err != nil {
+			return Response{}, false, err
+		}
+		resp, err := s.execute(ctx, k, fp, attempt, expired, exec)
+		if errors.Is(err, errRaced) {
+			s.observe(ctx, Raced)
+			continue
+		}
+		return resp, false, err
+	}
+	s.observe(ctx, InFlight)
+	return Response{}, false, inFlight()
+}
+
+type answer struct {
+	Response
+	fingerprint []byte
+}
+
+// lookup reads the stored answer of k. An answer past its retention counts as absent (expired
+// is then true: the new answer replaces it).
+func (s *Store) lookup(ctx context.Context, k Key) (*answer, bool, error) {
+	var (
+		a         answer
+		headers   []byte
+		expiresAt time.Time
+		found     bool
+	)
+	err := s.DB.ReadCommitted(ctx, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `
-			SELECT fingerprint, state, lease_until, expires_at, status, headers, body FROM idempotency_keys
+			SELECT fingerprint, status, headers, body, expires_at FROM idempotency_keys
+			WHERE workspace_id = $1 AND user_id = $2 AND operation_id = $3 AND idem_key = $4`,
+			k.WorkspaceID, k.UserID, k.OperationID, k.Key).Scan(&a.fingerprint, &a.Status, &headers, &a.Body, &expiresAt)
+		found = err == nil
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	if err != nil || !found {
+		return nil, false, err
+	}
+	if !expiresAt.After(s.now()) {
+		return nil, true, nil
+	}
+	a.Header = http.Header{}
+	if err := json.Unmarshal(headers, &a.Header); err != nil {
+		return nil, false, err
+	}
+	return &a, false, nil
+}
+
+// claim records that this execution runs k, under a new attempt token.
+func (s *Store) claim(ctx context.Context, k Key, fp []byte) (string, error) {
+	attempt := ids.New("att")
+	takenOver := false
+	err := s.DB.ReadCommitted(ctx, func(tx pgx.Tx) error {
+		takenOver = false
+		now := s.now()
+		tag, err := tx.Exec(ctx, `
+			INSERT INTO idempotency_claims (workspace_id, user_id, operation_id, idem_key, fingerprint, attempt, lease_until, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (workspace_id, user_id, operation_id, idem_key) DO NOTHING`,
+			k.WorkspaceID, k.UserID, k.OperationID, k.Key, fp, attempt, now.Add(s.lease()), now)
+		if err != nil || tag.RowsAffected() == 1 {
+			return err
+		}
+		var (
+			claimedFP  []byte
+			leaseUntil time.Time
+		)
+		err = tx.QueryRow(ctx, `
+			SELECT fingerprint, lease_until FROM idempotency_claims
 			WHERE workspace_id = $1 AND user_id = $2 AND operation_id = $3 AND idem_key = $4 FOR UPDATE`,
-			k.WorkspaceID, k.UserID, k.OperationID, k.Key).
-			Scan(&storedFP, &state, &leaseUntil, &expiresAt, &status, &headers, &body)
+			k.WorkspaceID, k.UserID, k.OperationID, k.Key).Scan(&claimedFP, &leaseUntil)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
-			_, err = tx.Exec(ctx, `
-				INSERT INTO idempotency_keys (workspace_id, user_id, operation_id, idem_key, fingerprint, state, lease_until, expires_at, attempt)
-				VALUES ($1, $2, $3, $4, $5, 'executing', $6, $7, $8)`,
-				k.WorkspaceID, k.UserID, k.OperationID, k.Key, fp, now.Add(s.lease()), now.Add(s.retention()), attempt)
-			return err
+			return errClaimGone // released meanwhile: look again
 		case err != nil:
 			return err
-		}
-		expired := !expiresAt.After(now)
-		if !expired && !bytes.Equal(storedFP, fp) {
+		case !bytes.Equal(claimedFP, fp):
 			return reused()
-		}
-		if expired || (state == "executing" && !leaseUntil.After(now)) {
-			// An expired record, or the same request whose earlier execution lost its lease (the
-			// process died): start over under a new attempt token.
-			_, err = tx.Exec(ctx, `
-				UPDATE idempotency_keys SET fingerprint = $5, state = 'executing', lease_until = $6, expires_at = $7,
-				       status = 0, headers = '{}', body = ''::BYTEA, created_at = $8, attempt = $9
-				WHERE workspace_id = $1 AND user_id = $2 AND operation_id = $3 AND idem_key = $4`,
-				k.WorkspaceID, k.UserID, k.OperationID, k.Key, fp, now.Add(s.lease()), now.Add(s.retention()), now, attempt)
-			return err
-		}
-		if state == "executing" {
+		case leaseUntil.After(now):
 			return inFlight()
 		}
-		r := &Response{Status: status, Header: http.Header{}, Body: body}
-		if err := json.Unmarshal(headers, &r.Header); err != nil {
+		// The execution holding the claim outlived its lease (its process died). Taking over is
+		// safe whatever became of it: had it committed, its answer would have been found; if it
+		// still commits, our answer insert fails on the key and we replay its answer instead.
+		takenOver = true
+		_, err = tx.Exec(ctx, `
+			UPDATE idempotency_claims SET attempt = $5, lease_until = $6, created_at = $7
+			WHERE workspace_id = $1 AND user_id = $2 AND operation_id = $3 AND idem_key = $4`,
+			k.WorkspaceID, k.UserID, k.OperationID, k.Key, attempt, now.Add(s.lease()), now)
+		return err
+	})
+	var pe *problem.Error
+	switch {
+	case errors.As(err, &pe):
+		if pe.Code == problem.IdempotencyInFlight {
+			s.observe(ctx, InFlight)
+		} else {
+			s.observe(ctx, Reused)
+		}
+		return "", pe
+	case errors.Is(err, errClaimGone):
+		return "", err
+	case err != nil:
+		return "", problem.Wrap(err, "idempotency record unavailable")
+	}
+	if takenOver {
+		s.observe(ctx, TakenOver)
+	}
+	return attempt, nil
+}
+
+// release drops this execution's claim so that a retry runs at once.
+func (s *Store) release(ctx context.Context, k Key, attempt string) {
+	_ = s.DB.ReadCommitted(context.WithoutCancel(ctx), func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `
+			DELETE FROM idempotency_claims
+			WHERE workspace_id = $1 AND user_id = $2 AND operation_id = $3 AND idem_key = $4 AND attempt = $5`,
+			k.WorkspaceID, k.UserID, k.OperationID, k.Key, attempt)
+		return err
+	})
+}
+
+// volatileHeaders are not stored: they describe one transmission, not the answer.
+var volatileHeaders = []string{"Date", "Content-Length"}
+
+func (s *Store) execute(ctx context.Context, k Key, fp []byte, attempt string, expired bool, exec Exec) (Response, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease())
+	defer cancel()
+	defer func() {
+		if r := recover(); r != nil {
+			s.release(ctx, k, attempt) // the transaction rolled back; free the key for a retry
+			panic(r)
+		}
+	}()
+	var resp Response
+	runs := 0
+	err := s.DB.Atomic(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		runs++
+		if runs > 1 {
+			// A restart may be a concurrent execution's answer that committed first.
+			var one int
+			err := tx.QueryRow(ctx, `
+				SELECT 1 FROM idempotency_keys
+				WHERE workspace_id = $1 AND user_id = $2 AND operation_id = $3 AND idem_key = $4 AND expires_at > $5`,
+				k.WorkspaceID, k.UserID, k.OperationID, k.Key, s.now()).Scan(&one)
+			if err == nil {
+				return errRaced
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+		}
+		resp = exec(ctx)
+		if !Storable(resp.Status) {
+			return errNotStored
+		}
+		stored := resp.Header.Clone()
+		for _, h := range volatileHeaders {
+			stored.Del(h)
+		}
+		headers, err := json.Marshal(stored)
+		if err != nil {
 			return err
 		}
-		replay = r
-		return nil
-	})
-	if db.IsUniqueViolation(err) {
-		return nil, "", inFlight()
-	}
-	if err != nil {
-		var pe *problem.Error
-		if errors.As(err, &pe) {
-			return nil, "", pe
+		now := s.now()
+		if expired {
+			if _, err := tx.Exec(ctx, `
+				DELETE FROM idempotency_keys
+				WHERE workspace_id = $1 AND user_id = $2 AND operation_id = $3 AND idem_key = $4 AND expires_at <= $5`,
+				k.WorkspaceID, k.UserID, k.OperationID, k.Key, now); err != nil {
+				return err
+			}
 		}
-		return nil, "", problem.Wrap(err, "idempotency record unavailable")
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO idempotency_keys (workspace_id, user_id, operation_id, idem_key, fingerprint, state, lease_until, status, headers, body, created_at, expires_at, attempt)
+			VALUES ($1, $2, $3, $4, $5, 'done', $6, $7, $8, $9, $6, $10, $11)`,
+			k.WorkspaceID, k.UserID, k.OperationID, k.Key, fp, now, resp.Status, headers, resp.Body, now.Add(s.retention()), attempt); err != nil {
+			if db.IsUniqueViolation(err) {
+				return errRaced
+			}
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+			DELETE FROM idempotency_claims
+			WHERE workspace_id = $1 AND user_id = $2 AND operation_id = $3 AND idem_key = $4 AND attempt = $5`,
+			k.WorkspaceID, k.UserID, k.OperationID, k.Key, attempt); err != nil {
+			return err
+		}
+		return s.failpoint(BeforeCommit)
+	})
+	switch {
+	case err == nil:
+		s.observe(ctx, Executed)
+		if err := s.failpoint(AfterCommit); err != nil {
+			return Response{}, problem.Wrap(err, "the answer was lost after commit")
+		}
+		return resp, nil
+	case errors.Is(err, errNotStored):
+		s.release(ctx, k, attempt)
+		s.observe(ctx, NotStored)
+		return resp, nil
+	case errors.Is(err, errRaced):
+		s.release(ctx, k, attempt)
+		return Response{}, errRaced
+	default:
+		s.release(ctx, k, attempt)
+		return Response{}, problem.Wrap(err, "the request could not be committed")
 	}
-	if replay != nil {
-		return replay, "", nil
-	}
-	return nil, attempt, nil
 }
 
-// ErrLeaseLost is returned by Complete when the execution's lease was taken over.
-var ErrLeaseLost = errors.New("idempotency: the execution's lease was taken over")
-
-// Complete stores the answer of the execution holding attempt, for replay.
-func (s *Store) Complete(ctx context.Context, k Key, attempt string, r Response) error {
-	h, err := json.Marshal(r.Header)
-	if err != nil {
-		return err
-	}
-	tag, err := s.DB.Pool.Exec(ctx, `
-		UPDATE idempotency_keys SET state = 'done', status = $6, headers = $7, body = $8
-		WHERE workspace_id = $1 AND user_id = $2 AND operation_id = $3 AND idem_key = $4 AND attempt = $5 AND state = 'executing'`,
-		k.WorkspaceID, k.UserID, k.OperationID, k.Key, attempt, r.Status, h, r.Body)
-	if err == nil && tag.RowsAffected() == 0 {
-		return ErrLeaseLost
-	}
-	return err
-}
-
-// Release forgets the execution holding attempt when its answer must not be replayed (a
-// server error), so a retry runs it again.
-func (s *Store) Release(ctx context.Context, k Key, attempt string) error {
-	_, err := s.DB.Pool.Exec(ctx, `
-		DELETE FROM idempotency_keys
-		WHERE workspace_id = $1 AND user_id = $2 AND operation_id = $3 AND idem_key = $4 AND attempt = $5 AND state = 'executing'`,
-		k.WorkspaceID, k.UserID, k.OperationID, k.Key, attempt)
-	return err
-}
-
-// Purge deletes up to limit records past their retention and returns how many it deleted.
+// Purge deletes up to limit answers past their retention, and claims whose lease ended, and
+// returns how many answers it deleted.
 func (s *Store) Purge(ctx context.Context, limit int) (int, error) {
-	rows, err := s.DB.Pool.Query(ctx, `
-		SELECT workspace_id, user_id, operation_id, idem_key FROM idempotency_keys
-		WHERE expires_at < $1 AND (state = 'done' OR lease_until < $1) LIMIT $2`, s.now(), limit)
-	if err != nil {
-		return 0, err
-	}
-	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) {
-		var k Key
-		err := r.Scan(&k.WorkspaceID, &k.UserID, &k.OperationID, &k.Key)
-		return k, err
-	})
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, k := range keys {
-		tag, err := s.DB.Pool.Exec(ctx, `
-			DELETE FROM idempotency_keys WHERE workspace_id = $1 AND user_id = $2 AND operation_id = $3 AND idem_key = $4 AND expires_at < $5`,
-			k.WorkspaceID, k.UserID, k.OperationID, k.Key, s.now())
+	var n int64
+	err := s.DB.ReadCommitted(ctx, func(tx pgx.Tx) error {
+		now := s.now()
+		tag, err := tx.Exec(ctx, `
+			DELETE FROM idempotency_keys WHERE (workspace_id, user_id, operation_id, idem_key) IN (
+				SELECT workspace_id, user_id, operation_id, idem_key FROM idempotency_keys WHERE expires_at < $1 LIMIT $2)`, now, limit)
 		if err != nil {
-			return n, err
+			return err
 		}
-		n += int(tag.RowsAffected())
-	}
-	return n, nil
+		n = tag.RowsAffected()
+		_, err = tx.Exec(ctx, `
+			DELETE FROM idempotency_claims WHERE (workspace_id, user_id, operation_id, idem_key) IN (
+				SELECT workspace_id, user_id, operation_id, idem_key FROM idempotency_claims WHERE lease_until < $1 LIMIT $2)`, now, limit)
+		return err
+	})
+	return int(n), err
 }

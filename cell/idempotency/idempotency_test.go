@@ -2,123 +2,396 @@ package idempotency
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
+	"fmt"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"slidecells/migrations"
+	"slidecells/shared/db"
 	"slidecells/shared/db/dbtest"
 	"slidecells/shared/problem"
 )
 
-func TestLeaseFreesAStuckKeyAndPurgeRemovesExpired(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := &Store{DB: dbtest.Open(t, dbtest.NewDatabase(t, migrations.FS, migrations.Cell)),
-		Lease: time.Minute, Retention: 24 * time.Hour, Now: func() time.Time { return now }}
+// fixture is a Store on its own database, a clock the test moves, and an exec that creates one
+// project row per execution inside the request's transaction (the business write).
+type fixture struct {
+	s    *Store
+	now  atomic.Pointer[time.Time]
+	runs atomic.Int64 // executions that reached the business write
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f.now.Store(&start)
+	d := dbtest.Open(t, dbtest.NewDatabase(t, migrations.FS, migrations.Cell))
+	f.s = &Store{DB: d, Lease: time.Minute, Retention: 24 * time.Hour, Now: func() time.Time { return *f.now.Load() }}
+	return f
+}
+
+func (f *fixture) advance(d time.Duration) {
+	n := f.now.Load().Add(d)
+	f.now.Store(&n)
+}
+
+// create is an Exec that inserts a project named name and answers 201 with its ID.
+func (f *fixture) create(name string) Exec {
+	return func(ctx context.Context) Response {
+		id := fmt.Sprintf("prj_%d", f.runs.Add(1))
+		err := f.s.DB.Tx(ctx, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO projects (workspace_id, id, name, created_by) VALUES ('ws', $1, $2, 'u')`, id, name)
+			return err
+		})
+		if err != nil {
+			return Response{Status: 500, Body: []byte(err.Error())}
+		}
+		return Response{Status: 201, Header: http.Header{"Location": {"/p/" + id}, "Date": {"x"}}, Body: []byte(id)}
+	}
+}
+
+func (f *fixture) projects(t *testing.T, name string) int {
+	t.Helper()
+	var n int
+	if err := f.s.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM projects WHERE name = $1`, name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func key(k string) Key { return Key{WorkspaceID: "ws", UserID: "u", OperationID: "op", Key: k} }
+
+var (
+	fpA = Fingerprint("POST", "/x", nil, []byte(`{"a":1}`))
+	fpB = Fingerprint("POST", "/x", nil, []byte(`{"a":2}`))
+)
+
+func code(err error) problem.Code { return problem.As(err).Code }
+
+func TestReplayReuseAndRetention(t *testing.T) {
+	f := setup(t)
 	ctx := context.Background()
-	k := Key{WorkspaceID: "ws", UserID: "u", OperationID: "op", Key: "k1"}
-	fp := Fingerprint("POST", "/x", nil, []byte(`{"a":1}`))
-	first, err := begin(s, ctx, k, fp)
-	if first.replay != nil || err != nil || first.attempt == "" {
-		t.Fatalf("first begin: %+v %v", first, err)
+	first, replayed, err := f.s.Run(ctx, key("k1"), fpA, f.create("one"))
+	if err != nil || replayed || first.Status != 201 {
+		t.Fatalf("first: %+v %v %v", first, replayed, err)
 	}
-	// The process "crashes" here: no Complete. Within the lease the key is busy…
-	_, _, err = s.Begin(ctx, k, fp)
-	if pe := problem.As(err); pe.Code != problem.IdempotencyInFlight || pe.RetryAfter == 0 || !pe.Retryable {
-		t.Fatalf("within lease: %v", err)
+	again, replayed, err := f.s.Run(ctx, key("k1"), Fingerprint("POST", "/x", nil, []byte(`{ "a" : 1 }`)), f.create("one"))
+	if err != nil || !replayed || again.Status != 201 || string(again.Body) != string(first.Body) ||
+		again.Header.Get("Location") != first.Header.Get("Location") || again.Header.Get("Date") != "" {
+		t.Fatalf("replay: %+v %v %v", again, replayed, err)
 	}
-	// …also for a different request, which is a reuse, lease or not.
-	other := Fingerprint("POST", "/x", nil, []byte(`{"a":2}`))
-	now = now.Add(2 * time.Minute)
-	if _, _, err := s.Begin(ctx, k, other); problem.As(err).Code != problem.IdempotencyConflict {
-		t.Fatalf("different request after the lease: %v", err)
-	}
-	// After the lease the same request runs again, under a new attempt.
-	second, err := begin(s, ctx, k, fp)
-	if second.replay != nil || err != nil || second.attempt == first.attempt {
-		t.Fatalf("after lease: %+v %v", second, err)
-	}
-	// The first execution, come back to life, can neither complete nor release the record.
-	if err := s.Complete(ctx, k, first.attempt, Response{Status: 500}); !errors.Is(err, ErrLeaseLost) {
-		t.Fatalf("stale complete: %v", err)
-	}
-	if err := s.Release(ctx, k, first.attempt); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Complete(ctx, k, second.attempt, Response{Status: 201, Header: http.Header{"Location": {"/x/1"}}, Body: []byte("ok")}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := begin(s, ctx, k, fp)
-	if err != nil || r.replay == nil || r.replay.Status != 201 || string(r.replay.Body) != "ok" || r.replay.Header.Get("Location") != "/x/1" {
-		t.Fatalf("replay: %+v %v", r, err)
-	}
-	// Different fingerprint: 409.
-	if _, _, err := s.Begin(ctx, k, other); problem.As(err).Code != problem.IdempotencyConflict {
+	if _, _, err := f.s.Run(ctx, key("k1"), fpB, f.create("one")); code(err) != problem.IdempotencyConflict {
 		t.Fatalf("reuse: %v", err)
 	}
-	// Retention over: purged, and the key is new again.
-	now = now.Add(25 * time.Hour)
-	if n, err := s.Purge(ctx, 100); err != nil || n != 1 {
+	if n := f.projects(t, "one"); n != 1 {
+		t.Fatalf("%d projects, want 1", n)
+	}
+	// Past retention the key is new again, before and after the purge.
+	f.advance(25 * time.Hour)
+	if _, replayed, err := f.s.Run(ctx, key("k1"), fpB, f.create("one")); err != nil || replayed {
+		t.Fatalf("after retention: %v %v", replayed, err)
+	}
+	f.advance(25 * time.Hour)
+	if n, err := f.s.Purge(ctx, 100); err != nil || n != 1 {
 		t.Fatalf("purge: %d %v", n, err)
 	}
-	third, err := begin(s, ctx, k, other)
-	if third.replay != nil || err != nil {
-		t.Fatalf("after retention: %+v %v", third, err)
+	if _, replayed, err := f.s.Run(ctx, key("k1"), fpA, f.create("one")); err != nil || replayed {
+		t.Fatalf("after purge: %v %v", replayed, err)
 	}
-	// Release forgets an execution so a retry can run at once.
-	if err := s.Release(ctx, k, third.attempt); err != nil {
+	if n := f.projects(t, "one"); n != 3 {
+		t.Fatalf("%d projects, want 3", n)
+	}
+}
+
+func TestServerErrorsAndMisdirectsAreNotStoredAndRollBack(t *testing.T) {
+	for _, status := range []int{500, 503, http.StatusMisdirectedRequest} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			f := setup(t)
+			ctx := context.Background()
+			failing := func(ctx context.Context) Response {
+				f.create("doomed")(ctx)
+				return Response{Status: status}
+			}
+			resp, replayed, err := f.s.Run(ctx, key("k"), fpA, failing)
+			if err != nil || replayed || resp.Status != status {
+				t.Fatalf("%+v %v %v", resp, replayed, err)
+			}
+			if n := f.projects(t, "doomed"); n != 0 {
+				t.Fatalf("write of a %d answer committed", status)
+			}
+			// The key is free at once: the retry runs.
+			if resp, replayed, err := f.s.Run(ctx, key("k"), fpA, f.create("doomed")); err != nil || replayed || resp.Status != 201 {
+				t.Fatalf("retry: %+v %v %v", resp, replayed, err)
+			}
+		})
+	}
+}
+
+func TestClientErrorsAreStoredWithoutTheirWrites(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	// A 409 after a write that its own savepoint rolled back: the answer is kept, the write not.
+	conflict := func(ctx context.Context) Response {
+		err := f.s.DB.Tx(ctx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO projects (workspace_id, id, name, created_by) VALUES ('ws', 'p1', 'half', 'u')`); err != nil {
+				return err
+			}
+			return problem.New(problem.VersionConflict, "stale")
+		})
+		return Response{Status: problem.Status(problem.As(err).Code), Body: []byte("stale")}
+	}
+	if resp, _, err := f.s.Run(ctx, key("k"), fpA, conflict); err != nil || resp.Status != 409 {
+		t.Fatalf("%+v %v", resp, err)
+	}
+	if n := f.projects(t, "half"); n != 0 {
+		t.Fatal("a failed write committed with its answer")
+	}
+	if resp, replayed, err := f.s.Run(ctx, key("k"), fpA, f.create("x")); err != nil || !replayed || resp.Status != 409 {
+		t.Fatalf("replay: %+v %v %v", resp, replayed, err)
+	}
+}
+
+func TestInFlightAndTakeoverOfADeadExecution(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	// A process claimed the key and died (a claim whose lease runs, and no answer).
+	if _, err := f.s.claim(ctx, key("k"), fpA); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := begin(s, ctx, k, fp); r.replay != nil || err != nil {
-		t.Fatalf("after release: %+v %v", r, err)
+	if _, _, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); code(err) != problem.IdempotencyInFlight ||
+		problem.As(err).RetryAfter == 0 || !problem.As(err).Retryable {
+		t.Fatalf("within the lease: %v", err)
+	}
+	if _, _, err := f.s.Run(ctx, key("k"), fpB, f.create("p")); code(err) != problem.IdempotencyConflict {
+		t.Fatalf("another request within the lease: %v", err)
+	}
+	f.advance(2 * time.Minute)
+	if resp, replayed, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); err != nil || replayed || resp.Status != 201 {
+		t.Fatalf("after the lease: %+v %v %v", resp, replayed, err)
+	}
+	if resp, replayed, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); err != nil || !replayed || resp.Status != 201 {
+		t.Fatalf("replay: %+v %v %v", resp, replayed, err)
+	}
+	if n := f.projects(t, "p"); n != 1 {
+		t.Fatalf("%d projects, want 1", n)
 	}
 }
 
-// begun is what Begin returned.
-type begun struct {
-	replay  *Response
-	attempt string
-}
-
-func begin(s *Store, ctx context.Context, k Key, fp []byte) (begun, error) {
-	r, a, err := s.Begin(ctx, k, fp)
-	return begun{r, a}, err
-}
-
-func TestFingerprintCanonicalJSON(t *testing.T) {
-	a := Fingerprint("POST", "/p", nil, []byte(`{"b":1,"a":[1,2]}`))
-	b := Fingerprint("POST", "/p", nil, []byte(" {\"a\": [1, 2], \"b\": 1}\n"))
-	if string(a) != string(b) {
-		t.Fatal("reordered JSON fingerprints differ")
+// A slow execution outlives its lease, another takes the key over and commits; when the slow one
+// reaches its commit it must not write a second object but answer with the first.
+func TestStaleExecutionCannotCommitAfterTakeover(t *testing.T) {
+	f := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	written, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	slow := func(ctx context.Context) Response {
+		r := f.create("p")(ctx)
+		once.Do(func() { close(written) })
+		select {
+		case <-proceed:
+		case <-ctx.Done():
+		}
+		return r
 	}
-	for _, other := range [][]byte{
-		Fingerprint("POST", "/p", nil, []byte(`{"b":2,"a":[1,2]}`)),
-		Fingerprint("PUT", "/p", nil, []byte(`{"b":1,"a":[1,2]}`)),
-		Fingerprint("POST", "/q", nil, []byte(`{"b":1,"a":[1,2]}`)),
-		Fingerprint("POST", "/p", nil, []byte(`{"b":1.0,"a":[1,2]}`)),
-		Fingerprint("POST", "/p", http.Header{"Content-Type": {"text/plain"}}, []byte(`{"b":1,"a":[1,2]}`)),
-		Fingerprint("POST", "/p", http.Header{"If-Match": {`"abc"`}}, []byte(`{"b":1,"a":[1,2]}`)),
-	} {
-		if string(a) == string(other) {
-			t.Fatal("different requests share a fingerprint")
+	type result struct {
+		resp     Response
+		replayed bool
+		err      error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, rep, err := f.s.Run(ctx, key("k"), fpA, slow)
+		done <- result{r, rep, err}
+	}()
+	select {
+	case <-written:
+	case <-ctx.Done():
+		t.Fatal("slow execution did not start")
+	}
+	f.advance(2 * time.Minute)
+	second, replayed, err := f.s.Run(ctx, key("k"), fpA, f.create("p"))
+	if err != nil || replayed || second.Status != 201 {
+		t.Fatalf("takeover: %+v %v %v", second, replayed, err)
+	}
+	close(proceed)
+	var first result
+	select {
+	case first = <-done:
+	case <-ctx.Done():
+		t.Fatal("slow execution did not finish")
+	}
+	if first.err != nil || !first.replayed || string(first.resp.Body) != string(second.Body) {
+		t.Fatalf("stale execution: %+v, want a replay of %q", first, second.Body)
+	}
+	if n := f.projects(t, "p"); n != 1 {
+		t.Fatalf("%d projects, want exactly 1", n)
+	}
+}
+
+func TestFailpoints(t *testing.T) {
+	ctx := context.Background()
+	t.Run("before commit: nothing committed, the retry runs once", func(t *testing.T) {
+		f := setup(t)
+		fail := true
+		f.s.Failpoint = func(name string) error {
+			if name == BeforeCommit && fail {
+				return errors.New("injected")
+			}
+			return nil
+		}
+		if _, _, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); code(err) != problem.Internal {
+			t.Fatalf("want a server error, got %v", err)
+		}
+		if n := f.projects(t, "p"); n != 0 {
+			t.Fatalf("%d projects after a failed commit", n)
+		}
+		fail = false
+		if resp, replayed, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); err != nil || replayed || resp.Status != 201 {
+			t.Fatalf("retry: %+v %v %v", resp, replayed, err)
+		}
+		if n := f.projects(t, "p"); n != 1 {
+			t.Fatalf("%d projects, want 1", n)
+		}
+	})
+	t.Run("after commit: the answer is lost, the retry replays it, after the lease too", func(t *testing.T) {
+		f := setup(t)
+		fail := true
+		f.s.Failpoint = func(name string) error {
+			if name == AfterCommit && fail {
+				return errors.New("injected")
+			}
+			return nil
+		}
+		if _, _, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); code(err) != problem.Internal {
+			t.Fatalf("want a server error, got %v", err)
+		}
+		fail = false
+		if resp, replayed, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); err != nil || !replayed || resp.Status != 201 {
+			t.Fatalf("retry: %+v %v %v", resp, replayed, err)
+		}
+		f.advance(10 * time.Minute)
+		if resp, replayed, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); err != nil || !replayed || resp.Status != 201 {
+			t.Fatalf("retry after the lease: %+v %v %v", resp, replayed, err)
+		}
+		if n := f.projects(t, "p"); n != 1 {
+			t.Fatalf("%d projects, want 1", n)
+		}
+	})
+}
+
+func TestPanicFreesTheKey(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	func() {
+		defer func() { _ = recover() }()
+		_, _, _ = f.s.Run(ctx, key("k"), fpA, func(ctx context.Context) Response {
+			f.create("p")(ctx)
+			panic("handler bug")
+		})
+	}()
+	if resp, replayed, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); err != nil || replayed || resp.Status != 201 {
+		t.Fatalf("after a panic: %+v %v %v", resp, replayed, err)
+	}
+	if n := f.projects(t, "p"); n != 1 {
+		t.Fatalf("%d projects, want 1", n)
+	}
+}
+
+// Sixteen clients with a hundred distinct keys each: no error, no key left claimed, every key
+// replays its answer afterwards.
+func TestConcurrentDistinctKeys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("concurrency test")
+	}
+	f := setup(t)
+	f.s.Now = nil
+	var retries atomic.Int64
+	f.s.DB.OnRetry = func(context.Context) { retries.Add(1) }
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const clients, perClient = 16, 100
+	errs := make(chan error, clients)
+	for c := range clients {
+		go func() {
+			for i := range perClient {
+				k := key(fmt.Sprintf("c%d-%d", c, i))
+				resp, replayed, err := f.s.Run(ctx, k, fpA, f.create("many"))
+				if err != nil || replayed || resp.Status != 201 {
+					errs <- fmt.Errorf("%s: %+v %v %v", k.Key, resp.Status, replayed, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
 		}
 	}
-}
-
-func TestFingerprintDigestMatchesBinaryBody(t *testing.T) {
-	body := []byte("\x89PNG binary")
-	d := sha256.Sum256(body)
-	if string(Fingerprint("PUT", "/a", nil, body)) != string(FingerprintDigest("PUT", "/a", nil, d[:])) {
-		t.Fatal("spooled and in-memory fingerprints of the same bytes differ")
+	if n := f.projects(t, "many"); n != clients*perClient {
+		t.Fatalf("%d projects, want %d", n, clients*perClient)
 	}
-}
-
-func TestValidKey(t *testing.T) {
-	for k, want := range map[string]bool{"abc-123": true, "": false, "a b": false, string(make([]byte, 256)): false} {
-		if ValidKey(k) != want {
-			t.Errorf("ValidKey(%q) != %v", k, want)
+	var claims int
+	if err := f.s.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_claims`).Scan(&claims); err != nil || claims != 0 {
+		t.Fatalf("%d claims left (%v)", claims, err)
+	}
+	for c := range clients {
+		k := key(fmt.Sprintf("c%d-%d", c, perClient-1))
+		if _, replayed, err := f.s.Run(ctx, k, fpA, f.create("many")); err != nil || !replayed {
+			t.Fatalf("%s does not replay: %v %v", k.Key, replayed, err)
 		}
 	}
+	t.Logf("%d serialization retries for %d writes", retries.Load(), clients*perClient)
 }
+
+// Sixteen clients sending the same request with one key, each retrying while it is in flight:
+// exactly one execution commits and every client gets its answer.
+func TestConcurrentSameKey(t *testing.T) {
+	f := setup(t)
+	f.s.Now = nil
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const clients = 16
+	bodies := make(chan string, clients)
+	for range clients {
+		go func() {
+			for ctx.Err() == nil {
+				resp, _, err := f.s.Run(ctx, key("one"), fpA, f.create("single"))
+				if code(err) == problem.IdempotencyInFlight {
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				if err != nil || resp.Status != 201 {
+					bodies <- fmt.Sprintf("error %v %d", err, resp.Status)
+					return
+				}
+				bodies <- string(resp.Body)
+				return
+			}
+			bodies <- "timeout"
+		}()
+	}
+	first := ""
+	for range clients {
+		b := <-bodies
+		if first == "" {
+			first = b
+		}
+		if b != first || b == "timeout" || len(b) > 5 && b[:5] == "error" {
+			t.Fatalf("answers differ: %q vs %q", b, first)
+		}
+	}
+	if n := f.projects(t, "single"); n != 1 {
+		t.Fatalf("%d projects, want exactly 1", n)
+	}
+}
+
+var _ = db.IsRetryable

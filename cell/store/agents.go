@@ -25,7 +25,7 @@ func (st *Store) AgentConfigs(ctx context.Context, s auth.Scope) (map[string]Age
 	if err := check(s); err != nil {
 		return nil, err
 	}
-	rows, err := st.DB.Pool.Query(ctx, `SELECT agent_key, enabled, settings, version, updated_by, updated_at
+	rows, err := st.DB.Q(ctx).Query(ctx, `SELECT agent_key, enabled, settings, version, updated_by, updated_at
 		FROM agent_configs WHERE workspace_id = $1`, s.WorkspaceID())
 	if err != nil {
 		return nil, err

@@ -83,7 +83,7 @@ func (st *Store) GetAsset(ctx context.Context, s auth.Scope, id string) (Asset, 
 	if err := check(s); err != nil {
 		return Asset{}, err
 	}
-	return getAsset(ctx, st.DB.Pool, s, id)
+	return getAsset(ctx, st.DB.Q(ctx), s, id)
 }
 
 // GetAssetTx is GetAsset inside a write transaction, for writes that pin an asset: the row is
@@ -204,7 +204,7 @@ func (st *Store) ListAssets(ctx context.Context, s auth.Scope, f AssetFilter, cu
 	if len(types) == 0 {
 		types = nil
 	}
-	rows, err := st.DB.Pool.Query(ctx, `SELECT `+assetCols+` FROM assets
+	rows, err := st.DB.Q(ctx).Query(ctx, `SELECT `+assetCols+` FROM assets
 		WHERE workspace_id = $1 AND archived_at IS NULL AND id > $2
 		  AND ($4 = '' OR $4 = ANY(tags))
 		  AND ($5::TEXT[] IS NULL OR content_type = ANY($5::TEXT[]))
@@ -226,7 +226,7 @@ func (st *Store) AssetTags(ctx context.Context, s auth.Scope, cursor string, lim
 	if err := check(s); err != nil {
 		return nil, err
 	}
-	rows, err := st.DB.Pool.Query(ctx, `SELECT t.tag, count(*) FROM assets, unnest(assets.tags) AS t(tag)
+	rows, err := st.DB.Q(ctx).Query(ctx, `SELECT t.tag, count(*) FROM assets, unnest(assets.tags) AS t(tag)
 		WHERE assets.workspace_id = $1 AND assets.archived_at IS NULL AND t.tag > $2
 		GROUP BY t.tag ORDER BY t.tag LIMIT $3`, s.WorkspaceID(), cursor, limit)
 	if err != nil {

@@ -111,7 +111,7 @@ func (st *Store) ListFontFamilies(ctx context.Context, s auth.Scope, cursor stri
 	if err := check(s); err != nil {
 		return nil, err
 	}
-	rows, err := st.DB.Pool.Query(ctx, `SELECT `+familyCols+` FROM font_families
+	rows, err := st.DB.Q(ctx).Query(ctx, `SELECT `+familyCols+` FROM font_families
 		WHERE workspace_id = $1 AND id > $2 ORDER BY id LIMIT $3`, s.WorkspaceID(), cursor, limit)
 	if err != nil {
 		return nil, err
@@ -124,7 +124,7 @@ func (st *Store) ListFontFamilies(ctx context.Context, s auth.Scope, cursor stri
 	for i, m := range fams {
 		famIDs[i] = m.ID
 	}
-	faces, err := facesOf(ctx, st.DB.Pool, s, famIDs)
+	faces, err := facesOf(ctx, st.DB.Q(ctx), s, famIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func (st *Store) GetFontFamily(ctx context.Context, s auth.Scope, id string) (Fo
 	if err := check(s); err != nil {
 		return FontFamily{}, err
 	}
-	return getFamily(ctx, st.DB.Pool, s, id)
+	return getFamily(ctx, st.DB.Q(ctx), s, id)
 }
 
 func getFamily(ctx context.Context, q querier, s auth.Scope, id string) (FontFamily, error) {
@@ -316,7 +316,7 @@ func (st *Store) GetFontFace(ctx context.Context, s auth.Scope, id string) (Font
 	if err := check(s); err != nil {
 		return FontFace{}, err
 	}
-	return getFace(ctx, st.DB.Pool, s, id)
+	return getFace(ctx, st.DB.Q(ctx), s, id)
 }
 
 // CreateFontFace adds a face to the family named in.FamilyName, creating the family when the

@@ -52,7 +52,7 @@ func (st *Store) GetProject(ctx context.Context, s auth.Scope, id string) (Proje
 	if err := check(s); err != nil {
 		return Project{}, err
 	}
-	p, err := scanProject(st.DB.Pool.QueryRow(ctx, `SELECT `+projectCols+` FROM projects
+	p, err := scanProject(st.DB.Q(ctx).QueryRow(ctx, `SELECT `+projectCols+` FROM projects
 		WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`, s.WorkspaceID(), id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, problem.ErrNotFound()
@@ -65,7 +65,7 @@ func (st *Store) ListProjects(ctx context.Context, s auth.Scope, cursor string, 
 	if err := check(s); err != nil {
 		return nil, err
 	}
-	rows, err := st.DB.Pool.Query(ctx, `SELECT `+projectCols+` FROM projects
+	rows, err := st.DB.Q(ctx).Query(ctx, `SELECT `+projectCols+` FROM projects
 		WHERE workspace_id = $1 AND archived_at IS NULL AND id > $2 ORDER BY id LIMIT $3`, s.WorkspaceID(), cursor, limit)
 	if err != nil {
 		return nil, err

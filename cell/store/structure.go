@@ -34,7 +34,7 @@ func (st *Store) GetPart(ctx context.Context, s auth.Scope, projectID string, p 
 	}
 	var raw []byte
 	var v int64
-	err := st.DB.Pool.QueryRow(ctx, fmt.Sprintf(`SELECT %s, %s FROM projects WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`,
+	err := st.DB.Q(ctx).QueryRow(ctx, fmt.Sprintf(`SELECT %s, %s FROM projects WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`,
 		p.column, p.versionColumn), s.WorkspaceID(), projectID).Scan(&raw, &v)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, problem.ErrNotFound()
@@ -108,7 +108,7 @@ func (st *Store) ListProjectPages(ctx context.Context, s auth.Scope, projectID, 
 	if _, err := st.GetProject(ctx, s, projectID); err != nil {
 		return nil, err
 	}
-	rows, err := st.DB.Pool.Query(ctx, `SELECT id, key, title, file_type, version FROM pages
+	rows, err := st.DB.Q(ctx).Query(ctx, `SELECT id, key, title, file_type, version FROM pages
 		WHERE workspace_id = $1 AND project_id = $2 AND archived_at IS NULL AND key > $3 ORDER BY key LIMIT $4`,
 		s.WorkspaceID(), projectID, afterKey, limit)
 	if err != nil {

@@ -60,7 +60,7 @@ func (st *Store) GetStyle(ctx context.Context, s auth.Scope, id string) (Style, 
 	if err := check(s); err != nil {
 		return Style{}, err
 	}
-	return getStyle(ctx, st.DB.Pool, s, id, false)
+	return getStyle(ctx, st.DB.Q(ctx), s, id, false)
 }
 
 // ListStyles pages through live styles ordered by ID, after cursor.
@@ -68,7 +68,7 @@ func (st *Store) ListStyles(ctx context.Context, s auth.Scope, cursor string, li
 	if err := check(s); err != nil {
 		return nil, err
 	}
-	rows, err := st.DB.Pool.Query(ctx, `SELECT `+styleCols+` FROM styles
+	rows, err := st.DB.Q(ctx).Query(ctx, `SELECT `+styleCols+` FROM styles
 		WHERE workspace_id = $1 AND archived_at IS NULL AND id > $2 ORDER BY id LIMIT $3`, s.WorkspaceID(), cursor, limit)
 	if err != nil {
 		return nil, err

@@ -105,7 +105,7 @@ func (st *Store) GetTheme(ctx context.Context, s auth.Scope, id string) (Theme, 
 	if err := check(s); err != nil {
 		return Theme{}, err
 	}
-	return getTheme(ctx, st.DB.Pool, s, id, false)
+	return getTheme(ctx, st.DB.Q(ctx), s, id, false)
 }
 
 // ListThemes pages through live themes ordered by ID, after cursor.
@@ -113,7 +113,7 @@ func (st *Store) ListThemes(ctx context.Context, s auth.Scope, cursor string, li
 	if err := check(s); err != nil {
 		return nil, err
 	}
-	rows, err := st.DB.Pool.Query(ctx, `SELECT `+themeCols+themeFrom+`
+	rows, err := st.DB.Q(ctx).Query(ctx, `SELECT `+themeCols+themeFrom+`
 		WHERE t.workspace_id = $1 AND t.archived_at IS NULL AND t.id > $2 ORDER BY t.id LIMIT $3`, s.WorkspaceID(), cursor, limit)
 	if err != nil {
 		return nil, err

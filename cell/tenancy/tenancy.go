@@ -107,7 +107,7 @@ func (g *Guard) adopt(ctx context.Context, workspaceID string, routedEpoch int64
 	if p.CellID != g.CellID || p.State != "active" || p.Epoch < routedEpoch {
 		return Misdirected(p.CellID)
 	}
-	_, err = g.DB.Pool.Exec(ctx, `
+	_, err = g.DB.Exec(ctx, `
 		INSERT INTO tenancy (workspace_id, epoch, state) VALUES ($1, $2, 'active')
 		ON CONFLICT (workspace_id) DO UPDATE SET epoch = excluded.epoch, state = 'active', owner_hint = '', updated_at = now()
 		WHERE tenancy.epoch < excluded.epoch`, workspaceID, p.Epoch)
@@ -120,7 +120,7 @@ func (g *Guard) adopt(ctx context.Context, workspaceID string, routedEpoch int64
 // Fence marks a workspace as no longer served here (the first step of a move, and what tests use
 // to simulate one). owner is the hint given to routers.
 func (g *Guard) Fence(ctx context.Context, workspaceID string, epoch int64, state, owner string) error {
-	_, err := g.DB.Pool.Exec(ctx, `
+	_, err := g.DB.Exec(ctx, `
 		INSERT INTO tenancy (workspace_id, epoch, state, owner_hint) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (workspace_id) DO UPDATE SET epoch = excluded.epoch, state = excluded.state, owner_hint = excluded.owner_hint, updated_at = now()`,
 		workspaceID, epoch, state, owner)

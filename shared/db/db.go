@@ -24,6 +24,12 @@ import (
 type DB struct {
 	Pool      *pgxpool.Pool
 	Cockroach bool
+	// MaxRetries bounds how often Tx runs a transaction again after a serialization failure;
+	// zero is DefaultMaxRetries.
+	MaxRetries int
+	// OnRetry, when set, is called before each retry of a transaction (for a metric; the
+	// context carries the operation named by WithOperation).
+	OnRetry func(ctx context.Context)
 }
 
 // Options tune a pool. Zero values take the defaults.
@@ -75,14 +81,37 @@ func redactURLError(err error) string {
 }
 
 // Tx runs fn in a serializable transaction through crdbpgxv5.ExecuteTx, retrying it on
-// serialization failures. fn must have no side effects outside the database, since it may run
-// more than once, and must return database errors unwrapped or wrapped with %w.
+// serialization failures and deadlocks with a short jittered pause, at most MaxRetries times.
+// fn must have no side effects outside the database, since it may run more than once, and must
+// return database errors unwrapped or wrapped with %w.
+//
+// Inside an Atomic call (ctx carries its transaction) fn runs in that transaction under a
+// savepoint instead, and a retry restarts the Atomic call as a whole.
 func (d *DB) Tx(ctx context.Context, fn func(pgx.Tx) error) error {
-	opts := pgx.TxOptions{IsoLevel: pgx.Serializable}
+	if a := ambientFrom(ctx); a != nil {
+		return a.nested(ctx, fn)
+	}
+	return d.tx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable}, fn)
+}
+
+func (d *DB) tx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	ctx, fn = d.retrying(ctx, fn)
 	if d.Cockroach {
 		return crdbpgxv5.ExecuteTx(ctx, d.Pool, opts, fn)
 	}
 	return crdbpgxv5.ExecuteTx(ctx, pgRestartConn{d.Pool}, opts, fn)
+}
+
+// Exec runs one writing statement as its own retried transaction (a lone statement can fail
+// with a serialization error too), or inside the Atomic transaction ctx carries.
+func (d *DB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	var tag pgconn.CommandTag
+	err := d.Tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		tag, err = tx.Exec(ctx, sql, args...)
+		return err
+	})
+	return tag, err
 }
 
 // IsUniqueViolation reports whether err is a unique-constraint violation.

@@ -168,7 +168,7 @@ func (d *Directory) AddCell(ctx context.Context, c Cell) error {
 	if c.State != "active" && c.State != "draining" && c.State != "down" {
 		return invalid("cell state %q: use active, draining or down", c.State)
 	}
-	_, err := d.DB.Pool.Exec(ctx,
+	_, err := d.DB.Exec(ctx,
 		`INSERT INTO cells (id, internal_url, state, max_workspaces) VALUES ($1, $2, $3, $4)`,
 		c.ID, strings.TrimRight(c.InternalURL, "/"), c.State, c.MaxWorkspaces)
 	if db.IsUniqueViolation(err) {
@@ -179,7 +179,7 @@ func (d *Directory) AddCell(ctx context.Context, c Cell) error {
 
 // SetCellURL changes a cell's internal URL (used when a local stack restarts on new ports).
 func (d *Directory) SetCellURL(ctx context.Context, id, url string) error {
-	tag, err := d.DB.Pool.Exec(ctx, `UPDATE cells SET internal_url = $2 WHERE id = $1`, id, strings.TrimRight(url, "/"))
+	tag, err := d.DB.Exec(ctx, `UPDATE cells SET internal_url = $2 WHERE id = $1`, id, strings.TrimRight(url, "/"))
 	if err == nil && tag.RowsAffected() == 0 {
 		return ErrNotFound
 	}
@@ -330,7 +330,7 @@ func (d *Directory) AddMember(ctx context.Context, workspaceID, userID, role str
 	if _, ok := RoleScopes[role]; !ok {
 		return invalid("role %q: use owner, admin, editor or viewer", role)
 	}
-	_, err := d.DB.Pool.Exec(ctx, `
+	_, err := d.DB.Exec(ctx, `
 		INSERT INTO memberships (workspace_id, user_id, role) VALUES ($1, $2, $3)
 		ON CONFLICT (workspace_id, user_id) DO UPDATE SET role = excluded.role`,
 		workspaceID, userID, role)
@@ -403,7 +403,7 @@ func (d *Directory) Placements(ctx context.Context, cellID string) ([]Placement,
 
 // SetPinned pins or unpins a workspace to its cell.
 func (d *Directory) SetPinned(ctx context.Context, workspaceID string, pinned bool) error {
-	tag, err := d.DB.Pool.Exec(ctx, `UPDATE placements SET pinned = $2, updated_at = now() WHERE workspace_id = $1`, workspaceID, pinned)
+	tag, err := d.DB.Exec(ctx, `UPDATE placements SET pinned = $2, updated_at = now() WHERE workspace_id = $1`, workspaceID, pinned)
 	if err == nil && tag.RowsAffected() == 0 {
 		return ErrNotFound
 	}
@@ -484,7 +484,7 @@ func (d *Directory) CreateToken(ctx context.Context, userID, name string, scopes
 
 // RevokeToken revokes a token by ID. Revoking twice is not an error.
 func (d *Directory) RevokeToken(ctx context.Context, id string) error {
-	tag, err := d.DB.Pool.Exec(ctx, `UPDATE tokens SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1`, id)
+	tag, err := d.DB.Exec(ctx, `UPDATE tokens SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1`, id)
 	if err == nil && tag.RowsAffected() == 0 {
 		return ErrNotFound
 	}

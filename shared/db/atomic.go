@@ -1,0 +1,169 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/cockroachdb/cockroach-go/v2/crdb"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Retry policy of Tx. CockroachDB's client loop retries at once and up to 50 times; under
+// contention that turns into a stampede, so each retry first waits a jittered, growing pause.
+const (
+	DefaultMaxRetries = 30
+	retryBaseDelay    = 2 * time.Millisecond
+	retryMaxDelay     = 50 * time.Millisecond
+)
+
+// Querier is what a pool and a transaction both offer.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+type ambientKey struct{}
+
+// ambient is the transaction of an Atomic call, carried in the context so that every Tx and Q
+// made with that context joins it.
+type ambient struct {
+	tx pgx.Tx
+	// doom is set when a statement failed in a way that only a restart of the whole transaction
+	// can cure (a serialization failure, a failed savepoint); Atomic then restarts or fails.
+	doom error
+}
+
+func ambientFrom(ctx context.Context) *ambient {
+	a, _ := ctx.Value(ambientKey{}).(*ambient)
+	return a
+}
+
+// InAtomic reports whether ctx carries an Atomic transaction.
+func InAtomic(ctx context.Context) bool { return ambientFrom(ctx) != nil }
+
+// Q returns what a read should run on: the Atomic transaction carried by ctx, so that it sees
+// that transaction's own writes, or else the pool.
+func (d *DB) Q(ctx context.Context) Querier {
+	if a := ambientFrom(ctx); a != nil {
+		return a.tx
+	}
+	return d.Pool
+}
+
+// Atomic runs fn in one serializable transaction, retried as a whole like Tx. Every Tx made
+// with the context fn receives runs inside that transaction under a savepoint (its error rolls
+// back only its own statements), and Q with that context reads through it, so work composed of
+// several store calls, and whatever fn records beside it, commits together or not at all.
+//
+// fn may run more than once; effects outside the database must be safe to repeat.
+func (d *DB) Atomic(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	if ambientFrom(ctx) != nil {
+		return errors.New("db: Atomic inside Atomic")
+	}
+	return d.Tx(ctx, func(tx pgx.Tx) error {
+		a := &ambient{tx: tx}
+		err := fn(context.WithValue(ctx, ambientKey{}, a), tx)
+		if a.doom != nil {
+			return a.doom
+		}
+		return err
+	})
+}
+
+// nested runs fn under a savepoint of the ambient transaction.
+func (a *ambient) nested(ctx context.Context, fn func(pgx.Tx) error) error {
+	if a.doom != nil {
+		return a.doom
+	}
+	sp, err := a.tx.Begin(ctx)
+	if err != nil {
+		a.doom = err
+		return err
+	}
+	if err := fn(sp); err != nil {
+		if IsRetryable(err) {
+			a.doom = err // CockroachDB cannot roll back to a nested savepoint after this
+			return err
+		}
+		if rbErr := sp.Rollback(ctx); rbErr != nil {
+			a.doom = rbErr
+		}
+		return err
+	}
+	if err := sp.Commit(ctx); err != nil {
+		a.doom = err
+		return err
+	}
+	return nil
+}
+
+// IsRetryable reports whether err asks for the transaction to run again: a serialization
+// failure (40001, CockroachDB's restarts included) or a deadlock (40P01).
+func IsRetryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// retryable makes a deadlock look like the serialization failure the crdb loop retries.
+func retryable(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "40P01" {
+		c := *pe
+		c.Code = "40001"
+		return &c
+	}
+	return err
+}
+
+type opKey struct{}
+
+// WithOperation names the operation that transactions made with ctx serve, for OnRetry.
+func WithOperation(ctx context.Context, op string) context.Context {
+	return context.WithValue(ctx, opKey{}, op)
+}
+
+// Operation is the name given by WithOperation, or "".
+func Operation(ctx context.Context) string {
+	s, _ := ctx.Value(opKey{}).(string)
+	return s
+}
+
+// retrying wraps a transaction body with the retry pause, the OnRetry report and the deadlock
+// mapping, and bounds the number of retries.
+func (d *DB) retrying(ctx context.Context, fn func(pgx.Tx) error) (context.Context, func(pgx.Tx) error) {
+	max := d.MaxRetries
+	if max <= 0 {
+		max = DefaultMaxRetries
+	}
+	run := 0
+	return crdb.WithMaxRetries(ctx, max), func(tx pgx.Tx) error {
+		if run > 0 {
+			if d.OnRetry != nil {
+				d.OnRetry(ctx)
+			}
+			delay := min(retryBaseDelay<<min(run-1, 10), retryMaxDelay)
+			t := time.NewTimer(delay/2 + rand.N(delay/2+1))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+		run++
+		return retryable(fn(tx))
+	}
+}
+
+// ReadCommitted runs fn in a READ COMMITTED transaction, retried like Tx. It is for short
+// bookkeeping whose correctness rests on row locks and unique keys rather than on
+// serializability (idempotency claims, sweeps): at SERIALIZABLE such statements would take
+// predicate locks that make unrelated requests abort each other. On a CockroachDB cluster that
+// has READ COMMITTED disabled the transaction silently runs SERIALIZABLE, which is also correct.
+func (d *DB) ReadCommitted(ctx context.Context, fn func(pgx.Tx) error) error {
+	return d.tx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
+}
