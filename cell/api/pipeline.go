@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"io"
 	"net/http"
 	"os"
+	"time"
 
 	"go.uber.org/zap"
 
 	"slidecells/cell/idempotency"
 	"slidecells/cell/tenancy"
+	"slidecells/shared/db"
 	"slidecells/shared/problem"
 )
 
@@ -36,9 +39,24 @@ func (m opMux) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.s.Mux.Serve
 // tenancy guard, scopes), idempotency, then the handler.
 func (s *Server) pipeline(op Operation, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
 		trace := traceIDOf(r)
 		w.Header().Set(tenancy.HeaderRequestID, trace)
 		ctx := context.WithValue(r.Context(), traceKey, trace)
+		ctx = db.WithOperation(ctx, op.ID)
+		ctx, out := withOutcome(ctx)
+		sw := &statusWriter{ResponseWriter: w}
+		w = sw
+		defer func() {
+			status := sw.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			if clientGone(r) {
+				status, out.code = problem.StatusClientClosed, problem.ClientClosed
+			}
+			s.metrics.observe(op.ID, status, out.code, time.Since(start))
+		}()
 		if op.Access != Public {
 			p, err := s.Auth.Authenticate(ctx, r.Header.Get("Authorization"))
 			if err != nil {
@@ -56,7 +74,7 @@ func (s *Server) pipeline(op Operation, next http.HandlerFunc) http.HandlerFunc 
 			}
 		}
 		r = r.WithContext(ctx)
-		if op.Idempotency == KeyRequired {
+		if op.Idempotency == KeyRequired && !s.benchWithoutIdempotency {
 			s.idempotent(w, r, op, next)
 			return
 		}
@@ -67,10 +85,16 @@ func (s *Server) pipeline(op Operation, next http.HandlerFunc) http.HandlerFunc 
 // fail writes an error answer and logs its internal cause.
 func (s *Server) fail(ctx context.Context, w http.ResponseWriter, err error) {
 	pe := problem.As(err)
-	if pe.Code == problem.Internal || pe.Cause != nil {
+	noteError(ctx, pe.Code)
+	if pe.Code != problem.ClientClosed && (pe.Code == problem.Internal || pe.Cause != nil) {
 		s.Log.Error("request failed", zap.String("trace_id", TraceID(ctx)), zap.String("code", string(pe.Code)), zap.Error(err))
 	}
 	problem.Write(w, pe, TraceID(ctx))
+}
+
+// clientGone reports whether the client closed the request before its answer.
+func clientGone(r *http.Request) bool {
+	return errors.Is(r.Context().Err(), context.Canceled)
 }
 
 // replayedHeader marks an answer replayed from an idempotency record.

@@ -55,6 +55,9 @@ type Server struct {
 
 	ops       []Operation
 	byPattern map[string]Operation
+	metrics   *metrics
+	// benchWithoutIdempotency: see Config.BenchWithoutIdempotency.
+	benchWithoutIdempotency bool
 }
 
 // Config is what New needs.
@@ -68,6 +71,10 @@ type Config struct {
 	Blobs *blob.Bucket
 	// IdempotencyRetention is how long Idempotency-Key answers are replayed (default 24h).
 	IdempotencyRetention time.Duration
+	// BenchWithoutIdempotency runs Idempotency-Key operations without the idempotency layer
+	// (keys ignored, no exactly-once): only for the benchmark that measures what the layer
+	// costs. cell/cmd/cell accepts it only for cells whose ID starts with "bench-".
+	BenchWithoutIdempotency bool
 }
 
 // New builds the API with every operation registered.
@@ -89,6 +96,13 @@ func New(c Config) *Server {
 		StartedAt: time.Now(),
 		Idem:      &idempotency.Store{DB: c.DB, Retention: c.IdempotencyRetention},
 		byPattern: map[string]Operation{},
+		metrics:   newMetrics(c.DB),
+
+		benchWithoutIdempotency: c.BenchWithoutIdempotency,
+	}
+	s.Idem.Observe = s.metrics.idempotencyOutcome
+	if c.DB != nil {
+		c.DB.OnRetry = s.metrics.txRetry
 	}
 	s.API = humago.New(opMux{s}, hc)
 	s.registerSystem()
@@ -181,7 +195,8 @@ func (e *errorBody) ContentType(string) string { return problem.ContentType }
 func (e *errorBody) GetHeaders() http.Header   { return e.header }
 func (s *Server) toHuma(ctx context.Context, err error) error {
 	pe := problem.As(err)
-	if pe.Code == problem.Internal || pe.Cause != nil {
+	noteError(ctx, pe.Code)
+	if pe.Code != problem.ClientClosed && (pe.Code == problem.Internal || pe.Cause != nil) {
 		s.Log.Error("request failed", zap.String("trace_id", TraceID(ctx)), zap.String("code", string(pe.Code)), zap.Error(err))
 	}
 	h := http.Header{"Cache-Control": []string{"no-store"}}
@@ -223,6 +238,7 @@ func init() {
 		trace := ""
 		if ctx != nil {
 			trace = TraceID(ctx.Context())
+			noteError(ctx.Context(), code)
 		}
 		b := problem.BodyOf(pe, trace)
 		b.Status = status
@@ -239,11 +255,14 @@ func (s *Server) Handler() http.Handler {
 	outer := http.NewServeMux()
 	outer.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	outer.HandleFunc("GET /readyz", s.readyz)
+	outer.Handle("GET /metrics", s.metrics.handler())
 	outer.Handle("/", s.accessLog(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := s.Mux.Handler(r); pattern == "" {
+			start := time.Now()
 			trace := traceIDOf(r)
 			w.Header().Set(tenancy.HeaderRequestID, trace)
 			problem.Write(w, problem.ErrNotFound(), trace)
+			s.metrics.observe(unknownOperation, http.StatusNotFound, problem.NotFound, time.Since(start))
 			return
 		}
 		s.Mux.ServeHTTP(w, r)
@@ -285,6 +304,10 @@ func (s *Server) accessLog(next http.HandlerFunc) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		next(sw, r)
+		status := sw.status
+		if clientGone(r) {
+			status = problem.StatusClientClosed
+		}
 		ws := r.PathValue("workspace_id")
 		if ws == "" {
 			ws = r.Header.Get(tenancy.HeaderWorkspaceID)
@@ -293,7 +316,7 @@ func (s *Server) accessLog(next http.HandlerFunc) http.Handler {
 			ws = ""
 		}
 		s.Log.Info("request", zap.String("method", r.Method), zap.String("path", r.URL.Path),
-			zap.Int("status", sw.status), zap.String("workspace_id", ws),
+			zap.Int("status", status), zap.String("workspace_id", ws),
 			zap.String("trace_id", w.Header().Get(tenancy.HeaderRequestID)),
 			zap.Duration("duration", time.Since(start)))
 	})

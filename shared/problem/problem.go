@@ -6,6 +6,7 @@
 package problem
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,7 +45,13 @@ const (
 	DirectoryUnavailable Code = "DIRECTORY_UNAVAILABLE"
 	BodyTooLargeToRetry  Code = "RETRY_BODY_TOO_LARGE"
 	Unavailable          Code = "SERVICE_UNAVAILABLE"
+	// ClientClosed is what logs and metrics show for a request whose client went away before
+	// the answer (nginx's 499); no client ever reads it.
+	ClientClosed Code = "CLIENT_CLOSED_REQUEST"
 )
+
+// StatusClientClosed is the status logged for ClientClosed.
+const StatusClientClosed = 499
 
 var statuses = map[Code]int{
 	BadRequest:           http.StatusBadRequest,
@@ -73,6 +80,7 @@ var statuses = map[Code]int{
 	DirectoryUnavailable: http.StatusServiceUnavailable,
 	BodyTooLargeToRetry:  http.StatusServiceUnavailable,
 	Unavailable:          http.StatusServiceUnavailable,
+	ClientClosed:         StatusClientClosed,
 }
 
 // Status returns the HTTP status of a code; unknown codes are 500.
@@ -115,7 +123,11 @@ func New(c Code, format string, args ...any) *Error {
 }
 
 // Wrap returns an internal error whose cause is logged but never shown.
+// A context cancellation (the client went away) becomes ClientClosed instead.
 func Wrap(err error, msg string) *Error {
+	if errors.Is(err, context.Canceled) {
+		return &Error{Code: ClientClosed, Message: "the client closed the request", Cause: err}
+	}
 	return &Error{Code: Internal, Message: msg, Cause: err}
 }
 
@@ -133,6 +145,9 @@ func As(err error) *Error {
 	var pe *Error
 	if errors.As(err, &pe) {
 		return pe
+	}
+	if errors.Is(err, context.Canceled) {
+		return &Error{Code: ClientClosed, Message: "the client closed the request", Cause: err}
 	}
 	return Wrap(err, "internal error")
 }

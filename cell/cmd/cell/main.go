@@ -29,6 +29,7 @@ import (
 	"slidecells/shared/config"
 	"slidecells/shared/db"
 	"slidecells/shared/directory"
+	"slidecells/shared/failpoint"
 	"slidecells/shared/ids"
 	"slidecells/shared/logging"
 )
@@ -44,6 +45,8 @@ type settings struct {
 	RendererURLs  []string
 	IdemRetention time.Duration
 	BlobURL       string
+	Failpoints    failpoint.Points
+	BenchNoIdem   bool
 }
 
 func load() (settings, error) {
@@ -61,6 +64,15 @@ func load() (settings, error) {
 	}
 	if s.BlobURL != "" && !strings.HasPrefix(s.BlobURL, "file://") && !strings.HasPrefix(s.BlobURL, "s3://") && !strings.HasPrefix(s.BlobURL, "mem://") {
 		l.Fail("CELL_BLOB_URL", "use file:///path, s3://bucket or mem://")
+	}
+	fp, err := failpoint.Parse(l.String("CELL_FAILPOINTS", "", false))
+	if err != nil {
+		l.Fail("CELL_FAILPOINTS", "%v", err)
+	}
+	s.Failpoints = fp
+	s.BenchNoIdem = l.String("CELL_BENCH_IDEMPOTENCY_OFF", "", false) == "1"
+	if s.BenchNoIdem && !strings.HasPrefix(s.CellID, "bench-") {
+		l.Fail("CELL_BENCH_IDEMPOTENCY_OFF", "only benchmark cells (CELL_ID bench-…) may run without the idempotency layer")
 	}
 	if s.IdemRetention < 24*time.Hour {
 		l.Fail("CELL_IDEMPOTENCY_RETENTION", "must be at least 24h")
@@ -133,8 +145,13 @@ func run() error {
 	}
 	srv := api.New(api.Config{
 		CellID: s.CellID, DB: cellDB, Log: log, Render: render, IdempotencyRetention: s.IdemRetention, Blobs: bucket,
-		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: s.AuthTTL, MaxStale: s.AuthMaxStale}),
+		BenchWithoutIdempotency: s.BenchNoIdem,
+		Dir:                     directory.NewCached(dir, directory.CacheOptions{TTL: s.AuthTTL, MaxStale: s.AuthMaxStale}),
 	})
+	if len(s.Failpoints) > 0 {
+		log.Warn("failpoints set: for fault tests only", zap.Any("failpoints", s.Failpoints))
+		srv.Idem.Failpoint = s.Failpoints.Hit
+	}
 	blobs := &cblob.Store{Bucket: bucket}
 	go every(ctx, 10*time.Minute, func() {
 		// Expired idempotency records, in batches.

@@ -1,0 +1,134 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"slidecells/shared/db"
+	"slidecells/shared/problem"
+)
+
+// metrics are the cell's Prometheus series, in a registry of their own (several cells live in
+// one test process). Every label is bounded: operation IDs come from the registry, codes from
+// shared/problem, outcomes from cell/idempotency; never workspace or object IDs.
+type metrics struct {
+	reg         *prometheus.Registry
+	requests    *prometheus.CounterVec
+	errors      *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	idempotency *prometheus.CounterVec
+	txRetries   *prometheus.CounterVec
+}
+
+// unknownOperation labels requests that matched no operation.
+const unknownOperation = "none"
+
+func newMetrics(d *db.DB) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cell_requests_total",
+			Help: "Requests answered, by operation and HTTP status (499: the client went away first).",
+		}, []string{"operation", "status"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cell_request_errors_total",
+			Help: "Error answers by operation and error code.",
+		}, []string{"operation", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "cell_request_duration_seconds",
+			Help:    "Time to answer a request, by operation.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"operation"}),
+		idempotency: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cell_idempotency_total",
+			Help: "Idempotency-Key requests by operation and outcome (executed, not_stored, replayed, conflict, in_flight, taken_over, raced).",
+		}, []string{"operation", "outcome"}),
+		txRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cell_tx_retries_total",
+			Help: "Database transactions run again after a serialization failure or deadlock, by operation.",
+		}, []string{"operation"}),
+	}
+	m.reg.MustRegister(m.requests, m.errors, m.duration, m.idempotency, m.txRetries,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if d != nil {
+		m.reg.MustRegister(poolCollector{d})
+	}
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+func (m *metrics) observe(op string, status int, code problem.Code, took time.Duration) {
+	m.requests.WithLabelValues(op, strconv.Itoa(status)).Inc()
+	if code != "" {
+		m.errors.WithLabelValues(op, string(code)).Inc()
+	}
+	m.duration.WithLabelValues(op).Observe(took.Seconds())
+}
+
+func (m *metrics) idempotencyOutcome(ctx context.Context, outcome string) {
+	m.idempotency.WithLabelValues(opLabel(ctx), outcome).Inc()
+}
+
+func (m *metrics) txRetry(ctx context.Context) {
+	m.txRetries.WithLabelValues(opLabel(ctx)).Inc()
+}
+
+func opLabel(ctx context.Context) string {
+	if op := db.Operation(ctx); op != "" {
+		return op
+	}
+	return unknownOperation
+}
+
+// poolCollector reports the cell database pool.
+type poolCollector struct{ d *db.DB }
+
+var (
+	poolTotal    = prometheus.NewDesc("cell_db_pool_connections", "Connections of the cell database pool, by state.", []string{"state"}, nil)
+	poolMax      = prometheus.NewDesc("cell_db_pool_max_connections", "Size limit of the cell database pool.", nil, nil)
+	poolWaits    = prometheus.NewDesc("cell_db_pool_acquire_waits_total", "Acquisitions that had to wait for a connection.", nil, nil)
+	poolWaitTime = prometheus.NewDesc("cell_db_pool_acquire_wait_seconds_total", "Time spent waiting for a connection.", nil, nil)
+)
+
+func (poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- poolTotal
+	ch <- poolMax
+	ch <- poolWaits
+	ch <- poolWaitTime
+}
+
+func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.d.Pool.Stat()
+	ch <- prometheus.MustNewConstMetric(poolTotal, prometheus.GaugeValue, float64(s.AcquiredConns()), "acquired")
+	ch <- prometheus.MustNewConstMetric(poolTotal, prometheus.GaugeValue, float64(s.IdleConns()), "idle")
+	ch <- prometheus.MustNewConstMetric(poolTotal, prometheus.GaugeValue, float64(s.ConstructingConns()), "constructing")
+	ch <- prometheus.MustNewConstMetric(poolMax, prometheus.GaugeValue, float64(s.MaxConns()))
+	ch <- prometheus.MustNewConstMetric(poolWaits, prometheus.CounterValue, float64(s.EmptyAcquireCount()))
+	ch <- prometheus.MustNewConstMetric(poolWaitTime, prometheus.CounterValue, s.AcquireDuration().Seconds())
+}
+
+// outcome is filled in while a request runs: the error code its answer carries, if any.
+type outcome struct{ code problem.Code }
+
+type outcomeKey struct{}
+
+func withOutcome(ctx context.Context) (context.Context, *outcome) {
+	o := &outcome{}
+	return context.WithValue(ctx, outcomeKey{}, o), o
+}
+
+// noteError records the code of an error answer for the request's metrics.
+func noteError(ctx context.Context, c problem.Code) {
+	if o, ok := ctx.Value(outcomeKey{}).(*outcome); ok && o.code == "" {
+		o.code = c
+	}
+}
