@@ -230,4 +230,3 @@ func countClaims(ctx context.Context, url string) (int, error) {
 	err = c.QueryRow(ctx, `SELECT count(*) FROM idempotency_claims`).Scan(&n)
 	return n, err
 }
-
