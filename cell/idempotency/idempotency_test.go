@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"slidecells/migrations"
-	"slidecells/shared/db"
 	"slidecells/shared/db/dbtest"
 	"slidecells/shared/problem"
 )
@@ -32,7 +31,7 @@ func setup(t *testing.T) *fixture {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	f.now.Store(&start)
 	d := dbtest.Open(t, dbtest.NewDatabase(t, migrations.FS, migrations.Cell))
-	f.s = &Store{DB: d, Lease: time.Minute, Retention: 24 * time.Hour, Now: func() time.Time { return *f.now.Load() }}
+	f.s = &Store{DB: d, Retention: 24 * time.Hour, Now: func() time.Time { return *f.now.Load() }}
 	return f
 }
 
@@ -157,23 +156,35 @@ func TestClientErrorsAreStoredWithoutTheirWrites(t *testing.T) {
 	}
 }
 
-func TestInFlightAndTakeoverOfADeadExecution(t *testing.T) {
+// While another transaction holds the key (an execution in progress, or a frozen one), the
+// request is in flight; an execution that dies leaves nothing behind and the retry runs at once.
+func TestInFlightAndDeadExecutions(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
-	// A process claimed the key and died (a claim whose lease runs, and no answer).
-	if _, err := f.s.claim(ctx, key("k"), fpA); err != nil {
+	conn, err := f.s.DB.Pool.Acquire(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); code(err) != problem.IdempotencyInFlight ||
-		problem.As(err).RetryAfter == 0 || !problem.As(err).Retryable {
-		t.Fatalf("within the lease: %v", err)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, _, err := f.s.Run(ctx, key("k"), fpB, f.create("p")); code(err) != problem.IdempotencyConflict {
-		t.Fatalf("another request within the lease: %v", err)
+	if ok, err := f.s.claim(ctx, tx, key("k")); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
 	}
-	f.advance(2 * time.Minute)
+	for _, fp := range [][]byte{fpA, fpB} {
+		if _, _, err := f.s.Run(ctx, key("k"), fp, f.create("p")); code(err) != problem.IdempotencyInFlight ||
+			problem.As(err).RetryAfter == 0 || !problem.As(err).Retryable {
+			t.Fatalf("while held: %v", err)
+		}
+	}
+	// The holder dies: its connection goes, and with it the transaction and the key's row.
+	if err := conn.Conn().Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn.Release()
 	if resp, replayed, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); err != nil || replayed || resp.Status != 201 {
-		t.Fatalf("after the lease: %+v %v %v", resp, replayed, err)
+		t.Fatalf("after the holder died: %+v %v %v", resp, replayed, err)
 	}
 	if resp, replayed, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); err != nil || !replayed || resp.Status != 201 {
 		t.Fatalf("replay: %+v %v %v", resp, replayed, err)
@@ -183,55 +194,67 @@ func TestInFlightAndTakeoverOfADeadExecution(t *testing.T) {
 	}
 }
 
-// A slow execution outlives its lease, another takes the key over and commits; when the slow one
-// reaches its commit it must not write a second object but answer with the first.
-func TestStaleExecutionCannotCommitAfterTakeover(t *testing.T) {
-	f := setup(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	written, proceed := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	slow := func(ctx context.Context) Response {
-		r := f.create("p")(ctx)
-		once.Do(func() { close(written) })
-		select {
-		case <-proceed:
-		case <-ctx.Done():
-		}
-		return r
-	}
-	type result struct {
-		resp     Response
+// A duplicate that arrives while the first execution runs waits up to InFlightWait: if the first
+// finishes by then it gets the first's answer, else it is told "in flight"; either way one write.
+func TestDuplicateDuringExecution(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		wait     time.Duration
 		replayed bool
-		err      error
-	}
-	done := make(chan result, 1)
-	go func() {
-		r, rep, err := f.s.Run(ctx, key("k"), fpA, slow)
-		done <- result{r, rep, err}
-	}()
-	select {
-	case <-written:
-	case <-ctx.Done():
-		t.Fatal("slow execution did not start")
-	}
-	f.advance(2 * time.Minute)
-	second, replayed, err := f.s.Run(ctx, key("k"), fpA, f.create("p"))
-	if err != nil || replayed || second.Status != 201 {
-		t.Fatalf("takeover: %+v %v %v", second, replayed, err)
-	}
-	close(proceed)
-	var first result
-	select {
-	case first = <-done:
-	case <-ctx.Done():
-		t.Fatal("slow execution did not finish")
-	}
-	if first.err != nil || !first.replayed || string(first.resp.Body) != string(second.Body) {
-		t.Fatalf("stale execution: %+v, want a replay of %q", first, second.Body)
-	}
-	if n := f.projects(t, "p"); n != 1 {
-		t.Fatalf("%d projects, want exactly 1", n)
+	}{
+		{"first finishes within the wait: replay", 10 * time.Second, true},
+		{"first outlasts the wait: in flight", 50 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := setup(t)
+			f.s.InFlightWait = tc.wait
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			started, proceed := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			slow := func(ctx context.Context) Response {
+				r := f.create("p")(ctx)
+				once.Do(func() { close(started) })
+				select {
+				case <-proceed:
+				case <-ctx.Done():
+				}
+				return r
+			}
+			type result struct {
+				resp Response
+				err  error
+			}
+			first := make(chan result, 1)
+			go func() {
+				r, _, err := f.s.Run(ctx, key("k"), fpA, slow)
+				first <- result{r, err}
+			}()
+			select {
+			case <-started:
+			case <-ctx.Done():
+				t.Fatal("first execution did not start")
+			}
+			if !tc.replayed {
+				if _, _, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); code(err) != problem.IdempotencyInFlight {
+					t.Fatalf("duplicate: %v", err)
+				}
+				close(proceed)
+			} else {
+				go func() { time.Sleep(200 * time.Millisecond); close(proceed) }()
+			}
+			dup, replayed, err := f.s.Run(ctx, key("k"), fpA, f.create("p"))
+			r := <-first
+			if r.err != nil || r.resp.Status != 201 {
+				t.Fatalf("first: %+v", r)
+			}
+			if err != nil || !replayed || string(dup.Body) != string(r.resp.Body) {
+				t.Fatalf("duplicate after the first: %+v %v %v, want a replay of %q", dup, replayed, err, r.resp.Body)
+			}
+			if n := f.projects(t, "p"); n != 1 {
+				t.Fatalf("%d projects, want exactly 1", n)
+			}
+		})
 	}
 }
 
@@ -260,7 +283,7 @@ func TestFailpoints(t *testing.T) {
 			t.Fatalf("%d projects, want 1", n)
 		}
 	})
-	t.Run("after commit: the answer is lost, the retry replays it, after the lease too", func(t *testing.T) {
+	t.Run("after commit: the answer is lost, the retry replays it, later too", func(t *testing.T) {
 		f := setup(t)
 		fail := true
 		f.s.Failpoint = func(name string) error {
@@ -278,7 +301,7 @@ func TestFailpoints(t *testing.T) {
 		}
 		f.advance(10 * time.Minute)
 		if resp, replayed, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); err != nil || !replayed || resp.Status != 201 {
-			t.Fatalf("retry after the lease: %+v %v %v", resp, replayed, err)
+			t.Fatalf("retry later: %+v %v %v", resp, replayed, err)
 		}
 		if n := f.projects(t, "p"); n != 1 {
 			t.Fatalf("%d projects, want 1", n)
@@ -304,7 +327,7 @@ func TestPanicFreesTheKey(t *testing.T) {
 	}
 }
 
-// Sixteen clients with a hundred distinct keys each: no error, no key left claimed, every key
+// Sixteen clients with a hundred distinct keys each: no error, no key left executing, every key
 // replays its answer afterwards.
 func TestConcurrentDistinctKeys(t *testing.T) {
 	if testing.Short() {
@@ -339,9 +362,9 @@ func TestConcurrentDistinctKeys(t *testing.T) {
 	if n := f.projects(t, "many"); n != clients*perClient {
 		t.Fatalf("%d projects, want %d", n, clients*perClient)
 	}
-	var claims int
-	if err := f.s.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_claims`).Scan(&claims); err != nil || claims != 0 {
-		t.Fatalf("%d claims left (%v)", claims, err)
+	var executing int
+	if err := f.s.DB.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM idempotency_locks) - (SELECT count(*) FROM idempotency_keys WHERE state = 'done')`).Scan(&executing); err != nil || executing != 0 {
+		t.Fatalf("%d keys left executing (%v)", executing, err)
 	}
 	for c := range clients {
 		k := key(fmt.Sprintf("c%d-%d", c, perClient-1))
@@ -393,5 +416,3 @@ func TestConcurrentSameKey(t *testing.T) {
 		t.Fatalf("%d projects, want exactly 1", n)
 	}
 }
-
-var _ = db.IsRetryable

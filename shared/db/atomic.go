@@ -55,9 +55,14 @@ func (d *DB) Q(ctx context.Context) Querier {
 }
 
 // Atomic runs fn in one serializable transaction, retried as a whole like Tx. Every Tx made
-// with the context fn receives runs inside that transaction under a savepoint (its error rolls
-// back only its own statements), and Q with that context reads through it, so work composed of
-// several store calls, and whatever fn records beside it, commits together or not at all.
+// with the context fn receives runs inside that transaction, and Q with that context reads
+// through it, so work composed of several store calls, and whatever fn records beside it,
+// commits together or not at all.
+//
+// A Tx inside that fails rolls the whole transaction back, not just its own statements: Atomic
+// then returns a *RolledBack carrying that failure whatever fn returns, and fn's later Tx calls
+// fail at once. (No savepoints: they would cost two round trips per write, and an answer
+// reporting a failed write should leave nothing changed anyway.)
 //
 // fn may run more than once; effects outside the database must be safe to repeat.
 func (d *DB) Atomic(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
@@ -74,28 +79,23 @@ func (d *DB) Atomic(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx)
 	})
 }
 
-// nested runs fn under a savepoint of the ambient transaction.
+// RolledBack is Atomic's error when a Tx inside it failed: the transaction was rolled back.
+type RolledBack struct{ Err error }
+
+func (e *RolledBack) Error() string { return "rolled back: " + e.Err.Error() }
+func (e *RolledBack) Unwrap() error { return e.Err }
+
+// nested runs fn in the ambient transaction.
 func (a *ambient) nested(ctx context.Context, fn func(pgx.Tx) error) error {
 	if a.doom != nil {
 		return a.doom
 	}
-	sp, err := a.tx.Begin(ctx)
-	if err != nil {
-		a.doom = err
-		return err
-	}
-	if err := fn(sp); err != nil {
+	if err := fn(a.tx); err != nil {
 		if IsRetryable(err) {
-			a.doom = err // CockroachDB cannot roll back to a nested savepoint after this
-			return err
+			a.doom = err // the whole transaction restarts
+		} else {
+			a.doom = &RolledBack{Err: err}
 		}
-		if rbErr := sp.Rollback(ctx); rbErr != nil {
-			a.doom = rbErr
-		}
-		return err
-	}
-	if err := sp.Commit(ctx); err != nil {
-		a.doom = err
 		return err
 	}
 	return nil

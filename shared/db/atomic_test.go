@@ -38,9 +38,9 @@ func insert(ctx context.Context, d *db.DB, id int) error {
 	})
 }
 
-// Inside Atomic, Tx calls are savepoints of one transaction: a failing one undoes only its own
-// statements, reads through Q see the transaction's writes, and nothing is visible outside
-// until the commit; an error of the whole rolls everything back.
+// Inside Atomic, Tx calls join one transaction: reads through Q see its writes, nothing is
+// visible outside before the commit, and a failing Tx rolls the whole back (RolledBack) even
+// when fn goes on and returns nil.
 func TestAtomicComposesTxCalls(t *testing.T) {
 	d := atomicDB(t)
 	ctx := context.Background()
@@ -51,20 +51,11 @@ func TestAtomicComposesTxCalls(t *testing.T) {
 		if err := insert(ctx, d, 1); err != nil {
 			return err
 		}
-		if err := insert(ctx, d, 1); err == nil || !db.IsUniqueViolation(err) {
-			t.Errorf("duplicate insert: %v", err)
+		if err := insert(ctx, d, 2); err != nil {
+			return err
 		}
-		bad := errors.New("business rule")
-		if err := d.Tx(ctx, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, "INSERT INTO items VALUES (2, 0)"); err != nil {
-				return err
-			}
-			return bad
-		}); !errors.Is(err, bad) {
-			t.Errorf("failing step: %v", err)
-		}
-		if n := count(t, d.Q(ctx), ctx); n != 1 {
-			t.Errorf("inside: %d rows, want 1 (own write seen, failed step undone)", n)
+		if n := count(t, d.Q(ctx), ctx); n != 2 {
+			t.Errorf("inside: %d rows, want 2", n)
 		}
 		if n := count(t, d.Pool, ctx); n != 0 {
 			t.Errorf("outside before commit: %d rows", n)
@@ -74,20 +65,40 @@ func TestAtomicComposesTxCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := count(t, d.Pool, ctx); n != 1 {
-		t.Fatalf("after commit: %d rows, want 1", n)
+	if n := count(t, d.Pool, ctx); n != 2 {
+		t.Fatalf("after commit: %d rows, want 2", n)
+	}
+	bad := errors.New("business rule")
+	err = d.Atomic(ctx, func(ctx context.Context, _ pgx.Tx) error {
+		if err := insert(ctx, d, 3); err != nil {
+			return err
+		}
+		if err := d.Tx(ctx, func(tx pgx.Tx) error { return bad }); !errors.Is(err, bad) {
+			t.Errorf("failing step: %v", err)
+		}
+		if err := insert(ctx, d, 4); err == nil {
+			t.Error("a Tx after a failed one ran")
+		}
+		return nil // a caller that ignores the failure still gets it
+	})
+	var rb *db.RolledBack
+	if !errors.As(err, &rb) || !errors.Is(err, bad) {
+		t.Fatalf("want RolledBack(bad), got %v", err)
+	}
+	if n := count(t, d.Pool, ctx); n != 2 {
+		t.Fatalf("after rollback: %d rows, want 2", n)
 	}
 	whole := errors.New("abort")
 	if err := d.Atomic(ctx, func(ctx context.Context, _ pgx.Tx) error {
-		if err := insert(ctx, d, 3); err != nil {
+		if err := insert(ctx, d, 5); err != nil {
 			return err
 		}
 		return whole
 	}); !errors.Is(err, whole) {
 		t.Fatal(err)
 	}
-	if n := count(t, d.Pool, ctx); n != 1 {
-		t.Fatalf("after rollback: %d rows, want 1", n)
+	if n := count(t, d.Pool, ctx); n != 2 {
+		t.Fatalf("after abort: %d rows, want 2", n)
 	}
 	if err := d.Atomic(ctx, func(ctx context.Context, _ pgx.Tx) error {
 		return d.Atomic(ctx, func(context.Context, pgx.Tx) error { return nil })

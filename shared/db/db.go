@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +38,9 @@ type Options struct {
 	MaxConns        int32         // default 16
 	ConnectTimeout  time.Duration // default 3s
 	ApplicationName string
+	// IdleInTransaction, when set, makes the server end a session whose transaction stays idle
+	// that long (a frozen or partitioned client), so the locks it holds are freed.
+	IdleInTransaction time.Duration
 }
 
 // Open connects to url and detects the engine. It fails if the server cannot be reached.
@@ -55,6 +59,9 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
 	if o.ApplicationName != "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = o.ApplicationName
+	}
+	if o.IdleInTransaction > 0 {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(o.IdleInTransaction.Milliseconds(), 10)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

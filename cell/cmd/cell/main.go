@@ -25,6 +25,7 @@ import (
 
 	"slidecells/cell/api"
 	cblob "slidecells/cell/blob"
+	"slidecells/cell/idempotency"
 	"slidecells/migrations"
 	"slidecells/shared/config"
 	"slidecells/shared/db"
@@ -120,7 +121,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	cellDB, err := db.Open(ctx, s.DatabaseURL, db.Options{ApplicationName: "cell-" + s.CellID, MaxConns: 32})
+	cellDB, err := db.Open(ctx, s.DatabaseURL, db.Options{ApplicationName: "cell-" + s.CellID, MaxConns: 32, IdleInTransaction: idempotency.DefaultTimeout + time.Minute})
 	if err != nil {
 		return fmt.Errorf("cell database: %w", err)
 	}

@@ -1,0 +1,1 @@
+DELETE FROM idempotency_locks;
