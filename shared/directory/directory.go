@@ -239,9 +239,11 @@ func (d *Directory) CreateUser(ctx context.Context, email, name string) (User, e
 		return User{}, invalid("name longer than 200 characters")
 	}
 	u := User{ID: ids.New(ids.User), Email: strings.ToLower(email), Name: name}
-	err := d.DB.Pool.QueryRow(ctx,
-		`INSERT INTO users (id, email, name) VALUES ($1, $2, $3) RETURNING created_at`,
-		u.ID, u.Email, u.Name).Scan(&u.CreatedAt)
+	err := d.DB.Tx(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx,
+			`INSERT INTO users (id, email, name) VALUES ($1, $2, $3) RETURNING created_at`,
+			u.ID, u.Email, u.Name).Scan(&u.CreatedAt)
+	})
 	if db.IsUniqueViolation(err) {
 		return User{}, fmt.Errorf("%w: user %s", ErrConflict, u.Email)
 	}
@@ -468,11 +470,13 @@ func (d *Directory) CreateToken(ctx context.Context, userID, name string, scopes
 	}
 	secret := NewTokenSecret()
 	t := Token{ID: ids.New(ids.Token), UserID: userID, Name: name, Scopes: clean}
-	err := d.DB.Pool.QueryRow(ctx, `
-		INSERT INTO tokens (id, user_id, hash, name, scopes, expires_at) VALUES ($1, $2, $3, $4, $5, now() + $6::INTERVAL)
-		RETURNING expires_at, created_at`,
-		t.ID, userID, HashToken(secret), name, clean, fmt.Sprintf("%d seconds", int64(lifetime.Seconds()))).
-		Scan(&t.ExpiresAt, &t.CreatedAt)
+	err := d.DB.Tx(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `
+			INSERT INTO tokens (id, user_id, hash, name, scopes, expires_at) VALUES ($1, $2, $3, $4, $5, now() + $6::INTERVAL)
+			RETURNING expires_at, created_at`,
+			t.ID, userID, HashToken(secret), name, clean, fmt.Sprintf("%d seconds", int64(lifetime.Seconds()))).
+			Scan(&t.ExpiresAt, &t.CreatedAt)
+	})
 	if db.IsForeignKeyViolation(err) {
 		return "", Token{}, invalid("user %s does not exist", userID)
 	}

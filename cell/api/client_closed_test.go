@@ -1,0 +1,87 @@
+package api_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"slidecells/cell/idempotency"
+)
+
+// A client that gives up while its write commits: the write stands (the execution is detached
+// from the client), the access log and the metrics say 499 rather than 500, no error is logged,
+// and the retry replays the answer instead of writing again.
+func TestClientClosedIs499AndTheWriteStands(t *testing.T) {
+	b := setup(t)
+	core, logs := observer.New(zap.InfoLevel)
+	b.api.Log = zap.New(core)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var gone atomic.Bool
+	b.api.Idem.Failpoint = func(name string) error {
+		if name == idempotency.BeforeCommit && !gone.Swap(true) {
+			cancel() // the client goes away while the answer is being committed
+			time.Sleep(300 * time.Millisecond)
+		}
+		return nil
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.srv.URL+"/api/v1/projects", strings.NewReader(`{"name":"Gone"}`))
+	req.Header.Set("Authorization", "Bearer "+b.pat)
+	req.Header.Set("X-Workspace-ID", b.ws)
+	req.Header.Set("Idempotency-Key", "gone-1")
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("the request was not cancelled")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var line observer.LoggedEntry
+	for time.Now().Before(deadline) {
+		if l := logs.FilterMessage("request").All(); len(l) > 0 {
+			line = l[0]
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := line.ContextMap()["status"]; got != int64(499) {
+		t.Fatalf("access log status %v, want 499 (%+v)", got, line.ContextMap())
+	}
+	if n := logs.FilterLevelExact(zap.ErrorLevel).Len(); n != 0 {
+		t.Fatalf("%d error lines for a client that went away: %v", n, logs.FilterLevelExact(zap.ErrorLevel).All())
+	}
+	resp, body := b.call(t, call{method: "POST", path: "/api/v1/projects", ws: b.ws, key: "gone-1", body: `{"name":"Gone"}`})
+	if resp.StatusCode >= 300 || resp.Header.Get("Idempotency-Replayed") != "true" {
+		t.Fatalf("retry: %d %s %v", resp.StatusCode, body, resp.Header)
+	}
+	_, list := b.call(t, call{method: "GET", path: "/api/v1/projects", ws: b.ws})
+	if n := strings.Count(string(list), `"name":"Gone"`); n != 1 {
+		t.Fatalf("%d projects named Gone: %s", n, list)
+	}
+	mresp, err := http.Get(b.srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	for _, want := range []string{
+		`cell_requests_total{operation="create-project",status="499"} 1`,
+		`cell_request_errors_total{code="CLIENT_CLOSED_REQUEST",operation="create-project"} 1`,
+		`cell_idempotency_total{operation="create-project",outcome="executed"} 1`,
+		`cell_idempotency_total{operation="create-project",outcome="replayed"} 1`,
+		`cell_db_pool_max_connections`,
+	} {
+		if !strings.Contains(string(m), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(string(m), `operation="create-project",status="500"`) {
+		t.Error("a client that went away was counted as a 500")
+	}
+}
