@@ -1,0 +1,502 @@
+// Package jobs is the persisted mutation-job queue of a cell: jobs are rows of mutation_jobs,
+// claimed under a lease by workers in every cell replica (Pool), renewed while they run, returned
+// to the queue by a rescuer when their lease ends (the replica died), retried automatically with
+// exponential backoff and jitter when their error is retryable, cancelled cooperatively and
+// retried manually as new jobs linked by retry_of_job_id.
+//
+// Queue transitions (claim, renew, progress, finish, rescue) are single compare-and-set
+// statements or short transactions at READ COMMITTED, guarded by status and lease owner in their
+// WHERE clauses and by row locks: their correctness rests on those, not on serializability, and
+// at SERIALIZABLE they would take predicate locks that make every worker fight every other. The
+// business commit of a job (Run.Commit) is one serializable transaction that rechecks the lease,
+// the cancel flag and permission, makes the business writes and finishes the job, so a job never
+// half-writes and never writes after a cancel. No advisory locks, no LISTEN/NOTIFY: the SQL runs
+// on CockroachDB too.
+//
+// The package holds no business rule of its own: what a job kind does is a Handler.
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"slidecells/cell/auth"
+	"slidecells/shared/db"
+	"slidecells/shared/ids"
+	"slidecells/shared/problem"
+)
+
+// Job states.
+const (
+	Pending   = "pending"
+	Running   = "running"
+	Succeeded = "succeeded"
+	Failed    = "failed"
+	Canceled  = "canceled"
+)
+
+// IDPrefix is the prefix of job IDs.
+const IDPrefix = "job"
+
+// Defaults.
+const (
+	DefaultMaxAttempts   = 3
+	MaxMaxAttempts       = 10
+	DefaultMaxInputBytes = 1 << 20
+	DefaultBackoffBase   = time.Second
+	DefaultBackoffMax    = 5 * time.Minute
+)
+
+// Codes a job fails with when no handler names one.
+const (
+	CodeInternal    = "JOB_INTERNAL"      // the handler failed unexpectedly (retryable)
+	CodeWorkerLost  = "JOB_WORKER_LOST"   // the replica running it died and no attempt was left
+	CodeKindUnknown = "JOB_KIND_UNKNOWN"  // no handler for the kind in this build
+	CodePanicked    = "JOB_HANDLER_PANIC" // a handler bug; not retried
+)
+
+// Job is one mutation job.
+type Job struct {
+	WorkspaceID     string
+	ID              string
+	Kind            string
+	OwnerID         string
+	Input           json.RawMessage
+	Status          string
+	AttemptCount    int // automatic retries already run
+	MaxAttempts     int // including the first run
+	RetryOfJobID    string
+	Stage           string
+	Progress        int
+	CancelRequested bool
+	ErrorCode       string
+	ErrorSummary    string
+	Result          json.RawMessage
+	RunAfter        time.Time
+	CreatedAt       time.Time
+	StartedAt       *time.Time
+	FinishedAt      *time.Time
+	UpdatedAt       time.Time
+}
+
+// Terminal reports whether the job is over.
+func (j Job) Terminal() bool {
+	return j.Status == Succeeded || j.Status == Failed || j.Status == Canceled
+}
+
+const jobCols = `workspace_id, id, kind, owner_id, input, status, attempt_count, max_attempts, COALESCE(retry_of_job_id, ''),
+	stage, progress, cancel_requested, error_code, error_summary, result, run_after, created_at, started_at, finished_at, updated_at`
+
+func scanJob(r pgx.Row) (Job, error) {
+	var j Job
+	var result []byte
+	err := r.Scan(&j.WorkspaceID, &j.ID, &j.Kind, &j.OwnerID, &j.Input, &j.Status, &j.AttemptCount, &j.MaxAttempts, &j.RetryOfJobID,
+		&j.Stage, &j.Progress, &j.CancelRequested, &j.ErrorCode, &j.ErrorSummary, &result, &j.RunAfter, &j.CreatedAt, &j.StartedAt, &j.FinishedAt, &j.UpdatedAt)
+	if len(result) > 0 {
+		j.Result = result
+	}
+	return j, err
+}
+
+// Failure is a job's business failure: its code and summary are kept on the job. Retryable
+// failures are retried automatically while attempts remain.
+type Failure struct {
+	Code      string
+	Summary   string
+	Retryable bool
+}
+
+func (f *Failure) Error() string { return f.Code + ": " + f.Summary }
+
+// Fail returns a non-retryable failure.
+func Fail(code, format string, args ...any) *Failure {
+	return &Failure{Code: code, Summary: fmt.Sprintf(format, args...)}
+}
+
+// Errors of Run.Commit.
+var (
+	// ErrCanceled: a cancel was requested; the job converges to canceled without its write.
+	ErrCanceled = errors.New("jobs: cancel requested")
+	// ErrLeaseLost: the job is no longer this worker's (its lease ended and it was rescued).
+	ErrLeaseLost = errors.New("jobs: lease lost")
+)
+
+// Queue is the mutation_jobs table of one cell.
+type Queue struct {
+	DB *db.DB
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+	// BackoffBase and BackoffMax shape automatic retries: attempt n waits about
+	// BackoffBase·2ⁿ⁻¹ (full jitter on the upper half), at most BackoffMax.
+	BackoffBase, BackoffMax time.Duration
+	// MaxInputBytes bounds a job's input; zero is DefaultMaxInputBytes.
+	MaxInputBytes int
+
+	wake chan struct{}
+}
+
+func (q *Queue) now() time.Time {
+	if q.Now != nil {
+		return q.Now()
+	}
+	return time.Now()
+}
+
+func (q *Queue) wakeCh() chan struct{} {
+	if q.wake == nil {
+		q.wake = make(chan struct{}, 1)
+	}
+	return q.wake
+}
+
+// Init prepares the queue; call it once before the queue is shared between goroutines.
+func (q *Queue) Init() { q.wakeCh() }
+
+// Notify wakes this replica's idle workers (other replicas find the job at their next poll).
+// Call it after the enqueuing transaction has committed.
+func (q *Queue) Notify() {
+	select {
+	case q.wakeCh() <- struct{}{}:
+	default:
+	}
+}
+
+// backoff is the pause before automatic retry number attempt (1-based).
+func (q *Queue) backoff(attempt int) time.Duration {
+	base, maxd := q.BackoffBase, q.BackoffMax
+	if base <= 0 {
+		base = DefaultBackoffBase
+	}
+	if maxd <= 0 {
+		maxd = DefaultBackoffMax
+	}
+	d := base << min(attempt-1, 30)
+	if d <= 0 || d > maxd {
+		d = maxd
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// NewJob is what Enqueue needs.
+type NewJob struct {
+	Kind         string
+	Input        any // marshalled to JSON
+	MaxAttempts  int // zero is DefaultMaxAttempts
+	RetryOfJobID string
+}
+
+// Enqueue inserts a pending job owned by the scope's user. Inside an Atomic transaction (an
+// idempotent request) it commits with that request's answer; call Notify after the commit.
+func (q *Queue) Enqueue(ctx context.Context, s auth.Scope, n NewJob) (Job, error) {
+	if s.WorkspaceID() == "" {
+		return Job{}, problem.Wrap(errors.New("jobs: no workspace scope"), "internal error")
+	}
+	input, err := json.Marshal(n.Input)
+	if err != nil {
+		return Job{}, problem.Wrap(err, "job input")
+	}
+	maxIn := q.MaxInputBytes
+	if maxIn <= 0 {
+		maxIn = DefaultMaxInputBytes
+	}
+	if len(input) > maxIn {
+		return Job{}, problem.New(problem.PayloadTooLarge, "the job input is larger than %d bytes", maxIn)
+	}
+	if n.MaxAttempts == 0 {
+		n.MaxAttempts = DefaultMaxAttempts
+	}
+	if n.MaxAttempts < 1 || n.MaxAttempts > MaxMaxAttempts {
+		return Job{}, problem.Invalid(problem.FieldError{Field: "body.max_attempts", Message: fmt.Sprintf("must be 1 to %d", MaxMaxAttempts)})
+	}
+	var retryOf *string
+	if n.RetryOfJobID != "" {
+		retryOf = &n.RetryOfJobID
+	}
+	var j Job
+	err = q.DB.Tx(ctx, func(tx pgx.Tx) error {
+		now := q.now()
+		var err error
+		j, err = scanJob(tx.QueryRow(ctx, `
+			INSERT INTO mutation_jobs (workspace_id, id, kind, owner_id, input, status, max_attempts, retry_of_job_id, run_after, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8, $8, $8) RETURNING `+jobCols,
+			s.WorkspaceID(), ids.New(IDPrefix), n.Kind, s.Principal().UserID, input, n.MaxAttempts, retryOf, now))
+		return err
+	})
+	return j, err
+}
+
+// Get returns a job of the scope's workspace.
+func (q *Queue) Get(ctx context.Context, s auth.Scope, id string) (Job, error) {
+	j, err := scanJob(q.DB.Q(ctx).QueryRow(ctx, `SELECT `+jobCols+` FROM mutation_jobs WHERE workspace_id = $1 AND id = $2`, s.WorkspaceID(), id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Job{}, problem.ErrNotFound()
+	}
+	return j, err
+}
+
+// Cancel cancels a job: a pending one at once, a running one cooperatively (its worker converges
+// to canceled before any business write). Cancelling a canceled job answers it again; a
+// succeeded or failed one is a 409 STATE_CONFLICT.
+func (q *Queue) Cancel(ctx context.Context, s auth.Scope, id string) (Job, error) {
+	var j Job
+	err := q.DB.Tx(ctx, func(tx pgx.Tx) error {
+		now := q.now()
+		var err error
+		j, err = scanJob(tx.QueryRow(ctx, `
+			UPDATE mutation_jobs SET cancel_requested = true, updated_at = $3,
+				status = CASE WHEN status = 'pending' THEN 'canceled' ELSE status END,
+				finished_at = CASE WHEN status = 'pending' THEN $3 ELSE finished_at END,
+				stage = CASE WHEN status = 'pending' THEN 'canceled' ELSE stage END
+			WHERE workspace_id = $1 AND id = $2 AND status IN ('pending', 'running') RETURNING `+jobCols, s.WorkspaceID(), id, now))
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		j, err = scanJob(tx.QueryRow(ctx, `SELECT `+jobCols+` FROM mutation_jobs WHERE workspace_id = $1 AND id = $2`, s.WorkspaceID(), id))
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return problem.ErrNotFound()
+		case err != nil:
+			return err
+		case j.Status == Canceled:
+			return nil
+		}
+		return problem.New(problem.StateConflict, "the job is %s; only pending or running jobs can be cancelled", j.Status)
+	})
+	return j, err
+}
+
+// Retry creates a new job with the input of a failed or canceled one, linked to it by
+// retry_of_job_id and owned by the caller; other states are a 409 STATE_CONFLICT.
+func (q *Queue) Retry(ctx context.Context, s auth.Scope, id string) (Job, error) {
+	old, err := q.Get(ctx, s, id)
+	if err != nil {
+		return Job{}, err
+	}
+	if old.Status != Failed && old.Status != Canceled {
+		return Job{}, problem.New(problem.StateConflict, "the job is %s; only failed or canceled jobs can be retried", old.Status)
+	}
+	return q.Enqueue(ctx, s, NewJob{Kind: old.Kind, Input: old.Input, MaxAttempts: old.MaxAttempts, RetryOfJobID: old.ID})
+}
+
+// Stats describe the queue for health and metrics.
+type Stats struct {
+	Pending       int
+	Running       int
+	OldestPending time.Duration // age of the oldest runnable pending job; 0 when none
+}
+
+// Stats reads the queue's depth.
+func (q *Queue) Stats(ctx context.Context) (Stats, error) {
+	var st Stats
+	var oldest *time.Time
+	now := q.now()
+	err := q.DB.ReadCommitted(ctx, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT count(*), min(run_after) FROM mutation_jobs WHERE status = 'pending' AND run_after <= $1`, now).
+			Scan(&st.Pending, &oldest); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT count(*) FROM mutation_jobs WHERE status = 'running'`).Scan(&st.Running)
+	})
+	if oldest != nil && now.After(*oldest) {
+		st.OldestPending = now.Sub(*oldest)
+	}
+	return st, err
+}
+
+// claim takes up to n runnable pending jobs for owner under a lease. The pick and the update are
+// two statements on purpose: an UPDATE … WHERE … IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)
+// may rescan its subquery and take more than n.
+func (q *Queue) claim(ctx context.Context, owner string, n int, lease time.Duration) ([]Job, error) {
+	var out []Job
+	err := q.DB.ReadCommitted(ctx, func(tx pgx.Tx) error {
+		out = nil
+		now := q.now()
+		rows, err := tx.Query(ctx, `
+			SELECT workspace_id, id FROM mutation_jobs WHERE status = 'pending' AND run_after <= $1
+			ORDER BY run_after LIMIT $2 FOR UPDATE SKIP LOCKED`, now, n)
+		if err != nil {
+			return err
+		}
+		var wss, idl []string
+		for rows.Next() {
+			var ws, id string
+			if err := rows.Scan(&ws, &id); err != nil {
+				return err
+			}
+			wss, idl = append(wss, ws), append(idl, id)
+		}
+		if err := rows.Err(); err != nil || len(idl) == 0 {
+			return err
+		}
+		rows, err = tx.Query(ctx, `
+			UPDATE mutation_jobs SET status = 'running', lease_owner = $1, lease_until = $2, started_at = COALESCE(started_at, $3),
+				updated_at = $3, stage = 'started', progress = 0
+			WHERE workspace_id = ANY($4) AND id = ANY($5) AND status = 'pending'
+			RETURNING `+jobCols, owner, now.Add(lease), now, wss, idl)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) { return scanJob(r) })
+		return err
+	})
+	return out, err
+}
+
+// renew extends the leases of owner's running jobs and reports which of them have a cancel
+// request.
+func (q *Queue) renew(ctx context.Context, owner string, lease time.Duration) (map[string]bool, error) {
+	out := map[string]bool{}
+	err := q.DB.ReadCommitted(ctx, func(tx pgx.Tx) error {
+		clear(out)
+		now := q.now()
+		rows, err := tx.Query(ctx, `
+			UPDATE mutation_jobs SET lease_until = $2 WHERE status = 'running' AND lease_owner = $1
+			RETURNING id, cancel_requested`, owner, now.Add(lease))
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id string
+			var cancel bool
+			if err := rows.Scan(&id, &cancel); err != nil {
+				return err
+			}
+			out[id] = cancel
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// progress records a running job's stage and progress.
+func (q *Queue) progress(ctx context.Context, j Job, owner, stage string, pct int) (bool, error) {
+	tag, err := q.DB.Exec(ctx, `
+		UPDATE mutation_jobs SET stage = $4, progress = $5, updated_at = $6
+		WHERE workspace_id = $1 AND id = $2 AND status = 'running' AND lease_owner = $3`,
+		j.WorkspaceID, j.ID, owner, stage, max(0, min(100, pct)), q.now())
+	return err == nil && tag.RowsAffected() == 1, err
+}
+
+// outcome is how a run ended, when it did not commit through Run.Commit.
+type outcome struct {
+	status    string // Succeeded, Failed, Canceled, or Pending (automatic retry)
+	result    json.RawMessage
+	code      string
+	summary   string
+	retryWait time.Duration
+}
+
+// finish records an outcome for a job owner holds. A cancel request turns any outcome but a
+// committed success into canceled. It reports the state written, or "" when the job was no
+// longer owner's.
+func (q *Queue) finish(ctx context.Context, j Job, owner string, o outcome) (string, error) {
+	var state string
+	err := q.DB.ReadCommitted(ctx, func(tx pgx.Tx) error {
+		now := q.now()
+		attemptInc, finished := 0, &now
+		if o.status == Pending {
+			attemptInc, finished = 1, nil
+		}
+		err := tx.QueryRow(ctx, `
+			UPDATE mutation_jobs SET
+				status = CASE WHEN cancel_requested THEN 'canceled' ELSE $4::TEXT END,
+				attempt_count = attempt_count + CASE WHEN cancel_requested THEN 0 ELSE $5::INT8 END,
+				finished_at = CASE WHEN cancel_requested THEN $6::TIMESTAMPTZ ELSE $7::TIMESTAMPTZ END,
+				stage = CASE WHEN cancel_requested THEN 'canceled' ELSE $8::TEXT END,
+				progress = CASE WHEN $4::TEXT = 'succeeded' THEN 100 ELSE progress END,
+				result = $9, error_code = $10, error_summary = $11,
+				run_after = $12, lease_owner = '', lease_until = NULL, updated_at = $6::TIMESTAMPTZ
+			WHERE workspace_id = $1 AND id = $2 AND status = 'running' AND lease_owner = $3
+			RETURNING status`,
+			j.WorkspaceID, j.ID, owner, o.status, attemptInc, now, finished, stageOf(o.status),
+			nullJSON(o.result), o.code, truncate(o.summary, 2000), now.Add(o.retryWait)).Scan(&state)
+		if errors.Is(err, pgx.ErrNoRows) {
+			state = ""
+			return nil
+		}
+		return err
+	})
+	return state, err
+}
+
+// release returns owner's running jobs to the queue without counting an attempt (a graceful
+// shutdown of the replica is not the job's failure).
+func (q *Queue) release(ctx context.Context, owner string) (int, error) {
+	tag, err := q.DB.Exec(ctx, `
+		UPDATE mutation_jobs SET status = CASE WHEN cancel_requested THEN 'canceled' ELSE 'pending' END,
+			finished_at = CASE WHEN cancel_requested THEN $2::TIMESTAMPTZ ELSE NULL END,
+			stage = CASE WHEN cancel_requested THEN 'canceled' ELSE 'requeued' END,
+			lease_owner = '', lease_until = NULL, run_after = $2, updated_at = $2
+		WHERE status = 'running' AND lease_owner = $1`, owner, q.now())
+	return int(tag.RowsAffected()), err
+}
+
+// rescue returns running jobs whose lease ended (their replica died) to the queue as an
+// automatic retry, or fails them when no attempt is left, or cancels them when asked to.
+func (q *Queue) rescue(ctx context.Context, limit int) ([]Job, error) {
+	var out []Job
+	err := q.DB.ReadCommitted(ctx, func(tx pgx.Tx) error {
+		out = out[:0]
+		now := q.now()
+		rows, err := tx.Query(ctx, `
+			SELECT `+jobCols+` FROM mutation_jobs WHERE status = 'running' AND lease_until < $1
+			ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED`, now, limit)
+		if err != nil {
+			return err
+		}
+		expired, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) { return scanJob(r) })
+		if err != nil {
+			return err
+		}
+		for _, j := range expired {
+			status, inc, finished, code, summary, wait := Pending, 1, (*time.Time)(nil), CodeWorkerLost, "the replica running the job stopped; retried", q.backoff(j.AttemptCount+1)
+			switch {
+			case j.CancelRequested:
+				status, inc, finished, code, summary, wait = Canceled, 0, &now, "", "", 0
+			case j.AttemptCount+1 >= j.MaxAttempts:
+				status, inc, finished, summary, wait = Failed, 0, &now, "the replica running the job stopped and no attempt is left", 0
+			}
+			if _, err := tx.Exec(ctx, `
+				UPDATE mutation_jobs SET status = $3, attempt_count = attempt_count + $4, finished_at = $5, stage = $6,
+					error_code = $7, error_summary = $8, run_after = $9, lease_owner = '', lease_until = NULL, updated_at = $10
+				WHERE workspace_id = $1 AND id = $2`,
+				j.WorkspaceID, j.ID, status, inc, finished, stageOf(status), code, summary, now.Add(wait), now); err != nil {
+				return err
+			}
+			j.Status = status
+			out = append(out, j)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func stageOf(status string) string {
+	switch status {
+	case Pending:
+		return "retry-wait"
+	case Succeeded:
+		return "done"
+	}
+	return status
+}
+
+func nullJSON(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return []byte(b)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…[truncated]"
+}

@@ -1,0 +1,486 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"slidecells/cell/auth"
+	"slidecells/migrations"
+	"slidecells/shared/db/dbtest"
+	"slidecells/shared/directory"
+	"slidecells/shared/problem"
+)
+
+type fixture struct {
+	q       *Queue
+	cellURL string
+	authn   *auth.Authenticator
+	scope   auth.Scope // owner of workspace A
+	scopeB  auth.Scope // owner of workspace B (same user)
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	t.Parallel()
+	ctx := context.Background()
+	dir, err := directory.Connect(ctx, dbtest.NewDatabase(t, migrations.FS, migrations.Directory))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dir.Close)
+	if err := dir.AddCell(ctx, directory.Cell{ID: "cell-a", InternalURL: "http://127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := dir.CreateUser(ctx, "ann@example.com", "Ann")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{cellURL: dbtest.NewDatabase(t, migrations.FS, migrations.Cell)}
+	f.authn = &auth.Authenticator{Dir: directory.NewCached(dir, directory.CacheOptions{TTL: time.Nanosecond, MaxStale: time.Minute})}
+	for _, sc := range []*auth.Scope{&f.scope, &f.scopeB} {
+		w, err := dir.CreateWorkspace(ctx, "ws "+fmt.Sprint(sc == &f.scopeB), "cell-a", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dir.AddMember(ctx, w.ID, u.ID, "owner"); err != nil {
+			t.Fatal(err)
+		}
+		if *sc, err = f.authn.Authorize(ctx, auth.Principal{UserID: u.ID, Scopes: directory.Scopes}, w.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.q = &Queue{DB: dbtest.Open(t, f.cellURL), BackoffBase: 10 * time.Millisecond, BackoffMax: 40 * time.Millisecond}
+	return f
+}
+
+// pool starts a pool over f's queue that stops when the test ends.
+func (f *fixture) pool(t *testing.T, handlers map[string]Handler, tune ...func(*Pool)) *Pool {
+	t.Helper()
+	p := &Pool{Queue: f.q, Handlers: handlers, Lease: 600 * time.Millisecond, PollInterval: 20 * time.Millisecond,
+		ShutdownGrace: 100 * time.Millisecond,
+		Authorize: func(ctx context.Context, j Job) (auth.Scope, error) {
+			return f.authn.Authorize(ctx, auth.Principal{UserID: j.OwnerID, Scopes: directory.Scopes}, j.WorkspaceID)
+		}}
+	for _, fn := range tune {
+		fn(p)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("pool did not stop")
+		}
+	})
+	return p
+}
+
+func (f *fixture) enqueue(t *testing.T, kind string, maxAttempts int) Job {
+	t.Helper()
+	j, err := f.q.Enqueue(context.Background(), f.scope, NewJob{Kind: kind, Input: map[string]string{"k": "v"}, MaxAttempts: maxAttempts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.q.Notify()
+	return j
+}
+
+// wait polls a job until it reaches one of states.
+func (f *fixture) wait(t *testing.T, id string, states ...string) Job {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		j, err := f.q.Get(context.Background(), f.scope, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range states {
+			if j.Status == s {
+				return j
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s stayed %s (stage %q, want %v)", id, j.Status, j.Stage, states)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// writes counts the business writes made for a job (projects named after it).
+func (f *fixture) writes(t *testing.T, jobID string) int {
+	t.Helper()
+	var n int
+	if err := f.q.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM projects WHERE name = $1`, jobID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// commitProject is the business write of the test job kinds.
+func commitProject(ctx context.Context, r *Run) error {
+	return r.Commit(ctx, func(ctx context.Context, s auth.Scope, tx pgx.Tx) (json.RawMessage, error) {
+		_, err := tx.Exec(ctx, `INSERT INTO projects (workspace_id, id, name, created_by) VALUES ($1, $2, $3, $4)`,
+			s.WorkspaceID(), "prj_"+r.Job.ID, r.Job.ID, s.Principal().UserID)
+		return json.RawMessage(`{"object_id":"prj_` + r.Job.ID + `"}`), err
+	})
+}
+
+func TestLifecycleAndProgress(t *testing.T) {
+	f := setup(t)
+	f.pool(t, map[string]Handler{"ok": func(ctx context.Context, r *Run) (json.RawMessage, error) {
+		if err := r.Progress(ctx, "compile", 40); err != nil {
+			return nil, err
+		}
+		return nil, commitProject(ctx, r)
+	}})
+	j := f.enqueue(t, "ok", 0)
+	if j.Status != Pending || j.AttemptCount != 0 || j.MaxAttempts != DefaultMaxAttempts || j.OwnerID != f.scope.Principal().UserID {
+		t.Fatalf("enqueued: %+v", j)
+	}
+	done := f.wait(t, j.ID, Succeeded, Failed)
+	if done.Status != Succeeded || done.Progress != 100 || done.Stage != "done" || done.AttemptCount != 0 ||
+		string(done.Result) != `{"object_id": "prj_`+j.ID+`"}` || done.StartedAt == nil || done.FinishedAt == nil {
+		t.Fatalf("finished: %+v result %s", done, done.Result)
+	}
+	if n := f.writes(t, j.ID); n != 1 {
+		t.Fatalf("%d writes", n)
+	}
+	// Another workspace cannot see it.
+	if _, err := f.q.Get(context.Background(), f.scopeB, j.ID); problem.As(err).Code != problem.NotFound {
+		t.Fatalf("cross-workspace get: %v", err)
+	}
+}
+
+func TestFailuresAndAutomaticRetries(t *testing.T) {
+	f := setup(t)
+	var runs sync.Map
+	count := func(id string) int64 {
+		v, _ := runs.LoadOrStore(id, new(atomic.Int64))
+		return v.(*atomic.Int64).Add(1)
+	}
+	f.pool(t, map[string]Handler{
+		"flaky": func(ctx context.Context, r *Run) (json.RawMessage, error) {
+			if count(r.Job.ID) <= 2 {
+				return nil, &Failure{Code: "UPSTREAM_BUSY", Summary: "try later", Retryable: true}
+			}
+			return nil, commitProject(ctx, r)
+		},
+		"always-busy": func(ctx context.Context, r *Run) (json.RawMessage, error) {
+			count(r.Job.ID)
+			return nil, &Failure{Code: "UPSTREAM_BUSY", Summary: "try later", Retryable: true}
+		},
+		"bad-source": func(ctx context.Context, r *Run) (json.RawMessage, error) {
+			count(r.Job.ID)
+			return nil, Fail("COMPILE_SYNTAX", "page.tsx:3:7: unexpected token")
+		},
+		"infra": func(ctx context.Context, r *Run) (json.RawMessage, error) {
+			count(r.Job.ID)
+			return nil, errors.New("database exploded")
+		},
+		"panics": func(ctx context.Context, r *Run) (json.RawMessage, error) {
+			count(r.Job.ID)
+			panic("bug")
+		},
+	})
+	for _, tc := range []struct {
+		kind        string
+		maxAttempts int
+		status      string
+		attempts    int
+		code        string
+		runs        int64
+	}{
+		{"flaky", 3, Succeeded, 2, "", 3},
+		{"always-busy", 2, Failed, 1, "UPSTREAM_BUSY", 2},
+		{"bad-source", 3, Failed, 0, "COMPILE_SYNTAX", 1},
+		{"infra", 2, Failed, 1, CodeInternal, 2},
+		{"panics", 3, Failed, 0, CodePanicked, 1},
+		{"no-such-kind", 3, Failed, 0, CodeKindUnknown, 0},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			j := f.enqueue(t, tc.kind, tc.maxAttempts)
+			done := f.wait(t, j.ID, Succeeded, Failed, Canceled)
+			if done.Status != tc.status || done.AttemptCount != tc.attempts || done.ErrorCode != tc.code || done.ID != j.ID {
+				t.Fatalf("got %s attempts %d code %q (%s), want %s %d %q", done.Status, done.AttemptCount, done.ErrorCode, done.ErrorSummary, tc.status, tc.attempts, tc.code)
+			}
+			if tc.code != "" && done.ErrorSummary == "" {
+				t.Fatal("no diagnostic summary kept")
+			}
+			v, _ := runs.LoadOrStore(j.ID, new(atomic.Int64))
+			if n := v.(*atomic.Int64).Load(); n != tc.runs {
+				t.Fatalf("%d runs, want %d", n, tc.runs)
+			}
+		})
+	}
+}
+
+func TestCancel(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	t.Run("pending: at once, repeat is idempotent, finished is a conflict", func(t *testing.T) {
+		j := f.enqueue(t, "nobody-runs-this", 0) // no pool yet
+		c, err := f.q.Cancel(ctx, f.scope, j.ID)
+		if err != nil || c.Status != Canceled || !c.CancelRequested || c.FinishedAt == nil {
+			t.Fatalf("cancel: %+v %v", c, err)
+		}
+		if again, err := f.q.Cancel(ctx, f.scope, j.ID); err != nil || again.Status != Canceled {
+			t.Fatalf("repeat cancel: %+v %v", again, err)
+		}
+		if _, err := f.q.Cancel(ctx, f.scopeB, j.ID); problem.As(err).Code != problem.NotFound {
+			t.Fatalf("cross-workspace cancel: %v", err)
+		}
+	})
+	release := make(chan struct{})
+	started := make(chan string, 4)
+	f.pool(t, map[string]Handler{
+		"ok": func(ctx context.Context, r *Run) (json.RawMessage, error) { return nil, commitProject(ctx, r) },
+		// waits for the cancel to reach it through the lease renewal, then stops
+		"cooperative": func(ctx context.Context, r *Run) (json.RawMessage, error) {
+			started <- r.Job.ID
+			for !r.CancelRequested() {
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			return nil, ErrCanceled
+		},
+		// does not look: goes straight to its commit once released, which must refuse
+		"hasty": func(ctx context.Context, r *Run) (json.RawMessage, error) {
+			started <- r.Job.ID
+			<-release
+			return nil, commitProject(ctx, r)
+		},
+	})
+	t.Run("running, cooperative", func(t *testing.T) {
+		j := f.enqueue(t, "cooperative", 0)
+		if id := <-started; id != j.ID {
+			t.Fatalf("started %s", id)
+		}
+		if c, err := f.q.Cancel(ctx, f.scope, j.ID); err != nil || c.Status != Running || !c.CancelRequested {
+			t.Fatalf("cancel running: %+v %v", c, err)
+		}
+		if done := f.wait(t, j.ID, Canceled, Succeeded, Failed); done.Status != Canceled {
+			t.Fatalf("want canceled: %+v", done)
+		}
+	})
+	t.Run("running, cancel lands just before the commit: no write", func(t *testing.T) {
+		j := f.enqueue(t, "hasty", 0)
+		<-started
+		if _, err := f.q.Cancel(ctx, f.scope, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		if done := f.wait(t, j.ID, Canceled, Succeeded, Failed); done.Status != Canceled {
+			t.Fatalf("want canceled: %+v", done)
+		}
+		if n := f.writes(t, j.ID); n != 0 {
+			t.Fatalf("a cancelled job wrote %d times", n)
+		}
+	})
+	t.Run("succeeded: conflict", func(t *testing.T) {
+		j := f.enqueue(t, "ok", 0)
+		f.wait(t, j.ID, Succeeded)
+		if _, err := f.q.Cancel(ctx, f.scope, j.ID); problem.As(err).Code != problem.StateConflict {
+			t.Fatalf("cancel succeeded job: %v", err)
+		}
+	})
+}
+
+func TestManualRetry(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	var fail atomic.Bool
+	fail.Store(true)
+	f.pool(t, map[string]Handler{"maybe": func(ctx context.Context, r *Run) (json.RawMessage, error) {
+		if fail.Load() {
+			return nil, Fail("NOPE", "not now")
+		}
+		return nil, commitProject(ctx, r)
+	}})
+	first := f.enqueue(t, "maybe", 1)
+	f.wait(t, first.ID, Failed)
+	if _, err := f.q.Retry(ctx, f.scopeB, first.ID); problem.As(err).Code != problem.NotFound {
+		t.Fatalf("cross-workspace retry: %v", err)
+	}
+	fail.Store(false)
+	second, err := f.q.Retry(ctx, f.scope, first.ID)
+	if err != nil || second.ID == first.ID || second.RetryOfJobID != first.ID || second.AttemptCount != 0 ||
+		second.Status != Pending || string(second.Input) != string(first.Input) {
+		t.Fatalf("retry: %+v %v", second, err)
+	}
+	f.q.Notify()
+	done := f.wait(t, second.ID, Succeeded, Failed)
+	if done.Status != Succeeded {
+		t.Fatalf("retried job: %+v", done)
+	}
+	if _, err := f.q.Retry(ctx, f.scope, second.ID); problem.As(err).Code != problem.StateConflict {
+		t.Fatalf("retry of a succeeded job: %v", err)
+	}
+	if orig, _ := f.q.Get(ctx, f.scope, first.ID); orig.Status != Failed {
+		t.Fatalf("the original changed: %+v", orig)
+	}
+}
+
+// A replica claims a job and dies without a word: after its lease the rescuer returns the job to
+// the queue as an automatic retry, another replica runs it, and the dead one's late commit is
+// refused: the job writes exactly once.
+func TestLeaseExpiryTakeover(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	j := f.enqueue(t, "ok", 3)
+	claimed, err := f.q.claim(ctx, "ghost", 1, 200*time.Millisecond)
+	if err != nil || len(claimed) != 1 || claimed[0].ID != j.ID || claimed[0].Status != Running {
+		t.Fatalf("ghost claim: %+v %v", claimed, err)
+	}
+	p := f.pool(t, map[string]Handler{"ok": func(ctx context.Context, r *Run) (json.RawMessage, error) { return nil, commitProject(ctx, r) }})
+	done := f.wait(t, j.ID, Succeeded, Failed)
+	if done.Status != Succeeded || done.AttemptCount != 1 {
+		t.Fatalf("after takeover: %+v", done)
+	}
+	ghost := &Run{Job: claimed[0], pool: &Pool{Queue: f.q, Owner: "ghost", Authorize: p.Authorize}}
+	if err := commitProject(ctx, ghost); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("the dead replica's commit: %v", err)
+	}
+	if n := f.writes(t, j.ID); n != 1 {
+		t.Fatalf("%d writes, want exactly 1", n)
+	}
+}
+
+// TestHelperWorker is not a test: it is the worker process TestKilledWorkerProcess kills.
+func TestHelperWorker(t *testing.T) {
+	url := os.Getenv("JOBS_HELPER_DB")
+	if url == "" {
+		t.Skip("helper process only")
+	}
+	d := dbtest.Open(t, url)
+	q := &Queue{DB: d}
+	p := &Pool{Queue: q, Owner: "doomed", Lease: 500 * time.Millisecond, PollInterval: 20 * time.Millisecond,
+		Handlers: map[string]Handler{"ok": func(ctx context.Context, r *Run) (json.RawMessage, error) {
+			fmt.Println("RUNNING", r.Job.ID)
+			select {} // hold the job until killed
+		}}}
+	_ = p.Run(context.Background())
+}
+
+// The worker's process is killed (SIGKILL) while it runs a job; a pool in another process takes
+// the job over after its lease and it finishes exactly once.
+func TestKilledWorkerProcess(t *testing.T) {
+	f := setup(t)
+	j := f.enqueue(t, "ok", 3)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWorker$", "-test.v")
+	cmd.Env = append(os.Environ(), "JOBS_HELPER_DB="+f.cellURL)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	running := f.wait(t, j.ID, Running)
+	buf := make([]byte, 256)
+	_, _ = out.Read(buf)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if running.AttemptCount != 0 {
+		t.Fatalf("running: %+v", running)
+	}
+	f.pool(t, map[string]Handler{"ok": func(ctx context.Context, r *Run) (json.RawMessage, error) { return nil, commitProject(ctx, r) }})
+	done := f.wait(t, j.ID, Succeeded, Failed)
+	if done.Status != Succeeded || done.AttemptCount != 1 {
+		t.Fatalf("after the kill: %+v", done)
+	}
+	if n := f.writes(t, j.ID); n != 1 {
+		t.Fatalf("%d writes, want exactly 1", n)
+	}
+}
+
+func TestSlotsBoundConcurrency(t *testing.T) {
+	f := setup(t)
+	var now, peak atomic.Int64
+	f.pool(t, map[string]Handler{"slow": func(ctx context.Context, r *Run) (json.RawMessage, error) {
+		n := now.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+		now.Add(-1)
+		return nil, nil
+	}}, func(p *Pool) { p.Slots = 2 })
+	var ids []string
+	for range 6 {
+		ids = append(ids, f.enqueue(t, "slow", 0).ID)
+	}
+	for _, id := range ids {
+		f.wait(t, id, Succeeded)
+	}
+	if p := peak.Load(); p != 2 {
+		t.Fatalf("peak concurrency %d, want 2", p)
+	}
+}
+
+// A replica that stops gracefully returns the job it could not finish to the queue, without
+// spending an attempt.
+func TestShutdownReturnsUnfinishedJobs(t *testing.T) {
+	f := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	p := &Pool{Queue: f.q, Lease: time.Second, PollInterval: 20 * time.Millisecond, ShutdownGrace: 50 * time.Millisecond,
+		Handlers: map[string]Handler{"long": func(ctx context.Context, r *Run) (json.RawMessage, error) {
+			close(started)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}}}
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(done) }()
+	j := f.enqueue(t, "long", 0)
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("job did not start")
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("pool did not stop")
+	}
+	back, err := f.q.Get(context.Background(), f.scope, j.ID)
+	if err != nil || back.Status != Pending || back.AttemptCount != 0 {
+		t.Fatalf("after shutdown: %+v %v", back, err)
+	}
+}
+
+func TestStats(t *testing.T) {
+	f := setup(t)
+	now := time.Now()
+	f.q.Now = func() time.Time { return now }
+	f.enqueue(t, "x", 0)
+	now = now.Add(3 * time.Second)
+	f.enqueue(t, "x", 0)
+	st, err := f.q.Stats(context.Background())
+	if err != nil || st.Pending != 2 || st.Running != 0 || st.OldestPending.Round(time.Millisecond) != 3*time.Second {
+		t.Fatalf("%+v %v", st, err)
+	}
+}

@@ -1,0 +1,378 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+
+	"slidecells/cell/auth"
+	"slidecells/shared/ids"
+)
+
+// Handler does one job kind's work. It reports progress through r, checks r.CancelRequested
+// between stages, and makes its business writes through r.Commit (at most once). Its error is a
+// *Failure (kept on the job; retried automatically when Retryable and attempts remain),
+// ErrCanceled, or anything else (an infrastructure failure, retried as CodeInternal).
+type Handler func(ctx context.Context, r *Run) (json.RawMessage, error)
+
+// Pool defaults.
+const (
+	DefaultSlots         = 4
+	DefaultLease         = 30 * time.Second
+	DefaultPollInterval  = 250 * time.Millisecond
+	DefaultShutdownGrace = 10 * time.Second
+)
+
+// Pool runs jobs in one replica: it claims up to Slots jobs at a time, runs their handlers,
+// renews their leases, rescues jobs whose lease ended anywhere, and on shutdown returns unfinished
+// jobs to the queue.
+type Pool struct {
+	Queue    *Queue
+	Handlers map[string]Handler
+	// Slots bounds the jobs this replica runs at once; zero is DefaultSlots.
+	Slots int
+	// Lease is how long a claim lasts without renewal; renewed every Lease/3. Zero is
+	// DefaultLease.
+	Lease time.Duration
+	// PollInterval is how often an idle pool looks for jobs enqueued by other replicas; jobs
+	// enqueued here wake it at once (Queue.Notify). Zero is DefaultPollInterval.
+	PollInterval time.Duration
+	// ShutdownGrace is how long running jobs may finish when the pool stops, before they are
+	// interrupted and returned to the queue. Zero is DefaultShutdownGrace.
+	ShutdownGrace time.Duration
+	// Owner names this replica's leases; empty is a fresh random name.
+	Owner string
+	// Authorize checks, inside Run.Commit's transaction and before the business writes, that
+	// the job's owner may still make them (current membership and role; an expired token does
+	// not matter: accepted jobs outlive it), and returns the workspace scope the writes run
+	// under. An error that is a *Failure fails the job with its code.
+	Authorize func(ctx context.Context, j Job) (auth.Scope, error)
+	// Observe, when set, is told each state a job enters in this pool (running, and the state
+	// each run ends in), for metrics.
+	Observe func(kind, state string)
+	Log     *zap.Logger
+
+	running sync.WaitGroup
+	mu      sync.Mutex
+	runs    map[string]*Run
+}
+
+func (p *Pool) slots() int {
+	if p.Slots > 0 {
+		return p.Slots
+	}
+	return DefaultSlots
+}
+
+func (p *Pool) lease() time.Duration {
+	if p.Lease > 0 {
+		return p.Lease
+	}
+	return DefaultLease
+}
+
+func (p *Pool) poll() time.Duration {
+	if p.PollInterval > 0 {
+		return p.PollInterval
+	}
+	return DefaultPollInterval
+}
+
+func (p *Pool) observe(kind, state string) {
+	if p.Observe != nil {
+		p.Observe(kind, state)
+	}
+}
+
+func (p *Pool) log() *zap.Logger {
+	if p.Log != nil {
+		return p.Log
+	}
+	return zap.NewNop()
+}
+
+// Run runs the pool until ctx ends, then lets running jobs finish for ShutdownGrace, interrupts
+// the rest and returns them to the queue.
+func (p *Pool) Run(ctx context.Context) error {
+	if p.Owner == "" {
+		p.Owner = ids.New("wrk")
+	}
+	p.Queue.Init()
+	p.runs = map[string]*Run{}
+	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	free := make(chan struct{}, p.slots())
+	var maint sync.WaitGroup
+	maint.Add(1)
+	go func() { defer maint.Done(); p.maintain(ctx) }()
+
+	busy := 0
+	for ctx.Err() == nil {
+		if n := p.slots() - busy; n > 0 {
+			jobs, err := p.Queue.claim(ctx, p.Owner, n, p.lease())
+			if err != nil && ctx.Err() == nil {
+				p.log().Warn("claiming jobs failed", zap.Error(err))
+			}
+			for _, j := range jobs {
+				busy++
+				p.start(work, j, free)
+			}
+			if len(jobs) == n {
+				// There may be more: claim again as soon as a slot frees.
+				select {
+				case <-free:
+					busy--
+				case <-ctx.Done():
+				}
+				continue
+			}
+		}
+		t := time.NewTimer(p.poll())
+		select {
+		case <-p.Queue.wakeCh():
+		case <-free:
+			busy--
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	// Shutdown: let running jobs finish for a while, then interrupt and requeue them.
+	done := make(chan struct{})
+	go func() { p.running.Wait(); close(done) }()
+	grace := p.ShutdownGrace
+	if grace <= 0 {
+		grace = DefaultShutdownGrace
+	}
+	select {
+	case <-done:
+	case <-time.After(grace):
+		stopWork()
+		<-done
+	}
+	maint.Wait()
+	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if n, err := p.Queue.release(rctx, p.Owner); err != nil || n > 0 {
+		p.log().Info("returned unfinished jobs to the queue", zap.Int("jobs", n), zap.Error(err))
+	}
+	return nil
+}
+
+// maintain renews this pool's leases and rescues expired ones, until ctx ends.
+func (p *Pool) maintain(ctx context.Context) {
+	renew := time.NewTicker(p.lease() / 3)
+	defer renew.Stop()
+	rescue := time.NewTicker(p.lease() / 2)
+	defer rescue.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-renew.C:
+			started := time.Now()
+			cancels, err := p.Queue.renew(ctx, p.Owner, p.lease())
+			if err != nil {
+				p.log().Warn("renewing job leases failed", zap.Error(err))
+				continue
+			}
+			p.mu.Lock()
+			for id, r := range p.runs {
+				if cancel, ok := cancels[id]; ok && cancel {
+					r.cancel.Store(true)
+				} else if !ok && r.claimedAt.Before(started) {
+					r.lost.Store(true) // rescued elsewhere: stop before any write
+				}
+			}
+			p.mu.Unlock()
+		case <-rescue.C:
+			jobs, err := p.Queue.rescue(ctx, 100)
+			if err != nil {
+				p.log().Warn("rescuing jobs failed", zap.Error(err))
+			}
+			for _, j := range jobs {
+				p.observe(j.Kind, j.Status)
+				p.log().Info("rescued a job whose lease ended", zap.String("workspace_id", j.WorkspaceID),
+					zap.String("job_id", j.ID), zap.String("state", j.Status))
+				if j.Status == Pending {
+					p.Queue.Notify()
+				}
+			}
+		}
+	}
+}
+
+func (p *Pool) start(ctx context.Context, j Job, free chan<- struct{}) {
+	r := &Run{Job: j, pool: p, claimedAt: time.Now()}
+	r.cancel.Store(j.CancelRequested)
+	p.mu.Lock()
+	p.runs[j.ID] = r
+	p.mu.Unlock()
+	p.running.Add(1)
+	p.observe(j.Kind, Running)
+	go func() {
+		defer p.running.Done()
+		defer func() { free <- struct{}{} }()
+		defer func() {
+			p.mu.Lock()
+			delete(p.runs, j.ID)
+			p.mu.Unlock()
+		}()
+		p.execute(ctx, r)
+	}()
+}
+
+func (p *Pool) execute(ctx context.Context, r *Run) {
+	j := r.Job
+	o := outcome{status: Succeeded}
+	result, err := p.call(ctx, r)
+	switch {
+	case r.committed.Load():
+		p.observe(j.Kind, Succeeded)
+		return
+	case errors.Is(err, ErrLeaseLost) || r.lost.Load():
+		return // the job is someone else's now
+	case errors.Is(err, ErrCanceled) || r.cancel.Load():
+		o = outcome{status: Canceled}
+	case ctx.Err() != nil:
+		return // shutdown: Run returns the job to the queue
+	case err == nil:
+		o.result = result
+	default:
+		var f *Failure
+		if !errors.As(err, &f) {
+			f = &Failure{Code: CodeInternal, Summary: "the job failed unexpectedly; it is retried while attempts remain", Retryable: true}
+			p.log().Warn("job failed", zap.String("workspace_id", j.WorkspaceID), zap.String("job_id", j.ID), zap.Error(err))
+		}
+		o = outcome{status: Failed, code: f.Code, summary: f.Summary}
+		if f.Retryable && j.AttemptCount+1 < j.MaxAttempts {
+			o.status, o.retryWait = Pending, p.Queue.backoff(j.AttemptCount+1)
+		}
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	state, err := p.Queue.finish(fctx, j, p.Owner, o)
+	if err != nil {
+		p.log().Warn("recording a job's outcome failed; the rescuer will take it", zap.String("job_id", j.ID), zap.Error(err))
+		return
+	}
+	if state != "" {
+		p.observe(j.Kind, state)
+	}
+	if state == Pending {
+		go func() {
+			// Wake a worker when the backoff ends (other replicas poll).
+			time.Sleep(o.retryWait)
+			p.Queue.Notify()
+		}()
+	}
+}
+
+// call runs the handler, turning a panic into a non-retried failure.
+func (p *Pool) call(ctx context.Context, r *Run) (res json.RawMessage, err error) {
+	h := p.Handlers[r.Job.Kind]
+	if h == nil {
+		return nil, Fail(CodeKindUnknown, "no handler for job kind %q", r.Job.Kind)
+	}
+	if r.cancel.Load() {
+		return nil, ErrCanceled
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			p.log().Error("job handler panicked", zap.String("job_id", r.Job.ID), zap.Any("panic", v))
+			err = Fail(CodePanicked, "the job handler failed: %v", v)
+		}
+	}()
+	return h(ctx, r)
+}
+
+// Run is one execution of a job, given to its Handler.
+type Run struct {
+	Job       Job
+	pool      *Pool
+	claimedAt time.Time
+	cancel    atomic.Bool
+	lost      atomic.Bool
+	committed atomic.Bool
+}
+
+// CancelRequested reports whether a cancel was requested (seen at the last lease renewal);
+// handlers check it between stages. Commit checks it again in its transaction.
+func (r *Run) CancelRequested() bool { return r.cancel.Load() }
+
+// Progress records the stage the job is in and a 0–100 progress, visible to clients polling
+// the job. It returns ErrLeaseLost when the job is no longer this run's.
+func (r *Run) Progress(ctx context.Context, stage string, pct int) error {
+	ok, err := r.pool.Queue.progress(ctx, r.Job, r.pool.Owner, stage, pct)
+	if err == nil && !ok {
+		r.lost.Store(true)
+		return ErrLeaseLost
+	}
+	return err
+}
+
+// Commit makes the job's business writes and finishes it as succeeded, in one serializable
+// transaction that first rechecks that the job is still this run's and not cancelled (ErrCanceled
+// / ErrLeaseLost: nothing is written) and the owner's permission (Pool.Authorize, which gives the
+// scope fn writes under). fn's writes through the given context join the transaction; its result
+// is stored on the job. A *Failure from fn rolls everything back and fails the job like a
+// handler error.
+func (r *Run) Commit(ctx context.Context, fn func(ctx context.Context, s auth.Scope, tx pgx.Tx) (json.RawMessage, error)) error {
+	if r.committed.Load() {
+		return errors.New("jobs: Commit called twice")
+	}
+	q := r.pool.Queue
+	j := r.Job
+	err := q.DB.Atomic(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		var status, owner string
+		var cancel bool
+		err := tx.QueryRow(ctx, `SELECT status, lease_owner, cancel_requested FROM mutation_jobs
+			WHERE workspace_id = $1 AND id = $2 FOR UPDATE`, j.WorkspaceID, j.ID).Scan(&status, &owner, &cancel)
+		if err != nil {
+			return err
+		}
+		if status != Running || owner != r.pool.Owner {
+			return ErrLeaseLost
+		}
+		if cancel {
+			return ErrCanceled
+		}
+		if r.pool.Authorize == nil {
+			return errors.New("jobs: Pool.Authorize is not set")
+		}
+		scope, err := r.pool.Authorize(ctx, j)
+		if err != nil {
+			return err
+		}
+		result, err := fn(ctx, scope, tx)
+		if err != nil {
+			return err
+		}
+		now := q.now()
+		_, err = tx.Exec(ctx, `
+			UPDATE mutation_jobs SET status = 'succeeded', result = $3, stage = 'done', progress = 100, finished_at = $4,
+				lease_owner = '', lease_until = NULL, error_code = '', error_summary = '', updated_at = $4
+			WHERE workspace_id = $1 AND id = $2`, j.WorkspaceID, j.ID, nullJSON(result), now)
+		return err
+	})
+	switch {
+	case err == nil:
+		r.committed.Store(true)
+		return nil
+	case errors.Is(err, ErrCanceled):
+		r.cancel.Store(true)
+	case errors.Is(err, ErrLeaseLost):
+		r.lost.Store(true)
+	}
+	return err
+}
+
+// String names a run in logs.
+func (r *Run) String() string { return fmt.Sprintf("%s/%s", r.Job.WorkspaceID, r.Job.ID) }
