@@ -93,6 +93,12 @@ func (j Job) Terminal() bool {
 const jobCols = `workspace_id, id, kind, owner_id, input, status, attempt_count, max_attempts, COALESCE(retry_of_job_id, ''),
 	stage, progress, cancel_requested, error_code, error_summary, result, run_after, created_at, started_at, finished_at, updated_at`
 
+// jobColsQualified is jobCols for statements that join.
+const jobColsQualified = `mutation_jobs.workspace_id, mutation_jobs.id, mutation_jobs.kind, mutation_jobs.owner_id, mutation_jobs.input,
+	mutation_jobs.status, mutation_jobs.attempt_count, mutation_jobs.max_attempts, COALESCE(mutation_jobs.retry_of_job_id, ''),
+	mutation_jobs.stage, mutation_jobs.progress, mutation_jobs.cancel_requested, mutation_jobs.error_code, mutation_jobs.error_summary,
+	mutation_jobs.result, mutation_jobs.run_after, mutation_jobs.created_at, mutation_jobs.started_at, mutation_jobs.finished_at, mutation_jobs.updated_at`
+
 func scanJob(r pgx.Row) (Job, error) {
 	var j Job
 	var result []byte
@@ -309,39 +315,22 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	return st, err
 }
 
-// claim takes up to n runnable pending jobs for owner under a lease. The pick and the update are
-// two statements on purpose: an UPDATE … WHERE … IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)
-// may rescan its subquery and take more than n.
+// claim takes up to n runnable pending jobs for owner under a lease, in one statement and one
+// round trip. The pick is a MATERIALIZED CTE on purpose: an UPDATE … WHERE … IN (SELECT … LIMIT
+// n FOR UPDATE SKIP LOCKED) may rescan its subquery and take more than n.
 func (q *Queue) claim(ctx context.Context, owner string, n int, lease time.Duration) ([]Job, error) {
 	var out []Job
-	err := q.DB.ReadCommitted(ctx, func(tx pgx.Tx) error {
-		out = nil
-		now := q.now()
-		rows, err := tx.Query(ctx, `
-			SELECT workspace_id, id FROM mutation_jobs WHERE status = 'pending' AND run_after <= $1
-			ORDER BY run_after LIMIT $2 FOR UPDATE SKIP LOCKED`, now, n)
-		if err != nil {
-			return err
-		}
-		var wss, idl []string
-		for rows.Next() {
-			var ws, id string
-			if err := rows.Scan(&ws, &id); err != nil {
-				return err
-			}
-			wss, idl = append(wss, ws), append(idl, id)
-		}
-		if err := rows.Err(); err != nil || len(idl) == 0 {
-			return err
-		}
-		rows, err = tx.Query(ctx, `
-			UPDATE mutation_jobs SET status = 'running', lease_owner = $1, lease_until = $2, started_at = COALESCE(started_at, $3),
-				updated_at = $3, stage = 'started', progress = 0
-			WHERE workspace_id = ANY($4) AND id = ANY($5) AND status = 'pending'
-			RETURNING `+jobCols, owner, now.Add(lease), now, wss, idl)
-		if err != nil {
-			return err
-		}
+	now := q.now()
+	_, err := q.DB.OneRC(ctx, `
+		WITH picked AS MATERIALIZED (
+			SELECT workspace_id, id FROM mutation_jobs WHERE status = 'pending' AND run_after <= $3
+			ORDER BY run_after LIMIT $4 FOR UPDATE SKIP LOCKED)
+		UPDATE mutation_jobs SET status = 'running', lease_owner = $1, lease_until = $2, started_at = COALESCE(started_at, $3),
+			updated_at = $3, stage = 'started', progress = 0
+		FROM picked WHERE mutation_jobs.workspace_id = picked.workspace_id AND mutation_jobs.id = picked.id
+		AND mutation_jobs.status = 'pending'
+		RETURNING `+jobColsQualified, []any{owner, now.Add(lease), now, n}, func(rows pgx.Rows) error {
+		var err error
 		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) { return scanJob(r) })
 		return err
 	})
@@ -352,15 +341,9 @@ func (q *Queue) claim(ctx context.Context, owner string, n int, lease time.Durat
 // request.
 func (q *Queue) renew(ctx context.Context, owner string, lease time.Duration) (map[string]bool, error) {
 	out := map[string]bool{}
-	err := q.DB.ReadCommitted(ctx, func(tx pgx.Tx) error {
-		clear(out)
-		now := q.now()
-		rows, err := tx.Query(ctx, `
-			UPDATE mutation_jobs SET lease_until = $2 WHERE status = 'running' AND lease_owner = $1
-			RETURNING id, cancel_requested`, owner, now.Add(lease))
-		if err != nil {
-			return err
-		}
+	_, err := q.DB.OneRC(ctx, `
+		UPDATE mutation_jobs SET lease_until = $2 WHERE status = 'running' AND lease_owner = $1
+		RETURNING id, cancel_requested`, []any{owner, q.now().Add(lease)}, func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id string
 			var cancel bool
@@ -376,10 +359,10 @@ func (q *Queue) renew(ctx context.Context, owner string, lease time.Duration) (m
 
 // progress records a running job's stage and progress.
 func (q *Queue) progress(ctx context.Context, j Job, owner, stage string, pct int) (bool, error) {
-	tag, err := q.DB.Exec(ctx, `
+	tag, err := q.DB.OneRC(ctx, `
 		UPDATE mutation_jobs SET stage = $4, progress = $5, updated_at = $6
 		WHERE workspace_id = $1 AND id = $2 AND status = 'running' AND lease_owner = $3`,
-		j.WorkspaceID, j.ID, owner, stage, max(0, min(100, pct)), q.now())
+		[]any{j.WorkspaceID, j.ID, owner, stage, max(0, min(100, pct)), q.now()}, nil)
 	return err == nil && tag.RowsAffected() == 1, err
 }
 
@@ -397,31 +380,32 @@ type outcome struct {
 // longer owner's.
 func (q *Queue) finish(ctx context.Context, j Job, owner string, o outcome) (string, error) {
 	var state string
-	err := q.DB.ReadCommitted(ctx, func(tx pgx.Tx) error {
-		now := q.now()
-		attemptInc, finished := 0, &now
-		if o.status == Pending {
-			attemptInc, finished = 1, nil
-		}
-		err := tx.QueryRow(ctx, `
-			UPDATE mutation_jobs SET
-				status = CASE WHEN cancel_requested THEN 'canceled' ELSE $4::TEXT END,
-				attempt_count = attempt_count + CASE WHEN cancel_requested THEN 0 ELSE $5::INT8 END,
-				finished_at = CASE WHEN cancel_requested THEN $6::TIMESTAMPTZ ELSE $7::TIMESTAMPTZ END,
-				stage = CASE WHEN cancel_requested THEN 'canceled' ELSE $8::TEXT END,
-				progress = CASE WHEN $4::TEXT = 'succeeded' THEN 100 ELSE progress END,
-				result = $9, error_code = $10, error_summary = $11,
-				run_after = $12, lease_owner = '', lease_until = NULL, updated_at = $6::TIMESTAMPTZ
-			WHERE workspace_id = $1 AND id = $2 AND status = 'running' AND lease_owner = $3
-			RETURNING status`,
-			j.WorkspaceID, j.ID, owner, o.status, attemptInc, now, finished, stageOf(o.status),
-			nullJSON(o.result), o.code, truncate(o.summary, 2000), now.Add(o.retryWait)).Scan(&state)
-		if errors.Is(err, pgx.ErrNoRows) {
-			state = ""
-			return nil
-		}
-		return err
-	})
+	now := q.now()
+	attemptInc, finished := 0, &now
+	if o.status == Pending {
+		attemptInc, finished = 1, nil
+	}
+	_, err := q.DB.OneRC(ctx, `
+		UPDATE mutation_jobs SET
+			status = CASE WHEN cancel_requested THEN 'canceled' ELSE $4::TEXT END,
+			attempt_count = attempt_count + CASE WHEN cancel_requested THEN 0 ELSE $5::INT8 END,
+			finished_at = CASE WHEN cancel_requested THEN $6::TIMESTAMPTZ ELSE $7::TIMESTAMPTZ END,
+			stage = CASE WHEN cancel_requested THEN 'canceled' ELSE $8::TEXT END,
+			progress = CASE WHEN $4::TEXT = 'succeeded' THEN 100 ELSE progress END,
+			result = $9, error_code = $10, error_summary = $11,
+			run_after = $12, lease_owner = '', lease_until = NULL, updated_at = $6::TIMESTAMPTZ
+		WHERE workspace_id = $1 AND id = $2 AND status = 'running' AND lease_owner = $3
+		RETURNING status`,
+		[]any{j.WorkspaceID, j.ID, owner, o.status, attemptInc, now, finished, stageOf(o.status),
+			nullJSON(o.result), o.code, truncate(o.summary, 2000), now.Add(o.retryWait)},
+		func(rows pgx.Rows) error {
+			for rows.Next() {
+				if err := rows.Scan(&state); err != nil {
+					return err
+				}
+			}
+			return rows.Err()
+		})
 	return state, err
 }
 

@@ -30,9 +30,11 @@ type fixture struct {
 	scopeB  auth.Scope // owner of workspace B (same user)
 }
 
-func setup(t *testing.T) *fixture {
+func setup(t testing.TB) *fixture {
 	t.Helper()
-	t.Parallel()
+	if tt, ok := t.(*testing.T); ok {
+		tt.Parallel()
+	}
 	ctx := context.Background()
 	dir, err := directory.Connect(ctx, dbtest.NewDatabase(t, migrations.FS, migrations.Directory))
 	if err != nil {
@@ -89,7 +91,7 @@ func (f *fixture) pool(t *testing.T, handlers map[string]Handler, tune ...func(*
 	return p
 }
 
-func (f *fixture) enqueue(t *testing.T, kind string, maxAttempts int) Job {
+func (f *fixture) enqueue(t testing.TB, kind string, maxAttempts int) Job {
 	t.Helper()
 	j, err := f.q.Enqueue(context.Background(), f.scope, NewJob{Kind: kind, Input: map[string]string{"k": "v"}, MaxAttempts: maxAttempts})
 	if err != nil {

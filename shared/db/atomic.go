@@ -167,3 +167,63 @@ func (d *DB) retrying(ctx context.Context, fn func(pgx.Tx) error) (context.Conte
 func (d *DB) ReadCommitted(ctx context.Context, fn func(pgx.Tx) error) error {
 	return d.tx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
 }
+
+// OneRC runs one statement in its own READ COMMITTED transaction, in a single round trip (BEGIN,
+// the statement and COMMIT are sent as one pipeline), for the hot compare-and-set statements of
+// queues. rows, when not nil, reads the statement's result rows. A restart CockroachDB may ask
+// for is retried like Tx.
+func (d *DB) OneRC(ctx context.Context, sql string, args []any, rows func(pgx.Rows) error) (pgconn.CommandTag, error) {
+	var tag pgconn.CommandTag
+	for attempt := 0; ; attempt++ {
+		var err error
+		tag, err = d.oneRC(ctx, sql, args, rows)
+		if !IsRetryable(err) || attempt >= d.maxRetries() {
+			return tag, err
+		}
+		if d.OnRetry != nil {
+			d.OnRetry(ctx)
+		}
+	}
+}
+
+func (d *DB) maxRetries() int {
+	if d.MaxRetries > 0 {
+		return d.MaxRetries
+	}
+	return DefaultMaxRetries
+}
+
+func (d *DB) oneRC(ctx context.Context, sql string, args []any, scan func(pgx.Rows) error) (tag pgconn.CommandTag, err error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	b.Queue(sql, args...)
+	b.Queue("COMMIT")
+	br := d.Pool.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	if _, err = br.Exec(); err != nil {
+		return tag, err
+	}
+	if scan != nil {
+		r, qerr := br.Query()
+		if qerr != nil {
+			return tag, qerr
+		}
+		err = scan(r)
+		r.Close()
+		if err == nil {
+			err = r.Err()
+		}
+		tag = r.CommandTag()
+	} else {
+		tag, err = br.Exec()
+	}
+	if err != nil {
+		return tag, err
+	}
+	_, err = br.Exec()
+	return tag, err
+}
