@@ -11,6 +11,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"slidecells/router/placement"
+	"slidecells/shared/cellproto"
 	"slidecells/shared/problem"
 )
 
@@ -26,8 +27,8 @@ func TestCellDownFailsFastWhileOtherCellServes(t *testing.T) {
 	for i := range 3 {
 		a := b.get(t, "/api/v1/workspaces/"+b.wsA)
 		a.wantProblem(t, http.StatusServiceUnavailable, problem.CellUnavailable)
-		if a.header.Get(HeaderCellID) != "cell-a" || a.header.Get("Retry-After") == "" {
-			t.Errorf("attempt %d: X-Cell-ID %q Retry-After %q", i, a.header.Get(HeaderCellID), a.header.Get("Retry-After"))
+		if a.header.Get(cellproto.HeaderCellID) != "cell-a" || a.header.Get("Retry-After") == "" {
+			t.Errorf("attempt %d: X-Cell-ID %q Retry-After %q", i, a.header.Get(cellproto.HeaderCellID), a.header.Get("Retry-After"))
 		}
 		b.get(t, "/api/v1/workspaces/"+b.wsB).wantCell(t, "cell-b")
 	}

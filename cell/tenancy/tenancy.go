@@ -14,19 +14,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"slidecells/shared/cellproto"
 	"slidecells/shared/db"
 	"slidecells/shared/directory"
 	"slidecells/shared/problem"
 )
 
-// Header names of the router↔cell protocol.
-const (
-	HeaderEpoch       = "X-Placement-Epoch"
-	HeaderRoutedCell  = "X-Placement-Cell"
-	HeaderOwningCell  = "X-Owning-Cell"
-	HeaderRequestID   = "X-Request-ID"
-	HeaderWorkspaceID = "X-Workspace-ID"
-)
+// HeaderRequestID is cellproto.HeaderRequestID, where the router↔cell header names live.
+//
+// Deprecated: use cellproto.HeaderRequestID. It stays only until cell/api/pipeline.go, which
+// another branch is reworking, moves over.
+const HeaderRequestID = cellproto.HeaderRequestID
 
 // Placements is what the guard needs from the directory (satisfied by *directory.Cached).
 type Placements interface {
@@ -52,7 +50,7 @@ type Row struct {
 // travels in a header. The guard and the write fence (cell/store) both answer with it.
 func Misdirected(owner string) error {
 	e := problem.New(problem.Misdirected, "this cell does not serve the workspace at the routed epoch")
-	e.Header = http.Header{HeaderOwningCell: []string{owner}}
+	e.Header = http.Header{cellproto.HeaderOwningCell: []string{owner}}
 	return e
 }
 
