@@ -24,6 +24,7 @@ import (
 
 	"slidecells/cell/api"
 	cblob "slidecells/cell/blob"
+	"slidecells/cell/maintenance"
 	"slidecells/migrations"
 	"slidecells/shared/config"
 	"slidecells/shared/db"
@@ -125,25 +126,10 @@ func run() error {
 		CellID: s.CellID, DB: cellDB, Log: log, Render: render, IdempotencyRetention: s.IdemRetention, Blobs: bucket,
 		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: s.AuthTTL, MaxStale: s.AuthMaxStale}),
 	})
-	blobs := &cblob.Store{Bucket: bucket}
-	go every(ctx, 10*time.Minute, func() {
-		// Expired idempotency records, in batches.
-		for {
-			n, err := srv.Idem.Purge(ctx, 500)
-			if err != nil {
-				log.Warn("idempotency purge failed", zap.Error(err))
-			}
-			if err != nil || n < 500 {
-				break
-			}
-		}
-		// Upload temporaries left by a crash mid-upload.
-		if n, err := blobs.SweepTemp(ctx, time.Now().Add(-time.Hour)); err != nil {
-			log.Warn("temporary blob sweep failed", zap.Error(err))
-		} else if n > 0 {
-			log.Info("temporary blobs swept", zap.Int("count", n))
-		}
+	housekeeping := maintenance.New(maintenance.Config{
+		Idempotency: srv.Idem, Temps: &cblob.Store{Bucket: bucket}, Log: log,
 	})
+	go housekeeping.Run(ctx)
 	ln, err := net.Listen("tcp", s.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("CELL_LISTEN_ADDR: %w", err)
@@ -183,18 +169,4 @@ func openBucket(ctx context.Context, u string) (*blob.Bucket, error) {
 		}
 	}
 	return blob.OpenBucket(ctx, u)
-}
-
-// every runs fn every interval until ctx ends.
-func every(ctx context.Context, interval time.Duration, fn func()) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			fn()
-		}
-	}
 }
