@@ -75,7 +75,7 @@ func TestFrozenCellDoesNotDelayOtherCell(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
-			res, err := http.Get(b.srv.URL + "/api/v1/workspaces/" + b.wsA)
+			res, err := testClient.Get(b.srv.URL + "/api/v1/workspaces/" + b.wsA)
 			if err != nil {
 				t.Error(err)
 				return
@@ -83,15 +83,19 @@ func TestFrozenCellDoesNotDelayOtherCell(t *testing.T) {
 			res.Body.Close()
 		})
 	}
-	for range 4 {
-		<-entered
+	for i := range 4 {
+		select {
+		case <-entered:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d of 4 requests reached the frozen cell within 10s", i)
+		}
 	}
 	// Four requests hang inside cell-a; cell-b answers meanwhile.
 	for range 10 {
 		b.get(t, "/api/v1/workspaces/"+b.wsB).wantCell(t, "cell-b")
 	}
 	close(release)
-	wg.Wait()
+	waitGroup(t, &wg, 10*time.Second)
 }
 
 func TestFrozenCellTimesOutAndBreakerOpens(t *testing.T) {
@@ -152,8 +156,13 @@ func TestProberRunsInBackground(t *testing.T) {
 		c.ProbeFailures = 1
 	})
 	b.a.setReady(http.StatusServiceUnavailable)
-	// Wait for the background prober, however long it takes; nothing here is timed.
+	// Wait for the background prober (every 5 ms); the deadline only catches a prober that
+	// never runs.
+	deadline := time.Now().Add(10 * time.Second)
 	for b.rt.cells.Load().byID["cell-a"].healthy.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the prober did not mark cell-a unhealthy within 10s")
+		}
 		time.Sleep(time.Millisecond)
 	}
 	b.get(t, "/api/v1/workspaces/"+b.wsA).wantProblem(t, http.StatusServiceUnavailable, problem.CellUnavailable)

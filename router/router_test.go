@@ -25,6 +25,22 @@ import (
 	"slidecells/shared/problem"
 )
 
+// testClient is the one HTTP client of the package's tests; its timeout bounds every request
+// (the slowest deliberate answer is a frozen cell's, released by its test).
+var testClient = &http.Client{Timeout: time.Minute}
+
+// waitGroup waits for wg, failing the test when that takes longer than limit.
+func waitGroup(t *testing.T, wg *sync.WaitGroup, limit time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		t.Fatalf("goroutines still running after %v", limit)
+	}
+}
+
 // fakeDirectory is the placement and cell source of the tests.
 type fakeDirectory struct {
 	mu         sync.Mutex
@@ -300,7 +316,7 @@ func (b *bundle) do(t *testing.T, method, path string, body io.Reader, header ..
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Add(header[i], header[i+1])
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := testClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,13 @@ func TestClonesAreMigrated(t *testing.T) {
 	for i := range urls {
 		wg.Go(func() { urls[i] = NewDatabase(t, migrations.FS, migrations.Cell) })
 	}
-	wg.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the clones were not made within a minute")
+	}
 	want := latestVersion(t, migrations.Cell)
 	for i, u := range urls {
 		c, err := pgx.Connect(ctx, u)
