@@ -21,9 +21,24 @@ build: ## Build every binary into bin/
 run: build ## Start the local deployment (PostgreSQL, directory, cell-a, cell-b, router) with demo data
 	$(BIN)/devstack -dir .run -bin $(BIN)
 
+# Packages whose Fuzz* targets `make fuzz` (and so `make test`) runs for FUZZTIME each. Add a
+# package here when it gains a fuzz target; every Fuzz* function in it is found by itself.
+FUZZ_PACKAGES := ./router/hop
+FUZZTIME ?= 5s
+
 .PHONY: test
-test: build ## Run unit, integration and end-to-end tests (race detector, real PostgreSQL and Chromium)
+test: build ## Run unit, integration and end-to-end tests (race detector, real PostgreSQL and Chromium), then fuzz briefly
 	SLIDECELLS_BIN=$(BIN) $(BIN)/withpg -- $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@$(MAKE) --no-print-directory fuzz
+
+.PHONY: fuzz
+fuzz: ## Run every Fuzz* target of FUZZ_PACKAGES for FUZZTIME each (FUZZTIME=5m make fuzz for a longer run)
+	@set -e; for pkg in $(FUZZ_PACKAGES); do \
+	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "fuzz: $$pkg $$target for $(FUZZTIME)"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
 
 .PHONY: test-short
 test-short: ## Run only the fast unit tests

@@ -39,7 +39,8 @@
 // does not sit behind a trusted proxy whose X-Forwarded-For it would keep. A client's
 // X-Request-ID is reused when it is at most 64 characters of [A-Za-z0-9._-] and does not look
 // like a token (svc_…); otherwise the router makes one (req_…). It is the trace_id of logs and
-// problem bodies.
+// problem bodies. The header names and this rule live in shared/cellproto, which the cell uses
+// too.
 //
 // To the client: every answer carries X-Request-ID and X-Cell-ID. X-Cell-ID is the cell that
 // answered; when the router answers itself it is the cell it tried last, or empty when it had

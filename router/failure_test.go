@@ -11,6 +11,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"slidecells/router/placement"
+	"slidecells/shared/cellproto"
 	"slidecells/shared/problem"
 )
 
@@ -26,8 +27,8 @@ func TestCellDownFailsFastWhileOtherCellServes(t *testing.T) {
 	for i := range 3 {
 		a := b.get(t, "/api/v1/workspaces/"+b.wsA)
 		a.wantProblem(t, http.StatusServiceUnavailable, problem.CellUnavailable)
-		if a.header.Get(HeaderCellID) != "cell-a" || a.header.Get("Retry-After") == "" {
-			t.Errorf("attempt %d: X-Cell-ID %q Retry-After %q", i, a.header.Get(HeaderCellID), a.header.Get("Retry-After"))
+		if a.header.Get(cellproto.HeaderCellID) != "cell-a" || a.header.Get("Retry-After") == "" {
+			t.Errorf("attempt %d: X-Cell-ID %q Retry-After %q", i, a.header.Get(cellproto.HeaderCellID), a.header.Get("Retry-After"))
 		}
 		b.get(t, "/api/v1/workspaces/"+b.wsB).wantCell(t, "cell-b")
 	}
@@ -74,7 +75,7 @@ func TestFrozenCellDoesNotDelayOtherCell(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
-			res, err := http.Get(b.srv.URL + "/api/v1/workspaces/" + b.wsA)
+			res, err := testClient.Get(b.srv.URL + "/api/v1/workspaces/" + b.wsA)
 			if err != nil {
 				t.Error(err)
 				return
@@ -82,15 +83,19 @@ func TestFrozenCellDoesNotDelayOtherCell(t *testing.T) {
 			res.Body.Close()
 		})
 	}
-	for range 4 {
-		<-entered
+	for i := range 4 {
+		select {
+		case <-entered:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d of 4 requests reached the frozen cell within 10s", i)
+		}
 	}
 	// Four requests hang inside cell-a; cell-b answers meanwhile.
 	for range 10 {
 		b.get(t, "/api/v1/workspaces/"+b.wsB).wantCell(t, "cell-b")
 	}
 	close(release)
-	wg.Wait()
+	waitGroup(t, &wg, 10*time.Second)
 }
 
 func TestFrozenCellTimesOutAndBreakerOpens(t *testing.T) {
@@ -151,8 +156,13 @@ func TestProberRunsInBackground(t *testing.T) {
 		c.ProbeFailures = 1
 	})
 	b.a.setReady(http.StatusServiceUnavailable)
-	// Wait for the background prober, however long it takes; nothing here is timed.
+	// Wait for the background prober (every 5 ms); the deadline only catches a prober that
+	// never runs.
+	deadline := time.Now().Add(10 * time.Second)
 	for b.rt.cells.Load().byID["cell-a"].healthy.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the prober did not mark cell-a unhealthy within 10s")
+		}
 		time.Sleep(time.Millisecond)
 	}
 	b.get(t, "/api/v1/workspaces/"+b.wsA).wantProblem(t, http.StatusServiceUnavailable, problem.CellUnavailable)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"slidecells/shared/cellproto"
 	"slidecells/shared/problem"
 )
 
@@ -56,10 +57,10 @@ func (a *attempt) reqIDValue() []string { return a.reqIDHeader[:] }
 
 // Canonical header keys for direct map access on the hot path.
 var (
-	keyRequestID      = http.CanonicalHeaderKey(HeaderRequestID)
-	keyPlacementCell  = http.CanonicalHeaderKey(HeaderPlacementCell)
-	keyPlacementEpoch = http.CanonicalHeaderKey(HeaderPlacementEpoch)
-	keyCellID         = http.CanonicalHeaderKey(HeaderCellID)
+	keyRequestID      = http.CanonicalHeaderKey(cellproto.HeaderRequestID)
+	keyPlacementCell  = http.CanonicalHeaderKey(cellproto.HeaderPlacementCell)
+	keyPlacementEpoch = http.CanonicalHeaderKey(cellproto.HeaderPlacementEpoch)
+	keyCellID         = http.CanonicalHeaderKey(cellproto.HeaderCellID)
 )
 
 // errMisdirected is returned by ModifyResponse to stop the ReverseProxy from copying a 421.
@@ -74,12 +75,12 @@ var errExcluded = errors.New("router: outcome not attributable to the cell")
 // keep the whole rule in one place.
 // The keys are canonicalised once because they are deleted from the header map directly.
 var routerOnlyRequest = canonicalKeys(
-	HeaderPlacementEpoch, HeaderPlacementCell, HeaderOwningCell, HeaderCellID, HeaderRequestID,
+	cellproto.HeaderPlacementEpoch, cellproto.HeaderPlacementCell, cellproto.HeaderOwningCell, cellproto.HeaderCellID, cellproto.HeaderRequestID,
 	"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-IP",
 )
 
 // routerOnlyResponse are internal headers a cell may send that clients must not see.
-var routerOnlyResponse = canonicalKeys(HeaderPlacementEpoch, HeaderPlacementCell, HeaderOwningCell)
+var routerOnlyResponse = canonicalKeys(cellproto.HeaderPlacementEpoch, cellproto.HeaderPlacementCell, cellproto.HeaderOwningCell)
 
 func canonicalKeys(keys ...string) []string {
 	for i, k := range keys {
@@ -160,7 +161,7 @@ func (c *cell) modifyResponse(res *http.Response) error {
 	a := attemptOf(res.Request.Context())
 	if a.workspace && res.StatusCode == http.StatusMisdirectedRequest {
 		a.misdirected = true
-		a.owningHint = res.Header.Get(HeaderOwningCell)
+		a.owningHint = res.Header.Get(cellproto.HeaderOwningCell)
 		// Read the small problem body so the connection can be reused.
 		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
 		return errMisdirected

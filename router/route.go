@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"slidecells/shared/cellproto"
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
 )
@@ -17,9 +18,6 @@ const (
 	// toAnyCell: a route without a workspace that every cell answers the same way.
 	toAnyCell
 )
-
-// HeaderWorkspaceID is the public header that names a workspace when the path does not.
-const HeaderWorkspaceID = "X-Workspace-ID"
 
 // route is the routing decision for one request.
 type route struct {
@@ -104,7 +102,7 @@ func workspaceInPath(p string) (string, bool) {
 // workspaceInHeader reads X-Workspace-ID. An empty header counts as absent; several values
 // must agree, or the request is ambiguous.
 func workspaceInHeader(h http.Header) (string, bool, error) {
-	vs := h.Values(HeaderWorkspaceID)
+	vs := h.Values(cellproto.HeaderWorkspaceID)
 	ws := ""
 	for _, v := range vs {
 		v = strings.TrimSpace(v)

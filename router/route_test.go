@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"slidecells/shared/cellproto"
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
 )
@@ -77,7 +78,7 @@ func TestClassify(t *testing.T) {
 			r := httptest.NewRequest(method, "http://router.test/", nil)
 			r.URL.Path = tt.path // dot segments must reach classify as clients can send them
 			for _, v := range tt.header {
-				r.Header.Add(HeaderWorkspaceID, v)
+				r.Header.Add(cellproto.HeaderWorkspaceID, v)
 			}
 			got, err := classify(r)
 			if tt.code != "" {
@@ -91,24 +92,5 @@ func TestClassify(t *testing.T) {
 				t.Fatalf("classify(%s %s) = %+v, %v; want kind %d ws %q", method, tt.path, got, err, tt.kind, tt.ws)
 			}
 		})
-	}
-}
-
-func TestRequestID(t *testing.T) {
-	t.Parallel()
-	for _, keep := range []string{"abc-123", "A.b_c-9", "x"} {
-		if got := requestID(keep); got != keep {
-			t.Errorf("requestID(%q) = %q, want it kept", keep, got)
-		}
-	}
-	long := make([]byte, 65)
-	for i := range long {
-		long[i] = 'a'
-	}
-	for _, drop := range []string{"", "has space", "svc_pat_abcdef0123", "x-SVC_pat_1", "semi;colon", "üni", string(long), "a\r\nX-Evil: 1"} {
-		got := requestID(drop)
-		if got == drop || !ids.Valid(ids.Request, got) {
-			t.Errorf("requestID(%q) = %q, want a fresh req_ ID", drop, got)
-		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,19 +14,9 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"slidecells/router/placement"
-	"slidecells/shared/ids"
+	"slidecells/shared/cellproto"
 	"slidecells/shared/logging"
 	"slidecells/shared/problem"
-)
-
-// Headers between the router, the cells and the clients. The ones in routerOnlyRequest are
-// removed from every client request, so no client can pose as the router.
-const (
-	HeaderPlacementEpoch = "X-Placement-Epoch"
-	HeaderPlacementCell  = "X-Placement-Cell"
-	HeaderOwningCell     = "X-Owning-Cell"
-	HeaderCellID         = "X-Cell-ID"
-	HeaderRequestID      = "X-Request-ID"
 )
 
 // Defaults of Config.
@@ -236,7 +225,7 @@ func (rt *Router) Handler() http.Handler {
 // ServeHTTP routes one public request. Every answer carries X-Request-ID and X-Cell-ID.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	x := &exchange{rec: recorder{ResponseWriter: w}, r: r, reqID: requestID(r.Header.Get(HeaderRequestID))}
+	x := &exchange{rec: recorder{ResponseWriter: w}, r: r, reqID: cellproto.RequestID(r.Header.Get(cellproto.HeaderRequestID))}
 	// Deferred so that an aborted copy (the ReverseProxy panics with http.ErrAbortHandler when a
 	// response breaks mid-body) is still logged and counted.
 	defer rt.finish(x, start)
@@ -428,8 +417,8 @@ func (rt *Router) fail(x *exchange, err error) {
 		return
 	}
 	h := x.rec.Header()
-	h.Set(HeaderRequestID, x.reqID)
-	h.Set(HeaderCellID, x.cellID())
+	h.Set(cellproto.HeaderRequestID, x.reqID)
+	h.Set(cellproto.HeaderCellID, x.cellID())
 	problem.Write(&x.rec, err, x.reqID)
 }
 
@@ -451,26 +440,6 @@ func (rt *Router) finish(x *exchange, start time.Time) {
 		Str("trace_id", x.reqID).
 		Dur("duration", d).
 		End()
-}
-
-// requestID reuses a client's request ID only when it is short and plain, so that it cannot
-// smuggle anything into logs or headers, and when it does not look like one of our tokens
-// (svc_…), which a confused client might send and every log line would then carry; otherwise it
-// makes a new one.
-func requestID(v string) string {
-	if len(v) == 0 || len(v) > 64 {
-		return ids.New(ids.Request)
-	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return ids.New(ids.Request)
-		}
-		if c == '_' && i >= 3 && strings.EqualFold(v[i-3:i], "svc") {
-			return ids.New(ids.Request)
-		}
-	}
-	return v
 }
 
 // recorder remembers the status for the access log and whether anything was written, so the

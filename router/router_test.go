@@ -19,10 +19,27 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"slidecells/router/placement"
+	"slidecells/shared/cellproto"
 	"slidecells/shared/ids"
 	"slidecells/shared/logging"
 	"slidecells/shared/problem"
 )
+
+// testClient is the one HTTP client of the package's tests; its timeout bounds every request
+// (the slowest deliberate answer is a frozen cell's, released by its test).
+var testClient = &http.Client{Timeout: time.Minute}
+
+// waitGroup waits for wg, failing the test when that takes longer than limit.
+func waitGroup(t *testing.T, wg *sync.WaitGroup, limit time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		t.Fatalf("goroutines still running after %v", limit)
+	}
+}
 
 // fakeDirectory is the placement and cell source of the tests.
 type fakeDirectory struct {
@@ -125,10 +142,10 @@ func (c *fakeCell) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	// Internal headers a careless cell might send; the router must not pass them on.
-	w.Header().Set(HeaderOwningCell, "cell-secret")
-	w.Header().Set(HeaderCellID, "not-"+c.id)
-	if e := r.Header.Get(HeaderPlacementEpoch); e != "" {
-		ws := r.Header.Get(HeaderWorkspaceID)
+	w.Header().Set(cellproto.HeaderOwningCell, "cell-secret")
+	w.Header().Set(cellproto.HeaderCellID, "not-"+c.id)
+	if e := r.Header.Get(cellproto.HeaderPlacementEpoch); e != "" {
+		ws := r.Header.Get(cellproto.HeaderWorkspaceID)
 		if p, ok := workspaceInPath(r.URL.Path); ok {
 			ws = p
 		}
@@ -137,11 +154,11 @@ func (c *fakeCell) serve(w http.ResponseWriter, r *http.Request) {
 		c.mu.Unlock()
 		switch {
 		case e == "0":
-			problem.Write(w, problem.ErrNotFound(), r.Header.Get(HeaderRequestID))
+			problem.Write(w, problem.ErrNotFound(), r.Header.Get(cellproto.HeaderRequestID))
 			return
 		case !ok || strconv.FormatInt(hosted, 10) != e:
-			w.Header().Set(HeaderOwningCell, "")
-			problem.Write(w, problem.New(problem.Misdirected, "not here"), r.Header.Get(HeaderRequestID))
+			w.Header().Set(cellproto.HeaderOwningCell, "")
+			problem.Write(w, problem.New(problem.Misdirected, "not here"), r.Header.Get(cellproto.HeaderRequestID))
 			return
 		}
 	}
@@ -299,7 +316,7 @@ func (b *bundle) do(t *testing.T, method, path string, body io.Reader, header ..
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Add(header[i], header[i+1])
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := testClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,10 +358,10 @@ func (b *bundle) send(t *testing.T, method, path string, body io.Reader, header 
 		a.cell = v.Cell
 	}
 	// Every answer, from a cell or from the router, carries both headers.
-	if _, ok := res.Header[http.CanonicalHeaderKey(HeaderCellID)]; !ok {
+	if _, ok := res.Header[http.CanonicalHeaderKey(cellproto.HeaderCellID)]; !ok {
 		t.Errorf("%s %s: no X-Cell-ID", method, path)
 	}
-	if res.Header.Get(HeaderRequestID) == "" {
+	if res.Header.Get(cellproto.HeaderRequestID) == "" {
 		t.Errorf("%s %s: no X-Request-ID", method, path)
 	}
 	return a
@@ -355,16 +372,16 @@ func (a answer) wantProblem(t *testing.T, status int, code problem.Code) {
 	if a.status != status || a.problem.Code != code {
 		t.Fatalf("got %d %q, want %d %s", a.status, a.problem.Code, status, code)
 	}
-	if a.problem.TraceID == "" || a.problem.TraceID != a.header.Get(HeaderRequestID) {
-		t.Errorf("trace_id %q, X-Request-ID %q: want equal and set", a.problem.TraceID, a.header.Get(HeaderRequestID))
+	if a.problem.TraceID == "" || a.problem.TraceID != a.header.Get(cellproto.HeaderRequestID) {
+		t.Errorf("trace_id %q, X-Request-ID %q: want equal and set", a.problem.TraceID, a.header.Get(cellproto.HeaderRequestID))
 	}
 }
 
 func (a answer) wantCell(t *testing.T, id string) {
 	t.Helper()
-	if a.status != http.StatusOK || a.cell != id || a.header.Get(HeaderCellID) != id {
+	if a.status != http.StatusOK || a.cell != id || a.header.Get(cellproto.HeaderCellID) != id {
 		t.Fatalf("got %d from %q (X-Cell-ID %q, problem %q), want 200 from %s",
-			a.status, a.cell, a.header.Get(HeaderCellID), a.problem.Code, id)
+			a.status, a.cell, a.header.Get(cellproto.HeaderCellID), a.problem.Code, id)
 	}
 }
 
@@ -373,13 +390,13 @@ func TestRoutesByPathAndHeader(t *testing.T) {
 	b := setup(t)
 
 	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
-	if got := b.a.last(t).header.Get(HeaderPlacementEpoch); got != "1" {
+	if got := b.a.last(t).header.Get(cellproto.HeaderPlacementEpoch); got != "1" {
 		t.Errorf("epoch sent = %q, want 1", got)
 	}
 	b.get(t, "/api/v1/workspaces/"+b.wsB+"/capabilities").wantCell(t, "cell-b")
 	b.get(t, "/workspaces/"+b.wsA+"/font-families").wantCell(t, "cell-a")
-	b.get(t, "/api/v1/pages/pg_x/dependencies", HeaderWorkspaceID, b.wsB).wantCell(t, "cell-b")
-	if got := b.b.last(t).header.Get(HeaderPlacementCell); got != "cell-b" {
+	b.get(t, "/api/v1/pages/pg_x/dependencies", cellproto.HeaderWorkspaceID, b.wsB).wantCell(t, "cell-b")
+	if got := b.b.last(t).header.Get(cellproto.HeaderPlacementCell); got != "cell-b" {
 		t.Errorf("X-Placement-Cell = %q, want cell-b", got)
 	}
 }
@@ -398,7 +415,7 @@ func TestRoutesWithoutWorkspaceGoToAnyCell(t *testing.T) {
 	if !served["cell-a"] || !served["cell-b"] {
 		t.Errorf("routes without a workspace served by %v, want both cells", served)
 	}
-	if got := b.a.last(t).header.Get(HeaderPlacementEpoch); got != "" {
+	if got := b.a.last(t).header.Get(cellproto.HeaderPlacementEpoch); got != "" {
 		t.Errorf("a route without a workspace carried epoch %q", got)
 	}
 }
@@ -407,14 +424,14 @@ func TestRouterAnswersBadRequestsItself(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.get(t, "/api/v1/workspaces/ws_short").wantProblem(t, http.StatusBadRequest, problem.WorkspaceIDInvalid)
-	b.get(t, "/api/v1/pages", HeaderWorkspaceID, "nope").wantProblem(t, http.StatusBadRequest, problem.WorkspaceIDInvalid)
-	b.get(t, "/api/v1/workspaces/"+b.wsA, HeaderWorkspaceID, b.wsB).wantProblem(t, http.StatusBadRequest, problem.WorkspaceIDConflict)
+	b.get(t, "/api/v1/pages", cellproto.HeaderWorkspaceID, "nope").wantProblem(t, http.StatusBadRequest, problem.WorkspaceIDInvalid)
+	b.get(t, "/api/v1/workspaces/"+b.wsA, cellproto.HeaderWorkspaceID, b.wsB).wantProblem(t, http.StatusBadRequest, problem.WorkspaceIDConflict)
 	b.get(t, "/api/v1/pages").wantProblem(t, http.StatusBadRequest, problem.WorkspaceRequired)
 	b.get(t, "/api/external/v1/workspaces/"+b.wsA).wantProblem(t, http.StatusNotFound, problem.NotFound)
 	b.get(t, "/api/external/v1/system/version").wantProblem(t, http.StatusNotFound, problem.NotFound)
 	a := b.get(t, "/nothing-here")
 	a.wantProblem(t, http.StatusNotFound, problem.NotFound)
-	if got := a.header.Get(HeaderCellID); got != "" {
+	if got := a.header.Get(cellproto.HeaderCellID); got != "" {
 		t.Errorf("X-Cell-ID on a router answer before any cell = %q, want empty", got)
 	}
 	if n := b.a.hits.Load() + b.b.hits.Load(); n != 0 {
@@ -426,10 +443,10 @@ func TestRouterOnlyHeadersAreStripped(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	a := b.get(t, "/api/v1/workspaces/"+b.wsA,
-		HeaderPlacementEpoch, "999",
-		HeaderPlacementCell, "cell-b",
-		HeaderOwningCell, "cell-b",
-		HeaderCellID, "cell-b",
+		cellproto.HeaderPlacementEpoch, "999",
+		cellproto.HeaderPlacementCell, "cell-b",
+		cellproto.HeaderOwningCell, "cell-b",
+		cellproto.HeaderCellID, "cell-b",
 		"Forwarded", "for=6.6.6.6",
 		"X-Forwarded-For", "6.6.6.6",
 		"X-Forwarded-Host", "evil.example",
@@ -439,14 +456,14 @@ func TestRouterOnlyHeadersAreStripped(t *testing.T) {
 	a.wantCell(t, "cell-a")
 	h := b.a.last(t).header
 	for k, want := range map[string]string{
-		HeaderPlacementEpoch: "1",
-		HeaderPlacementCell:  "cell-a",
-		HeaderOwningCell:     "",
-		HeaderCellID:         "",
-		"Forwarded":          "",
-		"X-Forwarded-For":    "127.0.0.1",
-		"X-Real-Ip":          "",
-		"X-Forwarded-Proto":  "http",
+		cellproto.HeaderPlacementEpoch: "1",
+		cellproto.HeaderPlacementCell:  "cell-a",
+		cellproto.HeaderOwningCell:     "",
+		cellproto.HeaderCellID:         "",
+		"Forwarded":                    "",
+		"X-Forwarded-For":              "127.0.0.1",
+		"X-Real-Ip":                    "",
+		"X-Forwarded-Proto":            "http",
 	} {
 		if got := strings.Join(h.Values(k), ","); got != want {
 			t.Errorf("cell saw %s = %q, want %q", k, got, want)
@@ -456,10 +473,10 @@ func TestRouterOnlyHeadersAreStripped(t *testing.T) {
 		t.Errorf("X-Forwarded-Host from the client reached the cell")
 	}
 	// And the cell's internal headers do not reach the client.
-	if got := a.header.Values(HeaderOwningCell); len(got) != 0 {
+	if got := a.header.Values(cellproto.HeaderOwningCell); len(got) != 0 {
 		t.Errorf("client saw X-Owning-Cell %q", got)
 	}
-	if got := a.header.Values(HeaderCellID); len(got) != 1 || got[0] != "cell-a" {
+	if got := a.header.Values(cellproto.HeaderCellID); len(got) != 1 || got[0] != "cell-a" {
 		t.Errorf("client saw X-Cell-ID %q, want exactly cell-a", got)
 	}
 }
@@ -467,18 +484,18 @@ func TestRouterOnlyHeadersAreStripped(t *testing.T) {
 func TestRequestIDReachesCellAndClient(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	a := b.get(t, "/api/v1/workspaces/"+b.wsA, HeaderRequestID, "client-trace.1")
-	if got := a.header.Values(HeaderRequestID); len(got) != 1 || got[0] != "client-trace.1" {
+	a := b.get(t, "/api/v1/workspaces/"+b.wsA, cellproto.HeaderRequestID, "client-trace.1")
+	if got := a.header.Values(cellproto.HeaderRequestID); len(got) != 1 || got[0] != "client-trace.1" {
 		t.Errorf("client saw X-Request-ID %q", got)
 	}
-	if got := b.a.last(t).header.Get(HeaderRequestID); got != "client-trace.1" {
+	if got := b.a.last(t).header.Get(cellproto.HeaderRequestID); got != "client-trace.1" {
 		t.Errorf("cell saw X-Request-ID %q", got)
 	}
 
-	a = b.get(t, "/api/v1/workspaces/"+b.wsA, HeaderRequestID, "bad id with spaces")
-	got := a.header.Get(HeaderRequestID)
-	if !ids.Valid(ids.Request, got) || b.a.last(t).header.Get(HeaderRequestID) != got {
-		t.Errorf("client saw %q, cell saw %q: want the same fresh req_ ID", got, b.a.last(t).header.Get(HeaderRequestID))
+	a = b.get(t, "/api/v1/workspaces/"+b.wsA, cellproto.HeaderRequestID, "bad id with spaces")
+	got := a.header.Get(cellproto.HeaderRequestID)
+	if !ids.Valid(ids.Request, got) || b.a.last(t).header.Get(cellproto.HeaderRequestID) != got {
+		t.Errorf("client saw %q, cell saw %q: want the same fresh req_ ID", got, b.a.last(t).header.Get(cellproto.HeaderRequestID))
 	}
 }
 
@@ -496,8 +513,8 @@ func TestMisdirectRetriesOnNewOwner(t *testing.T) {
 	a := b.send(t, http.MethodPost, "/api/v1/workspaces/"+b.wsA+"/anything", strings.NewReader(body))
 	a.wantCell(t, "cell-b")
 	got := b.b.last(t)
-	if string(got.body) != body || got.header.Get(HeaderPlacementEpoch) != "2" {
-		t.Errorf("retry carried %d body bytes at epoch %q, want %d at 2", len(got.body), got.header.Get(HeaderPlacementEpoch), len(body))
+	if string(got.body) != body || got.header.Get(cellproto.HeaderPlacementEpoch) != "2" {
+		t.Errorf("retry carried %d body bytes at epoch %q, want %d at 2", len(got.body), got.header.Get(cellproto.HeaderPlacementEpoch), len(body))
 	}
 	if string(b.a.last(t).body) != body {
 		t.Errorf("first attempt did not carry the body")
@@ -539,8 +556,8 @@ func TestSecondMisdirectIsUnavailable(t *testing.T) {
 	if n := b.a.hits.Load(); n != 2 {
 		t.Errorf("cell-a was asked %d times, want 2 (one retry)", n)
 	}
-	if a.header.Get(HeaderCellID) != "cell-a" {
-		t.Errorf("X-Cell-ID = %q, want the cell tried", a.header.Get(HeaderCellID))
+	if a.header.Get(cellproto.HeaderCellID) != "cell-a" {
+		t.Errorf("X-Cell-ID = %q, want the cell tried", a.header.Get(cellproto.HeaderCellID))
 	}
 }
 
@@ -585,18 +602,18 @@ func TestUnknownWorkspaceGoesToHashedCell(t *testing.T) {
 	a := b.get(t, "/api/v1/workspaces/"+unknown+"/capabilities")
 	// The cell's 404, passed through: the router does not answer for unknown workspaces.
 	a.wantProblem(t, http.StatusNotFound, problem.NotFound)
-	if got := a.header.Get(HeaderCellID); got != want {
+	if got := a.header.Get(cellproto.HeaderCellID); got != want {
 		t.Errorf("served by %q, want the hash-chosen %q", got, want)
 	}
 	got := b.cell(want).last(t)
-	if got.header.Get(HeaderPlacementEpoch) != "0" || got.path != "/api/v1/workspaces/"+unknown+"/capabilities" {
-		t.Errorf("cell saw epoch %q path %q, want epoch 0", got.header.Get(HeaderPlacementEpoch), got.path)
+	if got.header.Get(cellproto.HeaderPlacementEpoch) != "0" || got.path != "/api/v1/workspaces/"+unknown+"/capabilities" {
+		t.Errorf("cell saw epoch %q path %q, want epoch 0", got.header.Get(cellproto.HeaderPlacementEpoch), got.path)
 	}
 
 	// Deterministic, and the negative answer is cached.
 	lookups := b.dir.lookups.Load()
 	for range 3 {
-		if got := b.get(t, "/api/v1/pages", HeaderWorkspaceID, unknown).header.Get(HeaderCellID); got != want {
+		if got := b.get(t, "/api/v1/pages", cellproto.HeaderWorkspaceID, unknown).header.Get(cellproto.HeaderCellID); got != want {
 			t.Fatalf("served by %q, want %q every time", got, want)
 		}
 	}
@@ -621,8 +638,8 @@ func TestAccessLog(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.get(t, "/api/v1/workspaces/"+b.wsA+"?token=svc_pat_secret", "Authorization", "Bearer svc_pat_secret",
-		HeaderRequestID, "trace-1")
-	b.get(t, "/api/v1/workspaces/"+b.wsA+"/svc_pat_secretsecret", HeaderRequestID, "trace-2")
+		cellproto.HeaderRequestID, "trace-1")
+	b.get(t, "/api/v1/workspaces/"+b.wsA+"/svc_pat_secretsecret", cellproto.HeaderRequestID, "trace-2")
 	lines := strings.Split(strings.TrimSuffix(b.access.String(), "\n"), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("%d access lines, want 2: %q", len(lines), lines)
@@ -715,7 +732,7 @@ func TestDrainingCell(t *testing.T) {
 	// reaching the draining cell would prove that a workspace exists.
 	seen := map[string]bool{}
 	for range 40 {
-		seen[b.get(t, "/api/v1/workspaces/"+ids.New(ids.Workspace)).header.Get(HeaderCellID)] = true
+		seen[b.get(t, "/api/v1/workspaces/"+ids.New(ids.Workspace)).header.Get(cellproto.HeaderCellID)] = true
 	}
 	if !seen["cell-a"] || !seen["cell-b"] {
 		t.Errorf("unknown workspaces reached %v, want both cells", seen)

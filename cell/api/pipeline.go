@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"slidecells/cell/idempotency"
-	"slidecells/cell/tenancy"
+	"slidecells/shared/cellproto"
 	"slidecells/shared/db"
 	"slidecells/shared/problem"
 )
@@ -41,7 +41,7 @@ func (s *Server) pipeline(op Operation, next http.HandlerFunc) http.HandlerFunc 
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		trace := traceIDOf(r)
-		w.Header().Set(tenancy.HeaderRequestID, trace)
+		w.Header().Set(cellproto.HeaderRequestID, trace)
 		ctx := context.WithValue(r.Context(), traceKey, trace)
 		ctx = db.WithOperation(ctx, op.ID)
 		ctx, out := withOutcome(ctx)
@@ -146,7 +146,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, op Operation
 	}
 	h := w.Header()
 	for name, v := range resp.Header {
-		if name != tenancy.HeaderRequestID {
+		if name != cellproto.HeaderRequestID {
 			h[name] = v
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strconv"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"slidecells/cell/idempotency"
 	"slidecells/cell/store"
 	"slidecells/cell/tenancy"
+	"slidecells/shared/cellproto"
 	"slidecells/shared/db"
 	"slidecells/shared/directory"
 	"slidecells/shared/ids"
@@ -144,22 +144,16 @@ func ScopeFrom(ctx context.Context) auth.Scope {
 	return s
 }
 
-var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-
-// traceIDOf is the request's trace ID: the router's X-Request-ID when it is well-formed, else a
-// fresh one.
+// traceIDOf is the request's trace ID: the router's X-Request-ID under the request-ID rule.
 func traceIDOf(r *http.Request) string {
-	if t := r.Header.Get(tenancy.HeaderRequestID); requestIDPattern.MatchString(t) {
-		return t
-	}
-	return ids.New(ids.Request)
+	return cellproto.RequestID(r.Header.Get(cellproto.HeaderRequestID))
 }
 
 // authorize resolves the workspace, checks membership, the tenancy guard and scopes, in that
 // order: a non-member learns nothing about placement or scopes.
 func (s *Server) authorize(ctx context.Context, r *http.Request, op Operation, p auth.Principal) (auth.Scope, error) {
 	ws := r.PathValue("workspace_id")
-	header := r.Header.Get(tenancy.HeaderWorkspaceID)
+	header := r.Header.Get(cellproto.HeaderWorkspaceID)
 	switch {
 	case ws != "" && header != "" && ws != header:
 		return auth.Scope{}, problem.New(problem.WorkspaceIDConflict, "the X-Workspace-ID header and the path name different workspaces")
@@ -176,7 +170,7 @@ func (s *Server) authorize(ctx context.Context, r *http.Request, op Operation, p
 	if err != nil {
 		return scope, err
 	}
-	epoch, _ := strconv.ParseInt(r.Header.Get(tenancy.HeaderEpoch), 10, 64)
+	epoch, _ := strconv.ParseInt(r.Header.Get(cellproto.HeaderPlacementEpoch), 10, 64)
 	if err := s.Guard.Check(ctx, ws, epoch); err != nil {
 		return scope, err
 	}
@@ -260,7 +254,7 @@ func (s *Server) Handler() http.Handler {
 		if _, pattern := s.Mux.Handler(r); pattern == "" {
 			start := time.Now()
 			trace := traceIDOf(r)
-			w.Header().Set(tenancy.HeaderRequestID, trace)
+			w.Header().Set(cellproto.HeaderRequestID, trace)
 			problem.Write(w, problem.ErrNotFound(), trace)
 			s.metrics.observe(unknownOperation, http.StatusNotFound, problem.NotFound, time.Since(start))
 			return
@@ -310,14 +304,14 @@ func (s *Server) accessLog(next http.HandlerFunc) http.Handler {
 		}
 		ws := r.PathValue("workspace_id")
 		if ws == "" {
-			ws = r.Header.Get(tenancy.HeaderWorkspaceID)
+			ws = r.Header.Get(cellproto.HeaderWorkspaceID)
 		}
 		if !ids.Valid(ids.Workspace, ws) {
 			ws = ""
 		}
 		s.Log.Info("request", zap.String("method", r.Method), zap.String("path", r.URL.Path),
 			zap.Int("status", status), zap.String("workspace_id", ws),
-			zap.String("trace_id", w.Header().Get(tenancy.HeaderRequestID)),
+			zap.String("trace_id", w.Header().Get(cellproto.HeaderRequestID)),
 			zap.Duration("duration", time.Since(start)))
 	})
 }

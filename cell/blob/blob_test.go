@@ -255,7 +255,13 @@ func TestPutConcurrentSameContent(t *testing.T) {
 			errs <- err
 		}()
 	}
-	wg.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the concurrent puts did not finish within a minute")
+	}
 	close(errs)
 	for err := range errs {
 		if err != nil {

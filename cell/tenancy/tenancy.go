@@ -14,18 +14,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"slidecells/shared/cellproto"
 	"slidecells/shared/db"
 	"slidecells/shared/directory"
 	"slidecells/shared/problem"
-)
-
-// Header names of the router↔cell protocol.
-const (
-	HeaderEpoch       = "X-Placement-Epoch"
-	HeaderRoutedCell  = "X-Placement-Cell"
-	HeaderOwningCell  = "X-Owning-Cell"
-	HeaderRequestID   = "X-Request-ID"
-	HeaderWorkspaceID = "X-Workspace-ID"
 )
 
 // Placements is what the guard needs from the directory (satisfied by *directory.Cached).
@@ -52,7 +44,7 @@ type Row struct {
 // travels in a header. The guard and the write fence (cell/store) both answer with it.
 func Misdirected(owner string) error {
 	e := problem.New(problem.Misdirected, "this cell does not serve the workspace at the routed epoch")
-	e.Header = http.Header{HeaderOwningCell: []string{owner}}
+	e.Header = http.Header{cellproto.HeaderOwningCell: []string{owner}}
 	return e
 }
 

@@ -28,6 +28,21 @@ import (
 	"slidecells/shared/pgserver"
 )
 
+// client is the one HTTP client of these tests; its timeout bounds every request.
+var client = &http.Client{Timeout: 30 * time.Second}
+
+// waitGroup waits for wg, failing the test when that takes longer than limit.
+func waitGroup(t *testing.T, wg *sync.WaitGroup, limit time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		t.Fatalf("goroutines still running after %v", limit)
+	}
+}
+
 var binDir string
 
 func TestMain(m *testing.M) {
@@ -132,8 +147,7 @@ func (e *env) do(t *testing.T, method, path, token string, body []byte, hdr ...s
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	c := &http.Client{Timeout: 30 * time.Second}
-	resp, err := c.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -285,7 +299,7 @@ func TestStalePlacementRetriesOnOwner(t *testing.T) {
 	fence(t, e.s.CellDBURL["cell-b"], ws, 3, "cell-a")
 	a = e.do(t, http.MethodPost, "/api/v1/projects", e.demo.PAT, []byte(`{"name":"Moved twice"}`),
 		"X-Workspace-ID", ws, "Idempotency-Key", "e2e-move-1", "Content-Type", "application/json")
-	if a.status >= 300 || a.header.Get("X-Cell-ID") != "cell-a" || !bytes.Contains(a.body, []byte(`"name":"Moved twice"`)) {
+	if a.status != http.StatusOK || a.header.Get("X-Cell-ID") != "cell-a" || !bytes.Contains(a.body, []byte(`"name":"Moved twice"`)) {
 		t.Fatalf("write after second move: %d %s %v", a.status, a.body, a.header)
 	}
 	// The fenced cell took no write: the project exists only on the owner.
@@ -309,7 +323,7 @@ func TestStoppedCellFailsFastOtherServes(t *testing.T) {
 	e.s.Cells["cell-b"].Stop()
 	for i := 0; i < 5; i++ {
 		a := e.get(t, "/api/v1/workspaces/"+e.demo.WorkspaceB, e.demo.PAT)
-		if a.status != 503 || a.header.Get("Retry-After") == "" || a.code == "" {
+		if a.status != http.StatusServiceUnavailable || a.header.Get("Retry-After") == "" || a.code != "CELL_UNAVAILABLE" {
 			t.Fatalf("stopped cell: %d %s %v", a.status, a.body, a.header)
 		}
 		if a := e.get(t, "/api/v1/workspaces/"+e.demo.WorkspaceA, e.demo.PAT); a.status != 200 {
@@ -341,10 +355,10 @@ func TestFrozenCellDoesNotSlowOthers(t *testing.T) {
 			t.Fatalf("other cell while one is frozen: %d %s", a.status, a.body)
 		}
 	}
-	wg.Wait()
+	waitGroup(t, &wg, time.Minute)
 	close(frozen)
 	for a := range frozen {
-		if a.status != 503 && a.status != 504 {
+		if a.status != http.StatusServiceUnavailable || a.code != "CELL_UNAVAILABLE" {
 			t.Fatalf("frozen cell answered %d %s", a.status, a.body)
 		}
 	}
@@ -413,7 +427,7 @@ func TestHealthReportsRenderersOfTheCell(t *testing.T) {
 	}
 	// Without its renderer a cell reports render unavailable, never a pass.
 	e.s.Renderers["cell-a"].Stop()
-	resp, err := http.Get(e.s.Cells["cell-a"].URL + "/api/v1/system/health")
+	resp, err := client.Get(e.s.Cells["cell-a"].URL + "/api/v1/system/health")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"slidecells/shared/directory"
 	"slidecells/shared/pgserver"
+	"slidecells/shared/proc"
 )
 
 // Options configure a stack.
@@ -69,8 +70,7 @@ type Proc struct {
 	bin  string
 	log  string
 	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *proc.Group
 }
 
 // Start brings everything up and waits until every process answers /livez.
@@ -251,32 +251,23 @@ func (p *Proc) Start() error {
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		f.Close()
+	g, err := proc.Start(cmd)
+	f.Close() // the child has its own descriptor
+	if err != nil {
 		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); f.Close(); close(done) }()
-	p.cmd, p.done = cmd, done
+	p.proc = g
 	return nil
 }
 
-// Stop sends SIGTERM and waits (SIGKILL after 15 s). A paused process is resumed first.
+// Stop sends SIGTERM and waits (SIGKILL to the process group after 15 s). A paused process is
+// resumed first.
 func (p *Proc) Stop() {
 	p.mu.Lock()
-	cmd, done := p.cmd, p.done
+	g := p.proc
 	p.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
-		return
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT)
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+	if g != nil {
+		_ = g.Stop(syscall.SIGTERM, 15*time.Second)
 	}
 }
 
@@ -284,18 +275,20 @@ func (p *Proc) Stop() {
 func (p *Proc) Pause(stop bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	sig := syscall.SIGCONT
-	if stop {
-		sig = syscall.SIGSTOP
+	if p.proc == nil {
+		return fmt.Errorf("%s is not started", p.Name)
 	}
-	return syscall.Kill(-p.cmd.Process.Pid, sig)
+	return p.proc.Pause(stop)
 }
 
-// Done is closed when the process exits.
+// Done is closed when the process exits (nil before Start).
 func (p *Proc) Done() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.done
+	if p.proc == nil {
+		return nil
+	}
+	return p.proc.Done()
 }
 
 // WaitLive polls /livez until it answers 200.

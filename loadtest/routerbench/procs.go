@@ -24,6 +24,7 @@ import (
 	"slidecells/router/placement"
 	"slidecells/shared/ids"
 	"slidecells/shared/logging"
+	"slidecells/shared/proc"
 )
 
 // versionBody is the backend's answer: about the size of a real version document.
@@ -75,12 +76,17 @@ func startBackend() (*backend, error) {
 		return nil, err
 	}
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	g, err := proc.Start(cmd)
+	if err != nil {
 		return nil, err
 	}
 	stop := func() {
-		stdin.Close()
-		_ = cmd.Wait()
+		stdin.Close() // the backend exits when its stdin closes
+		select {
+		case <-g.Done():
+		case <-time.After(5 * time.Second):
+			_ = g.Stop(syscall.SIGTERM, 5*time.Second)
+		}
 	}
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
@@ -88,7 +94,7 @@ func startBackend() (*backend, error) {
 		return nil, fmt.Errorf("no address from the backend: %w", err)
 	}
 	addr := strings.TrimSpace(line)
-	pid := cmd.Process.Pid
+	pid := g.Pid()
 	return &backend{addr: addr, url: "http://" + addr, stop: stop, cpu: func() time.Duration { return procCPU(pid) }}, nil
 }
 
@@ -249,21 +255,13 @@ func startNginx(bin, dir, backendAddr string, accessLog bool) (*served, error) {
 	}
 	cmd := exec.Command(bin, "-p", dir, "-c", confPath, "-e", filepath.Join(dir, "nginx-error.log"))
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
+	g, err := proc.Start(cmd)
+	if err != nil {
 		return nil, err
 	}
-	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGQUIT)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}
-	master := cmd.Process.Pid
+	// SIGQUIT: nginx's graceful shutdown; its workers go with the process group if it hangs.
+	stop := func() { _ = g.Stop(syscall.SIGQUIT, 5*time.Second) }
+	master := g.Pid()
 	cpu := func() time.Duration {
 		total := procCPU(master)
 		for _, pid := range children(master) {

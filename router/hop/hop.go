@@ -40,6 +40,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -550,8 +551,7 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 	w.WriteString(host)
 	w.WriteString("\r\n")
 	for k, vs := range req.Header {
-		switch k {
-		case "Host", "Content-Length", "Transfer-Encoding", "Trailer", "Connection":
+		if ownedHeader(k) {
 			continue
 		}
 		for _, v := range vs {
@@ -573,6 +573,29 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 	}
 	w.WriteString("\r\n")
 	return w.Flush()
+}
+
+// ownedHeader reports whether k names a header the writer sets itself (Host, the framing
+// headers, Connection), in any case: a map key "content-length" or "host" that is not in
+// canonical form must not reach the cell as a second, conflicting header (found by
+// FuzzWriteRequest; net/http's server canonicalises keys, other callers need not).
+func ownedHeader(k string) bool {
+	var owned string
+	switch len(k) {
+	case 4:
+		owned = "Host"
+	case 7:
+		owned = "Trailer"
+	case 10:
+		owned = "Connection"
+	case 14:
+		owned = "Content-Length"
+	case 17:
+		owned = "Transfer-Encoding"
+	default:
+		return false
+	}
+	return k == owned || strings.EqualFold(k, owned)
 }
 
 // validMethod reports whether s is an RFC 9110 token.

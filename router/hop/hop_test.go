@@ -484,7 +484,13 @@ func TestMaxIdleAndConcurrentUse(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("320 round trips did not finish within 30s")
+	}
 	tr.mu.Lock()
 	n := len(tr.idle)
 	tr.mu.Unlock()

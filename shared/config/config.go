@@ -1,12 +1,19 @@
 // Package config is the one loader of static configuration: settings come from environment
 // variables, each with a default, and every bad value is collected so a binary fails start-up
-// with one message naming all bad settings.
+// with one message naming all bad settings. The router, the cell, cellctl and devstack read
+// their settings through it (the renderer still has its own, renderer.LoadConfig).
+//
+// It parses and checks the shape of single values (a duration, a host:port, a list of URLs);
+// rules that relate settings to each other stay with the binary that has them.
 package config
 
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +62,68 @@ func (l *Loader) Duration(name string, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// PositiveDuration parses a Go duration that must be greater than zero.
+func (l *Loader) PositiveDuration(name string, def time.Duration) time.Duration {
+	v := l.get(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		l.Fail(name, "%q is not a duration greater than zero like 10s or 5m", v)
+		return def
+	}
+	return d
+}
+
+// Addr reads a host:port listen or dial address.
+func (l *Loader) Addr(name, def string, required bool) string {
+	v := l.String(name, def, required)
+	if v == "" {
+		return v
+	}
+	if _, _, err := net.SplitHostPort(v); err != nil {
+		l.Fail(name, "%q is not host:port", v)
+	}
+	return v
+}
+
+// URLs reads a comma-separated list of base URLs with one of schemes and a host, without the
+// trailing slash. Empty items are skipped.
+func (l *Loader) URLs(name string, schemes ...string) []string {
+	var out []string
+	for _, u := range strings.Split(l.get(name), ",") {
+		if u = strings.TrimSpace(u); u == "" {
+			continue
+		}
+		pu, err := url.Parse(u)
+		if err != nil || !slices.Contains(schemes, pu.Scheme) || pu.Host == "" {
+			l.Fail(name, "%q is not a %s base URL", u, strings.Join(schemes, " or "))
+			continue
+		}
+		out = append(out, strings.TrimRight(u, "/"))
+	}
+	return out
+}
+
+// OneOf reads a setting that must be one of allowed (or empty, which gives def).
+func (l *Loader) OneOf(name, def string, allowed ...string) string {
+	v := l.get(name)
+	if v == "" {
+		return def
+	}
+	if !slices.Contains(allowed, v) {
+		l.Fail(name, "%q is not one of %s", v, strings.Join(allowed, ", "))
+		return def
+	}
+	return v
+}
+
+// LogLevel reads LOG_LEVEL, the level of every binary's logger.
+func (l *Loader) LogLevel() string {
+	return l.OneOf("LOG_LEVEL", "info", "debug", "info", "warn", "error")
 }
 
 // Int parses an integer within [min, max].

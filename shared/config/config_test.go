@@ -25,3 +25,57 @@ func TestLoaderCollectsErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestTypedSettings(t *testing.T) {
+	env := map[string]string{
+		"GOOD_ADDR": "127.0.0.1:80", "GOOD_URLS": " http://a:1/ ,, https://b ", "GOOD_DUR": "2s",
+		"LOG_LEVEL": "debug", "GOOD_ONE": "b",
+	}
+	l := &Loader{Getenv: func(k string) string { return env[k] }}
+	if got := l.Addr("GOOD_ADDR", "", true); got != "127.0.0.1:80" {
+		t.Errorf("Addr = %q", got)
+	}
+	if got := l.Addr("UNSET_ADDR", "", false); got != "" {
+		t.Errorf("unset optional Addr = %q", got)
+	}
+	if got := l.URLs("GOOD_URLS", "http", "https"); len(got) != 2 || got[0] != "http://a:1" || got[1] != "https://b" {
+		t.Errorf("URLs = %q", got)
+	}
+	if got := l.PositiveDuration("GOOD_DUR", time.Hour); got != 2*time.Second {
+		t.Errorf("PositiveDuration = %v", got)
+	}
+	if got := l.PositiveDuration("UNSET_DUR", time.Hour); got != time.Hour {
+		t.Errorf("PositiveDuration default = %v", got)
+	}
+	if got := l.LogLevel(); got != "debug" {
+		t.Errorf("LogLevel = %q", got)
+	}
+	if got := l.OneOf("GOOD_ONE", "a", "a", "b"); got != "b" {
+		t.Errorf("OneOf = %q", got)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("good settings rejected: %v", err)
+	}
+
+	bad := map[string]string{"B_ADDR": "nowhere", "B_URLS": "http://ok,ftp://x,not a url", "B_DUR": "0s",
+		"LOG_LEVEL": "loud", "B_ONE": "c"}
+	l = &Loader{Getenv: func(k string) string { return bad[k] }}
+	l.Addr("B_ADDR", "", false)
+	if got := l.URLs("B_URLS", "http"); len(got) != 1 {
+		t.Errorf("bad URLs kept %q, want only the good one", got)
+	}
+	l.PositiveDuration("B_DUR", time.Second)
+	if got := l.LogLevel(); got != "info" {
+		t.Errorf("bad LOG_LEVEL gave %q, want the default", got)
+	}
+	l.OneOf("B_ONE", "a", "a", "b")
+	err := l.Err()
+	if err == nil {
+		t.Fatal("bad settings accepted")
+	}
+	for _, want := range []string{`B_ADDR: "nowhere"`, `B_URLS: "ftp://x"`, `B_URLS: "not a url"`, "B_DUR", "LOG_LEVEL", "B_ONE"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not name %s: %v", want, err)
+		}
+	}
+}

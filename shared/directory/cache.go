@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
-	"golang.org/x/sync/singleflight"
+	"slidecells/shared/stalecache"
 )
 
 // CacheOptions bound how long cached directory answers are used.
@@ -43,9 +42,11 @@ func (o CacheOptions) withDefaults() CacheOptions {
 	return o
 }
 
-// Cached answers the lookups a cell makes on every request from memory, refreshing from the
-// directory after TTL and serving the last answer for up to MaxStale while the directory is
-// unreachable. Not-found answers are cached too, so unknown tokens do not hammer the directory.
+// Cached answers the lookups a cell makes on every request from memory (a stalecache.Cache per
+// kind of answer), refreshing from the directory after TTL and serving the last answer for up
+// to MaxStale while the directory is unreachable, asking it again at most once a second per
+// entry meanwhile. Not-found answers are cached for TTL too, so unknown tokens do not hammer
+// the directory; they are not served stale.
 type Cached struct {
 	Dir        *Directory
 	tokens     *staleCache[string, Token]
@@ -82,13 +83,17 @@ func (c *Cached) Role(ctx context.Context, workspaceID, userID string) (string, 
 
 // Placement returns a workspace's placement.
 func (c *Cached) Placement(ctx context.Context, workspaceID string) (Placement, error) {
-	return c.placements.get(ctx, workspaceID, func(ctx context.Context) (Placement, error) { return c.Dir.Placement(ctx, workspaceID) })
+	return c.placements.get(ctx, workspaceID, c.placementLoad(workspaceID))
 }
 
-// FreshPlacement bypasses the cache (after a misdirect) and stores the answer.
+// FreshPlacement bypasses the cache (after a misdirect) and stores the answer. It never joins
+// a lookup that started before the misdirect.
 func (c *Cached) FreshPlacement(ctx context.Context, workspaceID string) (Placement, error) {
-	c.placements.lru.Remove(workspaceID)
-	return c.Placement(ctx, workspaceID)
+	return c.placements.refresh(ctx, workspaceID, c.placementLoad(workspaceID))
+}
+
+func (c *Cached) placementLoad(workspaceID string) func(context.Context) (Placement, error) {
+	return func(ctx context.Context) (Placement, error) { return c.Dir.Placement(ctx, workspaceID) }
 }
 
 // WorkspacesOf lists a user's workspaces.
@@ -104,20 +109,22 @@ func (c *Cached) Workspace(ctx context.Context, id string) (Workspace, error) {
 // ErrUnavailable wraps directory failures that no cached answer could cover.
 var ErrUnavailable = errors.New("directory unavailable")
 
-type entry[V any] struct {
-	val      V
-	notFound bool
-	at       time.Time
+// staleCache is one kind of answer: a stalecache.Cache whose errors are this package's.
+type staleCache[K ~string, V any] struct {
+	c *stalecache.Cache[V]
 }
 
-type staleCache[K comparable, V any] struct {
-	o   CacheOptions
-	lru *expirable.LRU[K, entry[V]]
-	sf  singleflight.Group
-}
-
-func newStaleCache[K comparable, V any](o CacheOptions) *staleCache[K, V] {
-	return &staleCache[K, V]{o: o, lru: expirable.NewLRU[K, entry[V]](o.Size, nil, o.MaxStale)}
+func newStaleCache[K ~string, V any](o CacheOptions) *staleCache[K, V] {
+	c, err := stalecache.New[V](stalecache.Config{
+		TTL: o.TTL, MaxStale: o.MaxStale, NegativeTTL: o.TTL, Size: o.Size, Now: o.Now,
+		LookupTimeout: lookupTimeout,
+		NotFound:      func(err error) bool { return errors.Is(err, ErrNotFound) },
+	})
+	if err != nil {
+		// withDefaults makes MaxStale at least TTL, the only thing Validate checks.
+		panic("directory cache: " + err.Error())
+	}
+	return &staleCache[K, V]{c: c}
 }
 
 // lookupTimeout bounds one directory query, so a frozen directory turns into stale answers
@@ -125,35 +132,24 @@ func newStaleCache[K comparable, V any](o CacheOptions) *staleCache[K, V] {
 const lookupTimeout = 2 * time.Second
 
 func (c *staleCache[K, V]) get(ctx context.Context, k K, load func(context.Context) (V, error)) (V, error) {
-	e, ok := c.lru.Get(k)
-	if ok && c.o.Now().Sub(e.at) < c.o.TTL {
-		return e.result()
-	}
-	key := fmt.Sprint(k)
-	r, err, _ := c.sf.Do(key, func() (any, error) {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
-		defer cancel()
-		v, err := load(lctx)
-		if err == nil || errors.Is(err, ErrNotFound) {
-			ne := entry[V]{val: v, notFound: err != nil, at: c.o.Now()}
-			c.lru.Add(k, ne)
-			return ne, nil
-		}
-		return nil, err
-	})
-	if err != nil {
-		if ok && c.o.Now().Sub(e.at) < c.o.MaxStale {
-			return e.result()
-		}
-		var zero V
-		return zero, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	return r.(entry[V]).result()
+	v, _, err := c.c.Get(ctx, string(k), func(ctx context.Context, _ string) (V, error) { return load(ctx) })
+	return v, mapError(err)
 }
 
-func (e entry[V]) result() (V, error) {
-	if e.notFound {
-		return e.val, ErrNotFound
+func (c *staleCache[K, V]) refresh(ctx context.Context, k K, load func(context.Context) (V, error)) (V, error) {
+	v, err := c.c.Refresh(ctx, string(k), func(ctx context.Context, _ string) (V, error) { return load(ctx) })
+	return v, mapError(err)
+}
+
+// mapError turns the cache's errors into this package's.
+func mapError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, stalecache.ErrNotFound):
+		return ErrNotFound
+	case errors.Is(err, stalecache.ErrUnavailable):
+		return fmt.Errorf("%w: %v", ErrUnavailable, errors.Unwrap(err))
 	}
-	return e.val, nil
+	return err
 }

@@ -39,7 +39,7 @@ type Line struct {
 // NewWithAccess is NewWith, plus an AccessLog writing to the same output (and, when
 // Options.Buffered, the same buffer, flushed by the logger's Sync).
 func NewWithAccess(component string, o Options) (*zap.Logger, *AccessLog, error) {
-	level, err := levelFromEnv()
+	level, err := o.level()
 	if err != nil {
 		return nil, nil, err
 	}

@@ -66,26 +66,33 @@ type Options struct {
 	// per-request access logs on a hot path. The owner must call Sync before exiting, or the
 	// last second of lines is lost.
 	Buffered bool
+	// Level is debug, info, warn or error, as read by shared/config (Loader.LogLevel). Empty
+	// reads LOG_LEVEL here, for the binaries that do not load their settings through
+	// shared/config yet (the renderer).
+	Level string
 }
 
-// New returns a JSON logger to stderr for one component. LOG_LEVEL (debug, info, warn, error)
-// sets the level; an unknown level is a configuration error.
+// New returns a JSON logger to stderr for one component at the level LOG_LEVEL names (debug,
+// info, warn, error); an unknown level is a configuration error.
 func New(component string) (*zap.Logger, error) { return NewWith(component, Options{}) }
 
 // NewWith is New with options.
 func NewWith(component string, o Options) (*zap.Logger, error) {
-	level, err := levelFromEnv()
+	level, err := o.level()
 	if err != nil {
 		return nil, err
 	}
 	return newLogger(component, level, output(o)), nil
 }
 
-func levelFromEnv() (zapcore.Level, error) {
-	level := zapcore.InfoLevel
-	if v := os.Getenv("LOG_LEVEL"); v != "" {
+func (o Options) level() (zapcore.Level, error) {
+	level, v, name := zapcore.InfoLevel, o.Level, "level"
+	if v == "" {
+		v, name = os.Getenv("LOG_LEVEL"), "LOG_LEVEL"
+	}
+	if v != "" {
 		if err := level.UnmarshalText([]byte(v)); err != nil {
-			return level, fmt.Errorf("LOG_LEVEL: %q is not one of debug, info, warn, error", v)
+			return level, fmt.Errorf("%s: %q is not one of debug, info, warn, error", name, v)
 		}
 	}
 	return level, nil

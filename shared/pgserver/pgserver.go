@@ -23,14 +23,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"slidecells/shared/proc"
 )
 
 // Server is a running PostgreSQL.
 type Server struct {
 	Dir  string
 	Port int
-	cmd  *exec.Cmd
-	done chan error
+	proc *proc.Group
 }
 
 // Options configure Start.
@@ -140,15 +141,13 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// Own process group, so a terminal's Ctrl-C reaches us first and we stop it in order; the
-	// parent-death signal stops it if we die without cleaning up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	g, err := proc.Start(cmd)
+	logf.Close() // the child has its own descriptor
+	if err != nil {
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
-	s := &Server{Dir: dir, Port: o.Port, cmd: cmd, done: make(chan error, 1)}
-	go func() { s.done <- cmd.Wait(); logf.Close() }()
+	s := &Server{Dir: dir, Port: o.Port, proc: g}
 	if err := s.waitReady(ctx); err != nil {
 		s.Stop()
 		return nil, err
@@ -186,11 +185,8 @@ func credential(dir string) (*syscall.Credential, error) {
 func (s *Server) waitReady(ctx context.Context) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		select {
-		case err := <-s.done:
-			s.done <- err
-			return fmt.Errorf("postgres exited at start (%v); see %s", err, filepath.Join(s.Dir, "postgres.log"))
-		default:
+		if s.proc.Exited() {
+			return fmt.Errorf("postgres exited at start (%v); see %s", s.proc.Err(), filepath.Join(s.Dir, "postgres.log"))
 		}
 		c, err := pgx.Connect(ctx, s.URL("postgres"))
 		if err == nil {
@@ -232,30 +228,17 @@ func CreateDatabase(ctx context.Context, adminURL, dbname string) error {
 	return err
 }
 
-// Stop asks for a fast shutdown and waits for the server to exit.
+// Stop asks for a fast shutdown (SIGINT) and waits for the server to exit; after 30 s the
+// server's process group is killed.
 func (s *Server) Stop() error {
-	if s == nil || s.cmd == nil || s.cmd.Process == nil {
+	if s == nil || s.proc == nil {
 		return nil
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case err := <-s.done:
-		s.done <- err
-		return nil
-	case <-time.After(30 * time.Second):
-		_ = s.cmd.Process.Kill()
-		return errors.New("postgres did not stop in 30s; killed")
-	}
+	return s.proc.Stop(syscall.SIGINT, 30*time.Second)
 }
 
 // Pause stops (SIGSTOP) or resumes (SIGCONT) the server process group, for fault tests.
-func (s *Server) Pause(stop bool) error {
-	sig := syscall.SIGCONT
-	if stop {
-		sig = syscall.SIGSTOP
-	}
-	return syscall.Kill(-s.cmd.Process.Pid, sig)
-}
+func (s *Server) Pause(stop bool) error { return s.proc.Pause(stop) }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort() (int, error) {

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -26,6 +25,7 @@ import (
 	"slidecells/cell/api"
 	cblob "slidecells/cell/blob"
 	"slidecells/cell/idempotency"
+	"slidecells/cell/maintenance"
 	"slidecells/migrations"
 	"slidecells/shared/config"
 	"slidecells/shared/db"
@@ -48,20 +48,23 @@ type settings struct {
 	BlobURL       string
 	Failpoints    failpoint.Points
 	BenchNoIdem   bool
+	LogLevel      string
 }
 
 func load() (settings, error) {
 	l := &config.Loader{}
 	s := settings{
 		CellID:        l.String("CELL_ID", "", true),
-		ListenAddr:    l.String("CELL_LISTEN_ADDR", "127.0.0.1:8081", false),
+		ListenAddr:    l.Addr("CELL_LISTEN_ADDR", "127.0.0.1:8081", false),
 		DatabaseURL:   l.String("CELL_DATABASE_URL", "", true),
 		DirectoryURL:  l.String("DIRECTORY_DATABASE_URL", "", true),
-		AuthTTL:       l.Duration("CELL_DIRECTORY_CACHE_TTL", 10*time.Second),
-		AuthMaxStale:  l.Duration("CELL_DIRECTORY_MAX_STALE", 5*time.Minute),
+		AuthTTL:       l.PositiveDuration("CELL_DIRECTORY_CACHE_TTL", 10*time.Second),
+		AuthMaxStale:  l.PositiveDuration("CELL_DIRECTORY_MAX_STALE", 5*time.Minute),
 		ShutdownGrace: l.Duration("CELL_SHUTDOWN_GRACE", 10*time.Second),
 		IdemRetention: l.Duration("CELL_IDEMPOTENCY_RETENTION", 24*time.Hour),
 		BlobURL:       l.String("CELL_BLOB_URL", "", true),
+		RendererURLs:  l.URLs("CELL_RENDERER_URLS", "http", "https"),
+		LogLevel:      l.LogLevel(),
 	}
 	if s.BlobURL != "" && !strings.HasPrefix(s.BlobURL, "file://") && !strings.HasPrefix(s.BlobURL, "s3://") && !strings.HasPrefix(s.BlobURL, "mem://") {
 		l.Fail("CELL_BLOB_URL", "use file:///path, s3://bucket or mem://")
@@ -78,20 +81,8 @@ func load() (settings, error) {
 	if s.IdemRetention < 24*time.Hour {
 		l.Fail("CELL_IDEMPOTENCY_RETENTION", "must be at least 24h")
 	}
-	for _, u := range strings.Split(l.String("CELL_RENDERER_URLS", "", false), ",") {
-		if u = strings.TrimSpace(u); u == "" {
-			continue
-		}
-		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-			l.Fail("CELL_RENDERER_URLS", "%q is not an http(s) base URL", u)
-		}
-		s.RendererURLs = append(s.RendererURLs, strings.TrimRight(u, "/"))
-	}
 	if s.CellID != "" && !ids.CellIDValid(s.CellID) {
 		l.Fail("CELL_ID", "%q: use 1-32 of a-z, 0-9 and '-', starting with a letter", s.CellID)
-	}
-	if _, _, err := net.SplitHostPort(s.ListenAddr); err != nil {
-		l.Fail("CELL_LISTEN_ADDR", "%q is not host:port", s.ListenAddr)
 	}
 	if s.AuthMaxStale < s.AuthTTL {
 		l.Fail("CELL_DIRECTORY_MAX_STALE", "must be at least CELL_DIRECTORY_CACHE_TTL")
@@ -111,7 +102,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	log, err := logging.New("cell")
+	log, err := logging.NewWith("cell", logging.Options{Level: s.LogLevel})
 	if err != nil {
 		return err
 	}
@@ -153,25 +144,10 @@ func run() error {
 		log.Warn("failpoints set: for fault tests only", zap.Any("failpoints", s.Failpoints))
 		srv.Idem.Failpoint = s.Failpoints.Hit
 	}
-	blobs := &cblob.Store{Bucket: bucket}
-	go every(ctx, 10*time.Minute, func() {
-		// Expired idempotency records, in batches.
-		for {
-			n, err := srv.Idem.Purge(ctx, 500)
-			if err != nil {
-				log.Warn("idempotency purge failed", zap.Error(err))
-			}
-			if err != nil || n < 500 {
-				break
-			}
-		}
-		// Upload temporaries left by a crash mid-upload.
-		if n, err := blobs.SweepTemp(ctx, time.Now().Add(-time.Hour)); err != nil {
-			log.Warn("temporary blob sweep failed", zap.Error(err))
-		} else if n > 0 {
-			log.Info("temporary blobs swept", zap.Int("count", n))
-		}
+	housekeeping := maintenance.New(maintenance.Config{
+		Idempotency: srv.Idem, Temps: &cblob.Store{Bucket: bucket}, Log: log,
 	})
+	go housekeeping.Run(ctx)
 	ln, err := net.Listen("tcp", s.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("CELL_LISTEN_ADDR: %w", err)
@@ -211,18 +187,4 @@ func openBucket(ctx context.Context, u string) (*blob.Bucket, error) {
 		}
 	}
 	return blob.OpenBucket(ctx, u)
-}
-
-// every runs fn every interval until ctx ends.
-func every(ctx context.Context, interval time.Duration, fn func()) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			fn()
-		}
-	}
 }

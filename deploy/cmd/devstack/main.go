@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"slidecells/deploy/stack"
+	"slidecells/shared/config"
 )
 
 func main() {
@@ -27,9 +28,20 @@ func main() {
 func run() error {
 	dir := flag.String("dir", ".run", "state folder (database, logs, env)")
 	bin := flag.String("bin", "bin", "folder of the built binaries")
-	routerAddr := flag.String("router-addr", envOr("RUN_ROUTER_ADDR", "127.0.0.1:8080"), "router listen address ($RUN_ROUTER_ADDR)")
+	settings := &config.Loader{}
+	routerAddr := flag.String("router-addr", settings.Addr("RUN_ROUTER_ADDR", "127.0.0.1:8080", false), "router listen address ($RUN_ROUTER_ADDR)")
 	cells := flag.String("cells", "cell-a,cell-b", "cells to run")
 	flag.Parse()
+	cellURLs := map[string]string{}
+	for _, c := range strings.Split(*cells, ",") {
+		if u := settings.String(strings.ToUpper(strings.ReplaceAll(c, "-", "_"))+"_DATABASE_URL", "", false); u != "" {
+			cellURLs[c] = u
+		}
+	}
+	directoryURL := settings.String("DIRECTORY_DATABASE_URL", "", false)
+	if err := settings.Err(); err != nil {
+		return err
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -48,15 +60,9 @@ func run() error {
 		l.Close()
 	}
 	logf := func(format string, args ...any) { fmt.Printf("• "+format+"\n", args...) }
-	cellURLs := map[string]string{}
-	for _, c := range strings.Split(*cells, ",") {
-		if u := os.Getenv(strings.ToUpper(strings.ReplaceAll(c, "-", "_")) + "_DATABASE_URL"); u != "" {
-			cellURLs[c] = u
-		}
-	}
 	s, err := stack.Start(ctx, stack.Options{
 		Dir: abs, BinDir: binAbs, Cells: strings.Split(*cells, ","), RouterAddr: *routerAddr,
-		DirectoryURL: os.Getenv("DIRECTORY_DATABASE_URL"), CellURLs: cellURLs, Durable: true, Renderers: true, Log: logf,
+		DirectoryURL: directoryURL, CellURLs: cellURLs, Durable: true, Renderers: true, Log: logf,
 	})
 	if err != nil {
 		return err
@@ -111,11 +117,4 @@ Ctrl-C stops everything.
 		return fmt.Errorf("router exited; see %s", filepath.Join(abs, "logs", "router.log"))
 	}
 	return nil
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"slidecells/shared/config"
 	"slidecells/shared/directory"
 	"slidecells/shared/ids"
 	"slidecells/shared/logging"
@@ -59,7 +60,8 @@ func newRoot(out io.Writer) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&a.url, "directory-url", os.Getenv("DIRECTORY_DATABASE_URL"),
+	env := &config.Loader{}
+	root.PersistentFlags().StringVar(&a.url, "directory-url", env.String("DIRECTORY_DATABASE_URL", "", false),
 		"directory database URL (default $DIRECTORY_DATABASE_URL)")
 	root.AddCommand(a.cellsCmd(), a.usersCmd(), a.workspacesCmd(), a.membersCmd(), a.tokensCmd(), a.placementsCmd())
 	return root

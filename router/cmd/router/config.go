@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/sha256"
-	"net"
 	"time"
 
 	"slidecells/router"
@@ -17,6 +16,7 @@ type settings struct {
 	AdminAddr       string
 	DirectoryURL    string
 	ShutdownTimeout time.Duration
+	LogLevel        string
 	// UnknownHashKeyDerived is true when ROUTER_UNKNOWN_HASH_KEY was not set.
 	UnknownHashKeyDerived bool
 	Router                router.Config
@@ -26,36 +26,33 @@ type settings struct {
 func loadSettings(getenv func(string) string) (settings, error) {
 	l := &config.Loader{Getenv: getenv}
 	var s settings
-	s.ListenAddr = l.String("ROUTER_LISTEN_ADDR", "127.0.0.1:8080", false)
-	checkAddr(l, "ROUTER_LISTEN_ADDR", s.ListenAddr)
-	s.AdminAddr = l.String("ROUTER_ADMIN_ADDR", "", false)
-	if s.AdminAddr != "" {
-		checkAddr(l, "ROUTER_ADMIN_ADDR", s.AdminAddr)
-	}
+	s.ListenAddr = l.Addr("ROUTER_LISTEN_ADDR", "127.0.0.1:8080", false)
+	s.AdminAddr = l.Addr("ROUTER_ADMIN_ADDR", "", false)
 	s.DirectoryURL = l.String("DIRECTORY_DATABASE_URL", "", true)
-	s.ShutdownTimeout = positive(l, "ROUTER_SHUTDOWN_TIMEOUT", 20*time.Second)
+	s.ShutdownTimeout = l.PositiveDuration("ROUTER_SHUTDOWN_TIMEOUT", 20*time.Second)
+	s.LogLevel = l.LogLevel()
 
 	c := &s.Router
 	c.Cache = placement.Config{
-		TTL:           positive(l, "ROUTER_PLACEMENT_TTL", placement.DefaultTTL),
-		MaxStale:      positive(l, "ROUTER_PLACEMENT_MAX_STALE", placement.DefaultMaxStale),
-		NegativeTTL:   positive(l, "ROUTER_NEGATIVE_TTL", placement.DefaultNegativeTTL),
-		LookupTimeout: positive(l, "ROUTER_DIRECTORY_TIMEOUT", placement.DefaultLookupTimeout),
+		TTL:           l.PositiveDuration("ROUTER_PLACEMENT_TTL", placement.DefaultTTL),
+		MaxStale:      l.PositiveDuration("ROUTER_PLACEMENT_MAX_STALE", placement.DefaultMaxStale),
+		NegativeTTL:   l.PositiveDuration("ROUTER_NEGATIVE_TTL", placement.DefaultNegativeTTL),
+		LookupTimeout: l.PositiveDuration("ROUTER_DIRECTORY_TIMEOUT", placement.DefaultLookupTimeout),
 		Size:          l.Int("ROUTER_PLACEMENT_CACHE_SIZE", placement.DefaultSize, 1, 100_000_000),
 	}
 	if c.Cache.MaxStale < c.Cache.TTL {
 		l.Fail("ROUTER_PLACEMENT_MAX_STALE", "%v is shorter than ROUTER_PLACEMENT_TTL (%v)", c.Cache.MaxStale, c.Cache.TTL)
 	}
-	c.CellTimeout = positive(l, "ROUTER_CELL_TIMEOUT", router.DefaultCellTimeout)
-	c.DialTimeout = positive(l, "ROUTER_DIAL_TIMEOUT", router.DefaultDialTimeout)
+	c.CellTimeout = l.PositiveDuration("ROUTER_CELL_TIMEOUT", router.DefaultCellTimeout)
+	c.DialTimeout = l.PositiveDuration("ROUTER_DIAL_TIMEOUT", router.DefaultDialTimeout)
 	c.MaxIdleConnsPerCell = l.Int("ROUTER_MAX_IDLE_CONNS_PER_CELL", router.DefaultMaxIdleConnsPerCell, 1, 100_000)
 	c.BreakerFailures = uint32(l.Int("ROUTER_BREAKER_FAILURES", router.DefaultBreakerFailures, 1, 1_000_000))
-	c.BreakerOpenTimeout = positive(l, "ROUTER_BREAKER_OPEN_TIMEOUT", router.DefaultBreakerOpenTimeout)
+	c.BreakerOpenTimeout = l.PositiveDuration("ROUTER_BREAKER_OPEN_TIMEOUT", router.DefaultBreakerOpenTimeout)
 	c.BreakerHalfOpenRequests = uint32(l.Int("ROUTER_BREAKER_HALF_OPEN_REQUESTS", router.DefaultBreakerHalfOpenRequests, 1, 1_000_000))
-	c.ProbeInterval = positive(l, "ROUTER_PROBE_INTERVAL", router.DefaultProbeInterval)
-	c.ProbeTimeout = positive(l, "ROUTER_PROBE_TIMEOUT", router.DefaultProbeTimeout)
+	c.ProbeInterval = l.PositiveDuration("ROUTER_PROBE_INTERVAL", router.DefaultProbeInterval)
+	c.ProbeTimeout = l.PositiveDuration("ROUTER_PROBE_TIMEOUT", router.DefaultProbeTimeout)
 	c.ProbeFailures = l.Int("ROUTER_PROBE_FAILURES", router.DefaultProbeFailures, 1, 1000)
-	c.CellsRefresh = positive(l, "ROUTER_CELLS_REFRESH", router.DefaultCellsRefresh)
+	c.CellsRefresh = l.PositiveDuration("ROUTER_CELLS_REFRESH", router.DefaultCellsRefresh)
 	c.MaxRetryBody = int64(l.Int("ROUTER_MAX_RETRY_BODY", router.DefaultMaxRetryBody, 1, 64<<20))
 
 	if key := l.String("ROUTER_UNKNOWN_HASH_KEY", "", false); key != "" {
@@ -71,20 +68,4 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		s.UnknownHashKeyDerived = true
 	}
 	return s, l.Err()
-}
-
-// positive reads a duration that must be greater than zero.
-func positive(l *config.Loader, name string, def time.Duration) time.Duration {
-	d := l.Duration(name, def)
-	if d <= 0 {
-		l.Fail(name, "must be greater than zero")
-		return def
-	}
-	return d
-}
-
-func checkAddr(l *config.Loader, name, addr string) {
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		l.Fail(name, "%q is not host:port", addr)
-	}
 }

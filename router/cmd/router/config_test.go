@@ -62,13 +62,14 @@ func TestBadSettingsAreNamed(t *testing.T) {
 		"ROUTER_CELL_TIMEOUT":        "soon",
 		"ROUTER_BREAKER_FAILURES":    "0",
 		"ROUTER_UNKNOWN_HASH_KEY":    "short",
+		"LOG_LEVEL":                  "loud",
 	}))
 	if err == nil {
 		t.Fatal("bad settings accepted")
 	}
 	for _, name := range []string{
 		"DIRECTORY_DATABASE_URL", "ROUTER_LISTEN_ADDR", "ROUTER_PLACEMENT_MAX_STALE", "ROUTER_NEGATIVE_TTL",
-		"ROUTER_CELL_TIMEOUT", "ROUTER_BREAKER_FAILURES", "ROUTER_UNKNOWN_HASH_KEY",
+		"ROUTER_CELL_TIMEOUT", "ROUTER_BREAKER_FAILURES", "ROUTER_UNKNOWN_HASH_KEY", "LOG_LEVEL",
 	} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error does not name %s: %v", name, err)

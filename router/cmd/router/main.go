@@ -20,20 +20,21 @@ import (
 )
 
 func main() {
+	s, err := loadSettings(os.Getenv)
 	// Buffered: one access-log line per request must not cost one write per request. Every exit
-	// path below syncs, so nothing is lost on a normal stop.
-	log, access, err := logging.NewWithAccess("router", logging.Options{Buffered: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "router:", err)
+	// path below syncs, so nothing is lost on a normal stop. A bad LOG_LEVEL leaves "info" here
+	// and is reported with the other bad settings.
+	log, access, lerr := logging.NewWithAccess("router", logging.Options{Buffered: true, Level: s.LogLevel})
+	if lerr != nil {
+		fmt.Fprintln(os.Stderr, "router:", lerr)
 		os.Exit(2)
 	}
-	os.Exit(mainCode(log, access))
+	os.Exit(mainCode(log, access, s, err))
 }
 
-func mainCode(log *zap.Logger, access *logging.AccessLog) int {
+func mainCode(log *zap.Logger, access *logging.AccessLog, s settings, err error) int {
 	defer func() { _ = log.Sync() }()
 	router.TuneRuntime()
-	s, err := loadSettings(os.Getenv)
 	if err != nil {
 		log.Error("router: "+err.Error(), zap.String("event", "config"))
 		return 2

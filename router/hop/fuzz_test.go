@@ -1,0 +1,106 @@
+package hop
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// FuzzWriteRequest checks the request writer against net/http's request parser, as a cell
+// reads what the router sends: whatever writeRequest accepts must parse as exactly one request
+// (no second request smuggled in through a header, host or target) with the method, target,
+// host, headers and Connection: close that were asked for; whatever it refuses must leave
+// nothing written.
+//
+// `make test` runs it briefly (see FUZZ_PACKAGES in the Makefile); run it longer with
+// `go test -run '^$' -fuzz '^FuzzWriteRequest$' -fuzztime 5m ./router/hop`.
+func FuzzWriteRequest(f *testing.F) {
+	f.Add("GET", "cell-a:8081", "/api/v1/workspaces/ws_x", "", "X-Request-ID", "req_1", "User-Agent", "", false)
+	f.Add("HEAD", "127.0.0.1:1", "/", "a=1&b=2", "Accept", "*/*", "Idempotency-Key", "k", true)
+	f.Add("DELETE", "cell", "/x y", "q", "x-lower", " padded\t", "Accept-Encoding", "gzip", false)
+	f.Add("", "h", "//double", "", "Transfer-Encoding", "chunked", "Content-Length", "5", false)
+	f.Add("GET", "h", "/", "", "X-Bad", "a\r\nX-Injected: 1", "Host", "evil", false)
+	f.Add("G ET", "a b", "/\r\n", "", "Bad Name", "v", "X-Nul", "a\x00b", false)
+	f.Add("GET", "h", "/", "", "host", "evil", "content-length", "5", false)
+	f.Add("OPTIONS", "[::1]:80", "/%2F?", "", "Connection", "keep-alive", "Trailer", "X", true)
+	f.Fuzz(func(t *testing.T, method, host, path, query, k1, v1, k2, v2 string, closeConn bool) {
+		if !strings.HasPrefix(path, "/") {
+			// The ReverseProxy only ever forwards origin-form targets.
+			path = "/" + path
+		}
+		req := &http.Request{
+			Method: method,
+			URL:    &url.URL{Scheme: "http", Host: host, Path: path, RawQuery: query},
+			Host:   host,
+			Header: http.Header{},
+			Close:  closeConn,
+		}
+		req.Header[k1] = append(req.Header[k1], v1)
+		req.Header[k2] = append(req.Header[k2], v2)
+
+		var out bytes.Buffer
+		w := bufio.NewWriter(&out)
+		if err := writeRequest(w, req); err != nil {
+			if out.Len() != 0 || w.Buffered() != 0 {
+				t.Fatalf("refused (%v) but wrote %q", err, out.String()+"…")
+			}
+			return
+		}
+		br := bufio.NewReader(bytes.NewReader(out.Bytes()))
+		got, err := http.ReadRequest(br)
+		if err != nil {
+			t.Fatalf("wrote a request net/http cannot read (%v):\n%q", err, out.String())
+		}
+		if rest, _ := io.ReadAll(br); len(rest) != 0 {
+			t.Fatalf("bytes after the request (a second request?): %q in\n%q", rest, out.String())
+		}
+		wantMethod := method
+		if wantMethod == "" {
+			wantMethod = http.MethodGet
+		}
+		if got.Method != wantMethod || got.RequestURI != req.URL.RequestURI() || got.Host != host {
+			t.Fatalf("read %s %s Host %q, want %s %s Host %q", got.Method, got.RequestURI, got.Host,
+				wantMethod, req.URL.RequestURI(), host)
+		}
+		if got.Close != closeConn {
+			t.Fatalf("Close %v, want %v", got.Close, closeConn)
+		}
+		if got.ContentLength != 0 || len(got.TransferEncoding) != 0 {
+			t.Fatalf("body announced: Content-Length %d, Transfer-Encoding %v", got.ContentLength, got.TransferEncoding)
+		}
+		// Headers: what was asked for, canonicalised and trimmed as a reader sees them, minus
+		// the ones the writer owns (Host, framing, Connection) and an empty User-Agent.
+		want := http.Header{}
+		for k, vs := range req.Header {
+			ck := http.CanonicalHeaderKey(k)
+			switch ck {
+			case "Host", "Content-Length", "Transfer-Encoding", "Trailer", "Connection":
+				continue
+			}
+			for _, v := range vs {
+				if ck == "User-Agent" && v == "" && k == "User-Agent" {
+					continue
+				}
+				want[ck] = append(want[ck], strings.Trim(v, " \t"))
+			}
+		}
+		delete(got.Header, "Content-Length")
+		delete(got.Header, "Connection")
+		if len(got.Header) != len(want) {
+			t.Fatalf("headers %q, want %q", got.Header, want)
+		}
+		for k, vs := range want {
+			g := slices.Clone(got.Header[k])
+			slices.Sort(g)
+			slices.Sort(vs)
+			if !slices.Equal(g, vs) {
+				t.Fatalf("header %s = %q, want %q", k, got.Header[k], vs)
+			}
+		}
+	})
+}

@@ -1,0 +1,216 @@
+package stalecache
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var errGone = errors.New("gone")
+
+// source is a fake origin: a map, an error switch and a call counter.
+type source struct {
+	mu    sync.Mutex
+	m     map[string]string
+	err   error
+	calls atomic.Int32
+}
+
+func (s *source) load(_ context.Context, k string) (string, error) {
+	s.calls.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return "", s.err
+	}
+	v, ok := s.m[k]
+	if !ok {
+		return "", errGone
+	}
+	return v, nil
+}
+
+func (s *source) set(k, v string) { s.mu.Lock(); s.m[k] = v; s.mu.Unlock() }
+func (s *source) fail(err error)  { s.mu.Lock(); s.err = err; s.mu.Unlock() }
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+type bundle struct {
+	src   *source
+	clock *clock
+	cache *Cache[string]
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	b := &bundle{src: &source{m: map[string]string{}}, clock: &clock{t: time.Unix(1_900_000_000, 0)}}
+	c, err := New[string](Config{TTL: 10 * time.Second, MaxStale: time.Minute, NegativeTTL: 2 * time.Second,
+		StaleRetry: time.Second, Now: b.clock.Now, NotFound: func(err error) bool { return errors.Is(err, errGone) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.cache = c
+	return b
+}
+
+func (b *bundle) get(k string) (string, Outcome, error) {
+	return b.cache.Get(context.Background(), k, b.src.load)
+}
+
+func TestOutcomes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.src.set("k", "v1")
+	steps := []struct {
+		name    string
+		advance time.Duration
+		before  func()
+		want    string
+		outcome Outcome
+		err     error
+	}{
+		{"miss", 0, nil, "v1", Miss, nil},
+		{"hit within TTL", 9 * time.Second, nil, "v1", Hit, nil},
+		{"refreshed after TTL", 2 * time.Second, func() { b.src.set("k", "v2") }, "v2", Refreshed, nil},
+		{"stale served when the source fails", 11 * time.Second, func() { b.src.fail(errors.New("down")) }, "v2", StaleServed, nil},
+		{"stale served without asking within StaleRetry", 500 * time.Millisecond, nil, "v2", StaleServed, nil},
+		{"past MaxStale: unavailable", time.Minute, nil, "", Miss, ErrUnavailable},
+		{"source back", 0, func() { b.src.fail(nil) }, "v2", Miss, nil},
+	}
+	for _, s := range steps {
+		b.clock.Advance(s.advance)
+		if s.before != nil {
+			s.before()
+		}
+		v, o, err := b.get("k")
+		if v != s.want || o != s.outcome || !errors.Is(err, s.err) || (s.err == nil) != (err == nil) {
+			t.Fatalf("%s: %q %v %v; want %q %v %v", s.name, v, o, err, s.want, s.outcome, s.err)
+		}
+	}
+}
+
+func TestStaleRetryThrottlesTheSource(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.src.set("k", "v")
+	b.get("k")
+	b.src.fail(errors.New("down"))
+	b.clock.Advance(11 * time.Second)
+	for range 10 {
+		if v, o, err := b.get("k"); v != "v" || o != StaleServed || err != nil {
+			t.Fatalf("stale get = %q %v %v", v, o, err)
+		}
+	}
+	if n := b.src.calls.Load(); n != 2 {
+		t.Errorf("10 gets while the source is down asked it %d times in all, want 2 (one load, one failed refresh)", n)
+	}
+	b.clock.Advance(time.Second)
+	b.get("k")
+	if n := b.src.calls.Load(); n != 3 {
+		t.Errorf("after StaleRetry: %d calls, want 3", n)
+	}
+}
+
+func TestNegativeEntries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, o, err := b.get("new"); !errors.Is(err, ErrNotFound) || o != Miss {
+		t.Fatalf("unknown: %v %v", o, err)
+	}
+	if _, o, err := b.get("new"); !errors.Is(err, ErrNotFound) || o != NegativeHit {
+		t.Fatalf("again: %v %v, want a negative hit", o, err)
+	}
+	// Past NegativeTTL a not-found answer is not used stale: the failure is reported.
+	b.clock.Advance(3 * time.Second)
+	b.src.fail(errors.New("down"))
+	if _, _, err := b.get("new"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("expired negative, source down: %v, want ErrUnavailable", err)
+	}
+	b.src.fail(nil)
+	b.src.set("new", "here")
+	if v, _, err := b.get("new"); v != "here" || err != nil {
+		t.Fatalf("created since: %q %v", v, err)
+	}
+	if n := b.src.calls.Load(); n != 3 {
+		t.Errorf("%d source calls, want 3", n)
+	}
+}
+
+func TestUnavailableCarriesTheCause(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.src.fail(context.DeadlineExceeded)
+	_, _, err := b.get("k")
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || errors.Unwrap(err) != context.DeadlineExceeded {
+		t.Fatalf("err = %v; want ErrUnavailable wrapping the load's error", err)
+	}
+}
+
+func TestWithoutNotFoundEveryErrorIsAFailure(t *testing.T) {
+	t.Parallel()
+	c, err := New[string](Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(context.Context, string) (string, error) { return "", errGone }
+	if _, _, err := c.Get(context.Background(), "k", load); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+}
+
+func TestRefreshReplacesAndFailedRefreshForgets(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.src.set("k", "old")
+	b.get("k")
+	b.src.set("k", "new")
+	if v, err := b.cache.Refresh(context.Background(), "k", b.src.load); v != "new" || err != nil {
+		t.Fatalf("refresh = %q %v", v, err)
+	}
+	if v, o, _ := b.get("k"); v != "new" || o != Hit {
+		t.Fatalf("after refresh: %q %v", v, o)
+	}
+	b.src.fail(errors.New("down"))
+	if _, err := b.cache.Refresh(context.Background(), "k", b.src.load); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("refresh, source down: %v", err)
+	}
+	if _, _, err := b.get("k"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("after a failed refresh: %v, want nothing cached", err)
+	}
+}
+
+func TestCancelledCallerDoesNotFailTheLoad(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.src.set("k", "v")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	load := func(ctx context.Context, k string) (string, error) {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		return b.src.load(ctx, k)
+	}
+	if v, _, err := b.cache.Get(ctx, "k", load); v != "v" || err != nil {
+		t.Fatalf("get with a cancelled context = %q %v", v, err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	if _, err := New[int](Config{TTL: time.Minute, MaxStale: time.Second}); err == nil {
+		t.Error("MaxStale < TTL accepted")
+	}
+	if err := (Config{}).Validate(); err != nil {
+		t.Errorf("defaults rejected: %v", err)
+	}
+}
