@@ -22,7 +22,20 @@ import (
 	"slidecells/shared/ticket"
 )
 
-const token = "preview-token-main-tests"
+const (
+	token      = "preview-token-main-tests"
+	credential = "service-credential-main-tests"
+)
+
+// writeCredential writes the service credential file into dir.
+func writeCredential(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "credential")
+	if err := os.WriteFile(p, []byte(credential+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
 
 func build(t *testing.T) string {
 	t.Helper()
@@ -66,6 +79,7 @@ func TestSIGTERMMidAttemptLeavesNoBrowser(t *testing.T) {
 		"RENDER_LISTEN_ADDR=127.0.0.1:0",
 		"RENDER_CLEANUP_GRACE_SECONDS=1",
 		"RENDER_MIN_FREE_DISK_MB=1",
+		"RENDER_SERVICE_CREDENTIAL_FILE=" + writeCredential(t, t.TempDir()),
 	}
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
@@ -115,8 +129,11 @@ func TestSIGTERMMidAttemptLeavesNoBrowser(t *testing.T) {
 		RequestID: req.RequestID, AttemptID: req.AttemptID, RequestDigest: req.RequestDigest, WorkspaceID: req.WorkspaceID,
 		WorkerID: caps.WorkerID, Epoch: caps.Epoch, SlotGeneration: 1, IssuedAt: now, AcceptBy: now.Add(time.Minute), StopBy: now.Add(2 * time.Minute),
 	})
+	waitReady(t, base)
 	body, _ := json.Marshal(req)
-	resp, err := http.Post(base+rc.APIRoot+"/executions", "application/json", bytes.NewReader(body))
+	post, _ := http.NewRequest("POST", base+rc.APIRoot+"/executions", bytes.NewReader(body))
+	post.Header.Set("Authorization", "Bearer "+credential)
+	resp, err := http.DefaultClient.Do(post)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,6 +181,7 @@ func TestInvalidConfigurationFailsStartup(t *testing.T) {
 	good := []string{
 		"PATH=/usr/bin:/bin", "RENDER_WORKER_ID=w1", "RENDER_TICKET_PUBLIC_KEYS=" + signer.PublicKey().String(),
 		"RENDER_PREVIEW_BASE_URL=http://127.0.0.1:9/preview/", "RENDER_TEMP_ROOT=/tmp/rcfg",
+		"RENDER_SERVICE_CREDENTIAL_FILE=" + writeCredential(t, t.TempDir()),
 	}
 	cases := []struct {
 		name  string
@@ -174,6 +192,7 @@ func TestInvalidConfigurationFailsStartup(t *testing.T) {
 		{"missing worker id", without(good, "RENDER_WORKER_ID"), []string{"RENDER_WORKER_ID"}},
 		{"bad key set", append(without(good, "RENDER_TICKET_PUBLIC_KEYS"), "RENDER_TICKET_PUBLIC_KEYS=k1:nope"), []string{"RENDER_TICKET_PUBLIC_KEYS"}},
 		{"bad grace", append(good, "RENDER_CLEANUP_GRACE_SECONDS=soon"), []string{"RENDER_CLEANUP_GRACE_SECONDS"}},
+		{"no service credential", without(good, "RENDER_SERVICE_CREDENTIAL_FILE"), []string{"RENDER_SERVICE_CREDENTIAL_FILE"}},
 		{"relative temp root", append(without(good, "RENDER_TEMP_ROOT"), "RENDER_TEMP_ROOT=tmp"), []string{"RENDER_TEMP_ROOT"}},
 	}
 	for _, tc := range cases {
@@ -224,6 +243,27 @@ func TestKeygenPrintsAUsableKeyPair(t *testing.T) {
 	}
 }
 
+// waitReady waits until /readyz answers 200 (the launch probe passed).
+func waitReady(t *testing.T, base string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		req, _ := http.NewRequest("GET", base+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+credential)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			if i > 600 {
+				t.Fatalf("renderer never ready: %s", b)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func without(env []string, key string) []string {
 	var out []string
 	for _, kv := range env {
@@ -236,7 +276,9 @@ func without(env []string, key string) []string {
 
 func getJSON(t *testing.T, url string, v any) {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+credential)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
