@@ -157,6 +157,9 @@ func (s *Server) run(a *attempt, previewToken string) {
 	}
 	input, _ := json.Marshal(job)
 
+	if s.cfg.beforeRun != nil {
+		s.cfg.beforeRun()
+	}
 	s.mu.Lock()
 	if a.stopReason != "" {
 		// Cancelled (or shut down) between admission and start: nothing
@@ -274,8 +277,8 @@ func (s *Server) childSpec(input []byte, hard time.Time, log *zap.Logger) superv
 // startChild starts a child through the supervisor (tests replace it to
 // count starts).
 func (s *Server) startChild(spec supervisor.Spec) (*supervisor.Group, error) {
-	if s.beforeStart != nil {
-		s.beforeStart()
+	if s.cfg.beforeStart != nil {
+		s.cfg.beforeStart()
 	}
 	return supervisor.Start(spec)
 }

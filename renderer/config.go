@@ -88,6 +88,10 @@ type Config struct {
 	// noLaunchProbe skips the launch probe (tests of other behaviour
 	// only; there is no setting for it).
 	noLaunchProbe bool
+	// beforeStart, when set (tests), runs before every child start;
+	// beforeRun before an accepted attempt's runner looks at its stop
+	// mark.
+	beforeStart, beforeRun func()
 	// noBrowserGate switches the in-browser network layers off (tests
 	// that prove the kernel boundary alone holds; no setting for it).
 	noBrowserGate bool

@@ -103,6 +103,7 @@ func (s *Server) runProbe() string {
 	})
 	<-g.Done()
 	out := g.Outcome()
+	s.metrics.isolation(out.Isolation)
 	switch {
 	case result == nil:
 		return "child ended without a result: " + tail(logging.Redact(out.Stderr), 300)

@@ -126,12 +126,13 @@ func baseConfig(t *testing.T) (Config, *fixture.Server, *ticket.Signer, string) 
 
 func start(t *testing.T, cfg Config, profile rc.RenderProfile, fx *fixture.Server, signer *ticket.Signer, token string) *env {
 	t.Helper()
-	srv, err := New(cfg, profile, zaptest.NewLogger(t))
+	e := &env{t: t, cfg: cfg, fx: fx, signer: signer, token: token}
+	e.cfg.beforeStart = func() { e.starts.Add(1) }
+	srv, err := New(e.cfg, profile, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, cfg: cfg, srv: srv, fx: fx, signer: signer, token: token}
-	srv.beforeStart = func() { e.starts.Add(1) }
+	e.srv = srv
 	e.ts = httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

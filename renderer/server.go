@@ -52,8 +52,6 @@ type Server struct {
 	// is "pending", "ok" or the reason of the last failure.
 	probing    bool
 	probeState string
-	// beforeStart, when set (tests), runs before every child start.
-	beforeStart func()
 
 	janitorStop chan struct{}
 	janitorDone chan struct{}
@@ -659,6 +657,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	if err == nil {
 		_ = os.RemoveAll(s.results)
+		// Nothing runs any more: the renderer's cgroup goes too.
+		if cerr := s.cgroups.Close(); cerr != nil {
+			s.log.Warn("renderer cgroup not removed", zap.Error(cerr))
+		}
 	}
 	return err
 }
