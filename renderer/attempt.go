@@ -100,7 +100,7 @@ func (a *attempt) snapshot() rc.Receipt {
 		r.Result = &res
 	}
 	if !a.hard.IsZero() {
-		r.HardDeadline = ptr(time.Now().UTC().Add(time.Until(a.hard)).Truncate(time.Millisecond))
+		r.HardDeadline = ptr(a.s.cfg.now().UTC().Add(time.Until(a.hard)).Truncate(time.Millisecond))
 	}
 	return r
 }
@@ -198,7 +198,7 @@ func (s *Server) run(a *attempt, previewToken string) {
 	}
 	s.mu.Lock()
 	a.group = g
-	a.receipt.Times.ChildStartedAt = ptr(time.Now().UTC())
+	a.receipt.Times.ChildStartedAt = ptr(s.cfg.now().UTC())
 	if a.stopReason != "" {
 		g.Stop(a.stopReason)
 	}
@@ -225,7 +225,7 @@ func (s *Server) run(a *attempt, previewToken string) {
 			}
 			ev.artifacts[art.desc.Name] = art
 		case chromium.EventResult:
-			ev.result, ev.resultAt = e.Result, time.Now()
+			ev.result, ev.resultAt = e.Result, s.cfg.now()
 			s.mu.Lock()
 			a.receipt.Times.WorkFinishedAt = ptr(e.At.UTC())
 			s.mu.Unlock()

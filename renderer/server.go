@@ -148,7 +148,7 @@ func New(cfg Config, profile rc.RenderProfile, log *zap.Logger) (*Server, error)
 		epoch:       e,
 		profile:     profile,
 		envDigest:   envDigest,
-		started:     time.Now().UTC(),
+		started:     cfg.now().UTC(),
 		results:     results,
 		attempts:    map[string]*attempt{},
 		marks:       map[string]cancelMark{},

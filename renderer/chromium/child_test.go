@@ -289,6 +289,22 @@ func TestKernelBoundaryHoldsWithoutTheBrowserGate(t *testing.T) {
 	}
 }
 
+// TestPNGOverTheLimitFails: a 16-megapixel capture of random pixels is a PNG
+// far above 32 MiB; the attempt fails with RENDER_OUTPUT_LIMIT_EXCEEDED and
+// hands over no artifact.
+func TestPNGOverTheLimitFails(t *testing.T) {
+	h := setup(t)
+	o := h.run(t, h.job(fixture.Noise, rc.OpPageCapture, rc.Viewport{Width: 4000, Height: 4000, DeviceScaleFactor: 1}), 2*time.Minute)
+	if e := wantError(t, o, rc.CodeOutputLimitExceeded); !strings.Contains(e.Message, "capture is") {
+		t.Fatalf("error = %+v", e)
+	} else {
+		t.Log(e.Message)
+	}
+	if len(o.artifacts) != 0 {
+		t.Fatalf("an artifact was handed over: %v", o.frames)
+	}
+}
+
 func TestCredentialNotCarriedAcrossRedirect(t *testing.T) {
 	h := setup(t)
 	o := h.run(t, h.job(fixture.Redirect, rc.OpPageCapture, small), time.Minute)
