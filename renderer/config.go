@@ -150,7 +150,7 @@ var legacyVariables = map[string]string{
 	"SCREENSHOT_BROWSER_PATH":             "RENDER_BROWSER_PATH",
 	"SCREENSHOT_BROWSER_WS_ENDPOINT":      "(none: every attempt launches its own browser)",
 	"BROWSER_WS_ENDPOINT":                 "(none: every attempt launches its own browser)",
-	"CHROMEDP_NO_SANDBOX":                 "(none: the sandbox is always on; see RENDER_CHILD_USER)",
+	"CHROMEDP_NO_SANDBOX":                 "(none: the sandbox is always on; every attempt runs as a user of its own, see RENDER_CHILD_UID_RANGE)",
 	"RENDER_BROWSER_REUSE":                "(none: there is no browser reuse)",
 	"RENDER_LOCAL_FALLBACK":               "(none: there is no local fallback)",
 	"RENDER_EXECUTOR_MODE":                "(none: one executor protocol for every environment)",

@@ -2,6 +2,7 @@ package renderer
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"slidecells/renderer/chromium"
 	"slidecells/renderer/egress"
+	"slidecells/renderer/supervisor"
 	"slidecells/shared/logging"
 )
 
@@ -101,6 +103,7 @@ func (s *Server) runProbe() string {
 		}
 		return nil
 	})
+	_, _ = io.Copy(io.Discard, g.Stdout())
 	<-g.Done()
 	out := g.Outcome()
 	s.metrics.isolation(out.Isolation)
@@ -113,4 +116,20 @@ func (s *Server) runProbe() string {
 		return "browser did not start"
 	}
 	return ""
+}
+
+// isolationSelfTest runs /bin/true as an attempt would run its child.
+func (s *Server) isolationSelfTest() error {
+	spec := s.childSpec(nil, time.Now().Add(15*time.Second), s.log.With(zap.String("attempt_id", "isolation-self-test")))
+	spec.Path, spec.Args = "/bin/true", nil
+	g, err := supervisor.Start(spec)
+	if err != nil {
+		return fmt.Errorf("attempt isolation unavailable: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, g.Stdout())
+	<-g.Done()
+	if out := g.Outcome(); out.ExitCode != 0 {
+		return fmt.Errorf("attempt isolation unavailable: test child exited %d: %s", out.ExitCode, tail(logging.Redact(out.Stderr), 300))
+	}
+	return nil
 }

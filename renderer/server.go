@@ -93,6 +93,9 @@ func New(cfg Config, profile rc.RenderProfile, log *zap.Logger) (*Server, error)
 	if err != nil {
 		return nil, fmt.Errorf("RENDER_CGROUP_PARENT: %w", err)
 	}
+	if err := supervisor.CheckKernel(); err != nil {
+		return nil, err
+	}
 	// Leftovers of an earlier epoch (a control process killed before it
 	// could stop its attempt) are killed first, through the cgroup every
 	// process of an attempt stays in whatever it does to its process
@@ -158,6 +161,14 @@ func New(cfg Config, profile rc.RenderProfile, log *zap.Logger) (*Server, error)
 		probeState:  "pending",
 		janitorStop: make(chan struct{}),
 		janitorDone: make(chan struct{}),
+	}
+	// The isolation itself is checked before anything is accepted: a
+	// trivial child through exactly the attempt's namespaces, cgroup,
+	// user switch and egress path. Where the kernel cannot provide them,
+	// start-up fails with what went wrong; there is no weaker mode.
+	if err := s.isolationSelfTest(); err != nil {
+		_ = cgroups.Close()
+		return nil, err
 	}
 	close(s.idle)
 	go s.janitor()

@@ -45,8 +45,8 @@ var fixedFlags = []string{
 	// Crash handling stays on: --disable-crashpad-for-testing would keep
 	// the crash handler (which leaves the process group by setsid) away,
 	// but with it Chromium 156 crashes its network service ("FD
-	// ownership violation"). The supervisor finds the handler by its
-	// environment tag instead.
+	// ownership violation"). The handler dies with the attempt's PID
+	// namespace instead.
 	"disable-breakpad",           // no crash uploads
 	"disable-domain-reliability", // no reliability beacons
 	"disable-client-side-phishing-detection",

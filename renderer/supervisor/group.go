@@ -373,9 +373,23 @@ func Start(spec Spec) (*Group, error) {
 // before the group is reported released.
 func (g *Group) Dir() string { return g.dir }
 
-// Stdout is the child's standard output. It reaches EOF when the child
-// exits. The caller must read it, or the child blocks on a full pipe.
-func (g *Group) Stdout() io.Reader { return g.stdout }
+// Stdout is the child's standard output. It reaches EOF once every process
+// of the attempt is gone (none can hold the pipe open past the PID
+// namespace) and closes itself then, so output written just before the end
+// is never lost. The caller must read it to EOF, or the child blocks on a
+// full pipe.
+func (g *Group) Stdout() io.Reader { return eofCloser{g.stdout} }
+
+// eofCloser closes the file once it reported EOF or an error.
+type eofCloser struct{ f *os.File }
+
+func (e eofCloser) Read(p []byte) (int, error) {
+	n, err := e.f.Read(p)
+	if err != nil {
+		e.f.Close()
+	}
+	return n, err
+}
 
 // Stop marks the group stopped and starts the stop sequence: SIGTERM to the
 // child, then, after the grace, SIGKILL to the whole group. Only the first
@@ -428,7 +442,6 @@ func (g *Group) recordExit(err error) {
 
 func (g *Group) supervise(leaderDone <-chan struct{}) {
 	defer close(g.done)
-	defer g.stdout.Close()
 	timer := time.NewTimer(time.Until(g.spec.HardDeadline))
 	defer timer.Stop()
 	var reason StopReason

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -87,4 +88,21 @@ func (l *Lease) Release() {
 		unix.Close(l.fd)
 		l.fd = -1
 	}
+}
+
+// CheckKernel reports what the kernel lacks for the attempts' browsers to
+// keep their own sandbox inside the attempt's namespaces: Chromium creates
+// unprivileged user namespaces for its renderers.
+func CheckKernel() error {
+	b, err := os.ReadFile("/proc/sys/user/max_user_namespaces")
+	if err != nil {
+		return fmt.Errorf("supervisor: user namespaces unavailable (no /proc/sys/user/max_user_namespaces): %w", err)
+	}
+	if n, _ := strconv.Atoi(strings.TrimSpace(string(b))); n == 0 {
+		return errors.New("supervisor: user namespaces are disabled (user.max_user_namespaces = 0); Chromium's sandbox needs them")
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" {
+		return errors.New("supervisor: unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0); Chromium's sandbox needs them")
+	}
+	return nil
 }
