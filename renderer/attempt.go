@@ -333,6 +333,11 @@ func (s *Server) finishLocked(a *attempt, ev *childEvents, out supervisor.Outcom
 		// Cancellation wins over anything the child produced: the
 		// backend decided the result is not wanted.
 		fail(rc.OutcomeCancelled, rc.NewError(rc.CodeCancelled, stageOf(r), "attempt cancelled; resources released"))
+	case reason == supervisor.StopDeadline && ev != nil && ev.result != nil && ev.result.Error != nil && ev.result.Error.Code == rc.CodeDeadlineExceeded:
+		// The child ran out of its own (earlier) deadline and said so in
+		// time, with its facts; the hard deadline then caught it closing
+		// the browser. Its report is the better one.
+		fail(rc.OutcomeExpired, ev.result.Error)
 	case reason == supervisor.StopDeadline:
 		fail(rc.OutcomeExpired, rc.NewError(rc.CodeDeadlineExceeded, stageOf(r), "hard deadline reached; the process group was stopped and reclaimed"))
 	case reason == supervisor.StopShutdown:
