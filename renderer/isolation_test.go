@@ -84,6 +84,25 @@ func TestDeadlineFailureCarriesPendingFacts(t *testing.T) {
 	}
 }
 
+// TestPageMemoryBombEndsAsAFailedAttempt: a page that allocates without end
+// meets the attempt's memory limit (the whole browser shares it); the kernel
+// kills its renderer process, the child sees the crash and reports
+// RENDER_BROWSER_LOST at once, the slot is released, the next attempt runs.
+func TestPageMemoryBombEndsAsAFailedAttempt(t *testing.T) {
+	e := setup(t, func(c *Config) { c.ChildCgroup.MemoryBytes = 768 << 20 })
+	req := e.request(fixture.MemoryBomb, rc.OpPageCapture, small, 20*time.Second)
+	e.mustAccept(req)
+	rec := e.waitFor(req.AttemptID, terminal)
+	if rec.Outcome != rc.OutcomeFailed || rec.Error.Code != rc.CodeBrowserLost || rec.Result != nil || rec.ResourceState != rc.ResourceReleased {
+		t.Fatalf("receipt = %+v %+v", rec, rec.Error)
+	}
+	next := e.request(fixture.Ready, rc.OpPageCapture, small, time.Minute)
+	e.mustAccept(next)
+	if r := e.waitFor(next.AttemptID, terminal); r.Outcome != rc.OutcomeSucceeded {
+		t.Fatalf("next attempt = %+v %+v", r, r.Error)
+	}
+}
+
 // TestBombsEndAsFailedAttempts: a memory bomb and a fork bomb inside an
 // attempt end as failed attempts, the slot is released and the next
 // attempt runs; the host can still fork.

@@ -14,11 +14,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/inspector"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
@@ -91,6 +93,10 @@ type attempt struct {
 	scene   string
 	errors  map[string][]rc.RuntimeError
 	docResp map[network.RequestID]int64
+	// crashed is set, and crash called, when the page's renderer process
+	// crashed.
+	crashed atomic.Bool
+	crash   context.CancelFunc
 }
 
 func execute(ctx context.Context, job Job, started time.Time, w *EventWriter, logf func(string, ...any)) *ChildResult {
@@ -163,7 +169,22 @@ func execute(ctx context.Context, job Job, started time.Time, w *EventWriter, lo
 		return res
 	}
 
+	// Waits on the page end when its renderer process crashes (the
+	// attempt's memory limit, for one): the crash event cancels them.
+	wctx, cancelWaits := context.WithCancel(bctx)
+	defer cancelWaits()
+	a.crash = cancelWaits
+	defer func() {
+		if a.crashed.Load() {
+			stage := rc.StageReadiness
+			if res.Error != nil {
+				stage = res.Error.Stage
+			}
+			res.Error = rc.NewError(rc.CodeBrowserLost, stage, "the page's renderer process crashed (out of memory or killed)")
+		}
+	}()
 	chromedp.ListenTarget(bctx, a.onEvent(bctx))
+	bctx = wctx
 	if e := a.setup(bctx); e != nil {
 		res.Error = e
 		return res
@@ -204,6 +225,12 @@ func (a *attempt) onEvent(ctx context.Context) func(any) {
 		switch ev := ev.(type) {
 		case *fetch.EventRequestPaused:
 			go a.gate.handle(ctx, ev)
+		case *inspector.EventTargetCrashed:
+			a.logf("page renderer crashed")
+			a.crashed.Store(true)
+			if a.crash != nil {
+				a.crash()
+			}
 		case *cdpruntime.EventExceptionThrown:
 			msg := "uncaught exception"
 			if d := ev.ExceptionDetails; d != nil {
