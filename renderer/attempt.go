@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"image/png"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"slidecells/renderer/chromium"
+	"slidecells/renderer/egress"
 	"slidecells/renderer/supervisor"
 	"slidecells/shared/digest"
 	"slidecells/shared/logging"
@@ -36,7 +38,7 @@ type attempt struct {
 	retainUntil   time.Time
 	ticketStopBy  time.Time
 	ticketAccept  time.Time
-	rejected      *rejection
+	rejected      *rc.Error
 	group         *supervisor.Group
 	stopReason    supervisor.StopReason
 	cancelVersion int64
@@ -98,7 +100,7 @@ func (a *attempt) snapshot() rc.Receipt {
 		r.Result = &res
 	}
 	if !a.hard.IsZero() {
-		r.HardDeadline = ptr(time.Now().UTC().Add(time.Until(a.hard)).Truncate(time.Millisecond))
+		r.HardDeadline = ptr(a.s.cfg.now().UTC().Add(time.Until(a.hard)).Truncate(time.Millisecond))
 	}
 	return r
 }
@@ -148,11 +150,16 @@ func (s *Server) run(a *attempt, previewToken string) {
 			InputDigest:    a.req.InputDigest,
 			HostBuild:      s.profile.PreviewHostBuild,
 		},
-		Budget:     time.Until(a.hard),
-		BrowserLog: s.cfg.BrowserLog,
+		Budget:        childBudget(time.Until(a.hard)),
+		BrowserLog:    s.cfg.BrowserLog,
+		EgressProxy:   egress.Addr,
+		NoBrowserGate: s.cfg.noBrowserGate,
 	}
 	input, _ := json.Marshal(job)
 
+	if s.cfg.beforeRun != nil {
+		s.cfg.beforeRun()
+	}
 	s.mu.Lock()
 	if a.stopReason != "" {
 		// Cancelled (or shut down) between admission and start: nothing
@@ -163,35 +170,24 @@ func (s *Server) run(a *attempt, previewToken string) {
 	}
 	s.mu.Unlock()
 
-	spec := supervisor.Spec{
-		Path:         s.cfg.ChildCommand[0],
-		Args:         s.cfg.ChildCommand[1:],
-		Env:          func(dir string) []string { return append(chromium.ChildEnv(dir), s.cfg.ChildExtraEnv...) },
-		Credential:   s.cfg.ChildCredential,
-		TempRoot:     s.cfg.TempRoot,
-		Limits:       s.cfg.Limits,
-		Input:        input,
-		HardDeadline: a.hard,
-		Grace:        s.cfg.CleanupGrace,
-		Log:          log,
-		OnPhase: func(p supervisor.Phase, at time.Time) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			switch p {
-			case supervisor.PhaseStopping:
-				a.receipt.Times.StopRequestedAt = ptr(at.UTC())
-				a.receipt.State = rc.StateCleaning
-				a.receipt.ResourceState = rc.ResourceReleasing
-			case supervisor.PhaseCleaning:
-				a.receipt.Times.CleanupStartedAt = ptr(at.UTC())
-				a.receipt.State = rc.StateCleaning
-				a.receipt.ResourceState = rc.ResourceReleasing
-			case supervisor.PhaseUnreleased:
-				a.receipt.ResourceState = rc.ResourceUnreleased
-			}
-		},
+	spec := s.childSpec(input, a.hard, log)
+	spec.OnPhase = func(p supervisor.Phase, at time.Time) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		switch p {
+		case supervisor.PhaseStopping:
+			a.receipt.Times.StopRequestedAt = ptr(at.UTC())
+			a.receipt.State = rc.StateCleaning
+			a.receipt.ResourceState = rc.ResourceReleasing
+		case supervisor.PhaseCleaning:
+			a.receipt.Times.CleanupStartedAt = ptr(at.UTC())
+			a.receipt.State = rc.StateCleaning
+			a.receipt.ResourceState = rc.ResourceReleasing
+		case supervisor.PhaseUnreleased:
+			a.receipt.ResourceState = rc.ResourceUnreleased
+		}
 	}
-	g, err := supervisor.Start(spec)
+	g, err := s.startChild(spec)
 	if err != nil {
 		log.Error("execution child did not start", zap.Error(err))
 		s.mu.Lock()
@@ -202,7 +198,7 @@ func (s *Server) run(a *attempt, previewToken string) {
 	}
 	s.mu.Lock()
 	a.group = g
-	a.receipt.Times.ChildStartedAt = ptr(time.Now().UTC())
+	a.receipt.Times.ChildStartedAt = ptr(s.cfg.now().UTC())
 	if a.stopReason != "" {
 		g.Stop(a.stopReason)
 	}
@@ -229,7 +225,7 @@ func (s *Server) run(a *attempt, previewToken string) {
 			}
 			ev.artifacts[art.desc.Name] = art
 		case chromium.EventResult:
-			ev.result, ev.resultAt = e.Result, time.Now()
+			ev.result, ev.resultAt = e.Result, s.cfg.now()
 			s.mu.Lock()
 			a.receipt.Times.WorkFinishedAt = ptr(e.At.UTC())
 			s.mu.Unlock()
@@ -247,16 +243,66 @@ func (s *Server) run(a *attempt, previewToken string) {
 	}
 	<-g.Done()
 	out := g.Outcome()
+	s.metrics.isolation(out.Isolation)
+	if out.OOMKills > 0 {
+		log.Warn("attempt hit its memory limit", zap.Int("oom_kills", out.OOMKills))
+	}
 	s.mu.Lock()
 	s.finishLocked(a, ev, out, log)
 	s.mu.Unlock()
+}
+
+// childSpec is the supervisor's spec of one child: the attempt's or the
+// launch probe's, with the same namespaces, limits, user range and egress.
+func (s *Server) childSpec(input []byte, hard time.Time, log *zap.Logger) supervisor.Spec {
+	return supervisor.Spec{
+		Path:         s.cfg.ChildCommand[0],
+		Args:         s.cfg.ChildCommand[1:],
+		Env:          func(dir string) []string { return append(chromium.ChildEnv(dir), s.cfg.ChildExtraEnv...) },
+		UIDs:         &s.cfg.ChildUIDs,
+		Cgroups:      s.cgroups,
+		CgroupLimits: s.cfg.ChildCgroup,
+		TempRoot:     s.cfg.TempRoot,
+		TempBytes:    s.cfg.ChildTempBytes,
+		Hide:         s.cfg.HidePaths,
+		Limits:       s.cfg.Limits,
+		Egress:       s.egress,
+		Input:        input,
+		HardDeadline: hard,
+		Grace:        s.cfg.CleanupGrace,
+		Log:          log,
+	}
+}
+
+// startChild starts a child through the supervisor (tests replace it to
+// count starts).
+func (s *Server) startChild(spec supervisor.Spec) (*supervisor.Group, error) {
+	if s.cfg.beforeStart != nil {
+		s.cfg.beforeStart()
+	}
+	return supervisor.Start(spec)
+}
+
+// egress serves the attempt's egress proxy on a listener inside its network
+// namespace, admitting exactly the preview and asset origins.
+func (s *Server) egress(listen func(network, addr string) (net.Listener, error)) (io.Closer, error) {
+	p, err := egress.New(s.cfg.allowedOrigins())
+	if err != nil {
+		return nil, err
+	}
+	ln, err := listen("tcp", egress.Addr)
+	if err != nil {
+		return nil, err
+	}
+	p.Serve(ln)
+	return p, nil
 }
 
 // finishLocked publishes the terminal receipt. The supervisor has proven
 // the process group gone (or nothing was started), so resource_state is
 // released; only now is the slot free.
 func (s *Server) finishLocked(a *attempt, ev *childEvents, out supervisor.Outcome, log *zap.Logger) {
-	now := time.Now().UTC()
+	now := s.cfg.now().UTC()
 	r := &a.receipt
 	r.State = rc.StateTerminal
 	r.ResourceState = rc.ResourceReleased
@@ -287,6 +333,11 @@ func (s *Server) finishLocked(a *attempt, ev *childEvents, out supervisor.Outcom
 		// Cancellation wins over anything the child produced: the
 		// backend decided the result is not wanted.
 		fail(rc.OutcomeCancelled, rc.NewError(rc.CodeCancelled, stageOf(r), "attempt cancelled; resources released"))
+	case reason == supervisor.StopDeadline && ev != nil && ev.result != nil && ev.result.Error != nil && ev.result.Error.Code == rc.CodeDeadlineExceeded:
+		// The child ran out of its own (earlier) deadline and said so in
+		// time, with its facts; the hard deadline then caught it closing
+		// the browser. Its report is the better one.
+		fail(rc.OutcomeExpired, ev.result.Error)
 	case reason == supervisor.StopDeadline:
 		fail(rc.OutcomeExpired, rc.NewError(rc.CodeDeadlineExceeded, stageOf(r), "hard deadline reached; the process group was stopped and reclaimed"))
 	case reason == supervisor.StopShutdown:
@@ -335,12 +386,35 @@ func (s *Server) finishLocked(a *attempt, ev *childEvents, out supervisor.Outcom
 		}
 	}
 	a.retainUntil = a.retention(now)
+	s.metrics.outcome(r.Outcome)
+	s.metrics.failed(r.Error)
+	t := &r.Times
+	s.metrics.between("launch", t.ChildStartedAt, t.BrowserStartedAt)
+	s.metrics.between("readiness", t.BrowserStartedAt, t.ReadyAt)
+	s.metrics.between("work", t.ReadyAt, t.WorkFinishedAt)
+	s.metrics.between("cleanup", t.CleanupStartedAt, t.CleanupFinishedAt)
+	s.metrics.between("total", t.AcceptedAt, t.TerminalAt)
 	log.Info("attempt terminal", zap.String("outcome", string(r.Outcome)), zap.Int("processes_reclaimed", out.ProcessesReclaimed),
 		zap.Bool("grace_expired", out.GraceExpired))
 	if s.active == a {
 		s.active = nil
 		close(s.idle)
 	}
+}
+
+// Child deadline margin: the child's own deadline ends this long before the
+// hard deadline, so a child that runs out of time still reports what it saw
+// (pending resources, the stage) in a result the receipt keeps, before the
+// supervisor stops it. It is DefaultChildDeadlineMargin, but at most a
+// quarter of the budget, so short budgets keep most of their time.
+const DefaultChildDeadlineMargin = 1500 * time.Millisecond
+
+func childBudget(untilHard time.Duration) time.Duration {
+	m := DefaultChildDeadlineMargin
+	if q := untilHard / 4; q < m {
+		m = q
+	}
+	return untilHard - m
 }
 
 func stageOf(r *rc.Receipt) rc.Stage {

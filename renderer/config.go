@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"slidecells/renderer/chromium"
@@ -26,8 +24,17 @@ const (
 	DefaultCleanupGrace     = 5 * time.Second
 	DefaultResultTTL        = 600 * time.Second
 	DefaultMarkRetention    = 30 * time.Minute
-	DefaultChildUser        = "nobody"
+	DefaultChildTempBytes   = 512 << 20
+	DefaultLaunchProbe      = 5 * time.Minute
 	DefaultMinFreeDiskBytes = 512 << 20
+	// DefaultMaxReceipts and DefaultMaxCancelMarks bound what the
+	// control process remembers (a receipt is about 2 KiB, a mark under
+	// 100 bytes); when full, new attempts and new marks are refused with
+	// 503 RENDER_SERVICE_UNAVAILABLE instead of forgetting anything.
+	DefaultMaxReceipts    = 4096
+	DefaultMaxCancelMarks = 16384
+	// minCredentialLen is the shortest accepted service credential.
+	minCredentialLen = 16
 	// maxTempRootLen keeps Chromium's socket paths inside the attempt
 	// directory under the 108-byte limit of Unix socket addresses.
 	maxTempRootLen = 40
@@ -56,10 +63,38 @@ type Config struct {
 	ChildCommand []string
 	// ChildExtraEnv is added to the child's allowlisted environment.
 	ChildExtraEnv []string
-	// ChildCredential runs the child under an unprivileged user; set
-	// when the renderer runs as root (RENDER_CHILD_USER).
-	ChildCredential *syscall.Credential
-	ChildUser       string
+	// ChildUIDs is the range of unprivileged user IDs attempts run as, one
+	// of its own per attempt (RENDER_CHILD_UID_RANGE,
+	// RENDER_CHILD_UID_LOCK_DIR).
+	ChildUIDs supervisor.UIDPool
+	// CgroupParent is the cgroup (relative to each hierarchy's root)
+	// under which the renderer creates its own group; empty means the
+	// control process's own cgroup (RENDER_CGROUP_PARENT).
+	CgroupParent string
+	// CgroupName is the renderer's group below CgroupParent; everything
+	// in it belongs to this instance. Default "slidecells-renderer-" +
+	// WorkerID.
+	CgroupName string
+	// ChildCgroup bounds each attempt as a whole: memory, processes, CPU
+	// (RENDER_CHILD_MEMORY_MB, RENDER_CHILD_MAX_PROCESSES,
+	// RENDER_CHILD_CPUS).
+	ChildCgroup supervisor.CgroupLimits
+	// ChildTempBytes bounds the attempt's private temp file system
+	// (RENDER_CHILD_TEMP_DISK_MB).
+	ChildTempBytes uint64
+	// LaunchProbeInterval is how often the launch probe runs while the
+	// slot is idle (RENDER_LAUNCH_PROBE_INTERVAL_SECONDS).
+	LaunchProbeInterval time.Duration
+	// noLaunchProbe skips the launch probe (tests of other behaviour
+	// only; there is no setting for it).
+	noLaunchProbe bool
+	// beforeStart, when set (tests), runs before every child start;
+	// beforeRun before an accepted attempt's runner looks at its stop
+	// mark.
+	beforeStart, beforeRun func()
+	// noBrowserGate switches the in-browser network layers off (tests
+	// that prove the kernel boundary alone holds; no setting for it).
+	noBrowserGate bool
 	// TempRoot holds attempt directories and stored artifacts
 	// (RENDER_TEMP_ROOT).
 	TempRoot string
@@ -77,15 +112,25 @@ type Config struct {
 	// MinFreeDiskBytes: below it the renderer refuses takeover
 	// (RENDER_MIN_FREE_DISK_MB).
 	MinFreeDiskBytes uint64
-	// ServiceToken, when set, is required as a bearer token on the
-	// control API (RENDER_SERVICE_CREDENTIAL_FILE).
-	ServiceToken string
+	// ServiceTokens are the accepted service credentials of the control
+	// API (RENDER_SERVICE_CREDENTIAL_FILE: one per line, at most two, so
+	// a rotation can accept the old and the new one at once). Required.
+	ServiceTokens []string
+	// TLSCertFile and TLSKeyFile, when both set, make the control API
+	// serve TLS (RENDER_TLS_CERT_FILE, RENDER_TLS_KEY_FILE).
+	TLSCertFile, TLSKeyFile string
+	// MaxReceipts and MaxCancelMarks bound the receipts and cancel marks
+	// kept (RENDER_MAX_RECEIPTS, RENDER_MAX_CANCEL_MARKS).
+	MaxReceipts, MaxCancelMarks int
 	// ManifestPath is the environment manifest the release built
 	// (RENDER_PROFILE_MANIFEST); optional.
 	ManifestPath string
 	// BrowserLog forwards the browser's output to the logs
 	// (RENDER_BROWSER_LOG=1); for diagnosing launch problems only.
 	BrowserLog bool
+	// HidePaths are files the execution child must not see (service
+	// credential, TLS key); its mount namespace covers them.
+	HidePaths []string
 	// Now is the clock for tickets and retention; nil means time.Now.
 	Now func() time.Time
 }
@@ -105,7 +150,7 @@ var legacyVariables = map[string]string{
 	"SCREENSHOT_BROWSER_PATH":             "RENDER_BROWSER_PATH",
 	"SCREENSHOT_BROWSER_WS_ENDPOINT":      "(none: every attempt launches its own browser)",
 	"BROWSER_WS_ENDPOINT":                 "(none: every attempt launches its own browser)",
-	"CHROMEDP_NO_SANDBOX":                 "(none: the sandbox is always on; see RENDER_CHILD_USER)",
+	"CHROMEDP_NO_SANDBOX":                 "(none: the sandbox is always on; every attempt runs as a user of its own, see RENDER_CHILD_UID_RANGE)",
 	"RENDER_BROWSER_REUSE":                "(none: there is no browser reuse)",
 	"RENDER_LOCAL_FALLBACK":               "(none: there is no local fallback)",
 	"RENDER_EXECUTOR_MODE":                "(none: one executor protocol for every environment)",
@@ -202,64 +247,104 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 		return n
 	}
 	c.Limits = supervisor.Limits{
-		DataBytes: mb("RENDER_CHILD_MEMORY_MB", supervisor.DefaultDataBytes>>20) << 20,
-		Processes: mb("RENDER_CHILD_MAX_PROCESSES", supervisor.DefaultProcesses),
+		DataBytes: supervisor.DefaultDataBytes,
+		Processes: supervisor.DefaultUserProcesses,
 		FileBytes: mb("RENDER_CHILD_MAX_FILE_MB", supervisor.DefaultFileBytes>>20) << 20,
 		OpenFiles: supervisor.DefaultOpenFiles,
+	}
+	c.ChildCgroup = supervisor.CgroupLimits{
+		MemoryBytes: mb("RENDER_CHILD_MEMORY_MB", supervisor.DefaultMemoryBytes>>20) << 20,
+		Processes:   mb("RENDER_CHILD_MAX_PROCESSES", supervisor.DefaultProcesses),
+		CPUs:        supervisor.DefaultCPUs,
+	}
+	if v := getenv("RENDER_CHILD_CPUS"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0.1 || f > 256 {
+			bad("RENDER_CHILD_CPUS", "%q is not a number of cores between 0.1 and 256", v)
+		} else {
+			c.ChildCgroup.CPUs = f
+		}
+	}
+	if c.ChildCgroup.MemoryBytes < 256<<20 {
+		bad("RENDER_CHILD_MEMORY_MB", "must be at least 256 (a headless Chromium needs about 200 MiB)")
+	}
+	if c.ChildCgroup.Processes < 64 {
+		bad("RENDER_CHILD_MAX_PROCESSES", "must be at least 64 (Chromium starts a dozen processes of many threads)")
+	}
+	c.ChildTempBytes = mb("RENDER_CHILD_TEMP_DISK_MB", DefaultChildTempBytes>>20) << 20
+	if c.ChildTempBytes < 64<<20 {
+		bad("RENDER_CHILD_TEMP_DISK_MB", "must be at least 64 (the browser profile and a capture live there)")
+	}
+	if c.LaunchProbeInterval, err = seconds(getenv("RENDER_LAUNCH_PROBE_INTERVAL_SECONDS"), DefaultLaunchProbe); err != nil {
+		bad("RENDER_LAUNCH_PROBE_INTERVAL_SECONDS", "%v", err)
+	}
+	c.CgroupParent = getenv("RENDER_CGROUP_PARENT")
+	c.ChildUIDs = supervisor.UIDPool{First: supervisor.DefaultUIDFirst, Last: supervisor.DefaultUIDLast,
+		LockDir: orDefault(getenv("RENDER_CHILD_UID_LOCK_DIR"), supervisor.DefaultUIDLockDir)}
+	if v := getenv("RENDER_CHILD_UID_RANGE"); v != "" {
+		a, b, ok := strings.Cut(v, "-")
+		first, err1 := strconv.ParseUint(a, 10, 32)
+		last, err2 := strconv.ParseUint(b, 10, 32)
+		if !ok || err1 != nil || err2 != nil {
+			bad("RENDER_CHILD_UID_RANGE", "%q is not first-last", v)
+		} else {
+			c.ChildUIDs.First, c.ChildUIDs.Last = uint32(first), uint32(last)
+		}
+	}
+	if err := c.ChildUIDs.Check(); err != nil {
+		bad("RENDER_CHILD_UID_RANGE", "%v", err)
 	}
 	c.MinFreeDiskBytes = mb("RENDER_MIN_FREE_DISK_MB", DefaultMinFreeDiskBytes>>20) << 20
 	if c.Limits.FileBytes < rc.MaxPNGBytes*2 {
 		bad("RENDER_CHILD_MAX_FILE_MB", "must allow at least %d MiB (the browser buffers a full capture)", rc.MaxPNGBytes*2>>20)
 	}
-	if p := getenv("RENDER_SERVICE_CREDENTIAL_FILE"); p != "" {
-		b, err := os.ReadFile(p)
-		tok := strings.TrimSpace(string(b))
-		switch {
-		case err != nil:
-			bad("RENDER_SERVICE_CREDENTIAL_FILE", "unreadable: %v", err)
-		case len(tok) < 16:
-			bad("RENDER_SERVICE_CREDENTIAL_FILE", "the credential must be at least 16 characters")
-		default:
-			c.ServiceToken = tok
-		}
+	if p := getenv("RENDER_SERVICE_CREDENTIAL_FILE"); p == "" {
+		bad("RENDER_SERVICE_CREDENTIAL_FILE", "required: a file with the control API's service credential (one per line; two during a rotation)")
+	} else if toks, err := ReadCredentials(p); err != nil {
+		bad("RENDER_SERVICE_CREDENTIAL_FILE", "%v", err)
+	} else {
+		c.ServiceTokens = toks
+		c.HidePaths = append(c.HidePaths, p)
 	}
-	childUser := getenv("RENDER_CHILD_USER")
-	if os.Geteuid() == 0 {
-		if childUser == "" {
-			childUser = DefaultChildUser
-		}
-		cred, err := lookupUser(childUser)
-		if err != nil {
-			bad("RENDER_CHILD_USER", "%v", err)
-		}
-		c.ChildCredential, c.ChildUser = cred, childUser
-	} else if childUser != "" {
-		if u, err := user.Current(); err != nil || u.Username != childUser {
-			bad("RENDER_CHILD_USER", "switching to %q needs root; unset it to run the child as the current user", childUser)
-		}
+	c.TLSCertFile, c.TLSKeyFile = getenv("RENDER_TLS_CERT_FILE"), getenv("RENDER_TLS_KEY_FILE")
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		bad("RENDER_TLS_CERT_FILE", "RENDER_TLS_CERT_FILE and RENDER_TLS_KEY_FILE go together")
 	}
-	if c.ChildUser == "" {
-		if u, err := user.Current(); err == nil {
-			c.ChildUser = u.Username
-		}
+	if c.TLSKeyFile != "" {
+		c.HidePaths = append(c.HidePaths, c.TLSKeyFile)
+	}
+	c.MaxReceipts = int(mb("RENDER_MAX_RECEIPTS", DefaultMaxReceipts))
+	c.MaxCancelMarks = int(mb("RENDER_MAX_CANCEL_MARKS", DefaultMaxCancelMarks))
+	if getenv("RENDER_CHILD_USER") != "" {
+		bad("RENDER_CHILD_USER", "replaced by RENDER_CHILD_UID_RANGE: every attempt runs as a user of its own")
+	}
+	if os.Geteuid() != 0 {
+		bad("(process)", "the renderer must run as root to give every attempt its own PID, network and mount namespaces, cgroup and user; run it as root in a user namespace of its own (Kubernetes: hostUsers: false) rather than unprivileged. There is no weaker mode")
 	}
 	return c, errors.Join(errs...)
 }
 
-func lookupUser(name string) (*syscall.Credential, error) {
-	u, err := user.Lookup(name)
+// ReadCredentials reads a credential file: one credential per line (blank
+// lines and surrounding space ignored), one or two of them, each at least 16
+// characters.
+func ReadCredentials(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("user %q not found", name)
+		return nil, fmt.Errorf("unreadable: %v", err)
 	}
-	uid, err1 := strconv.Atoi(u.Uid)
-	gid, err2 := strconv.Atoi(u.Gid)
-	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("user %q has no numeric IDs", name)
+	var toks []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			if len(l) < minCredentialLen {
+				return nil, fmt.Errorf("every credential must be at least %d characters", minCredentialLen)
+			}
+			toks = append(toks, l)
+		}
 	}
-	if uid == 0 {
-		return nil, fmt.Errorf("the child user must not be root: Chromium's sandbox needs an unprivileged user")
+	if len(toks) == 0 || len(toks) > 2 {
+		return nil, fmt.Errorf("holds %d credentials; one, or two during a rotation", len(toks))
 	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+	return toks, nil
 }
 
 func parseBase(s string) (*url.URL, error) {

@@ -1,22 +1,34 @@
 package renderer
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"slidecells/renderer/chromium"
+	"slidecells/renderer/internal/rendertest"
 	"slidecells/shared/ticket"
 )
 
 func TestLoadConfig(t *testing.T) {
+	rendertest.RequireRoot(t)
 	signer, _ := ticket.GenerateSigner("k1")
+	cred, _ := rendertest.Credential(t)
+	two := filepath.Join(t.TempDir(), "two")
+	_ = os.WriteFile(two, []byte("first-credential-0001\n\nsecond-credential-0002\n"), 0o600)
+	three := filepath.Join(t.TempDir(), "three")
+	_ = os.WriteFile(three, []byte("first-credential-0001\nsecond-credential-0002\nthird-credential-00003\n"), 0o600)
+	short := filepath.Join(t.TempDir(), "short")
+	_ = os.WriteFile(short, []byte("short\n"), 0o600)
 	base := map[string]string{
 		"RENDER_WORKER_ID":          "w1",
 		"RENDER_TICKET_PUBLIC_KEYS": signer.PublicKey().String(),
 		"RENDER_PREVIEW_BASE_URL":   "http://preview.cell-a.svc:8080/preview/",
 		// An existing executable, so the test does not need Chromium.
-		"RENDER_BROWSER_PATH": "/bin/sh",
+		"RENDER_BROWSER_PATH":            "/bin/sh",
+		"RENDER_SERVICE_CREDENTIAL_FILE": cred,
 	}
 	load := func(over map[string]string, extra ...string) (Config, error) {
 		env := map[string]string{}
@@ -43,6 +55,16 @@ func TestLoadConfig(t *testing.T) {
 	if got := c.allowedOrigins(); len(got) != 1 || got[0] != "http://preview.cell-a.svc:8080" {
 		t.Fatalf("allowed origins = %v", got)
 	}
+	if len(c.ServiceTokens) != 1 || len(c.HidePaths) != 1 || c.HidePaths[0] != cred {
+		t.Fatalf("credential = %v, hidden %v", c.ServiceTokens, c.HidePaths)
+	}
+	if c.ChildCgroup.MemoryBytes != 2<<30 || c.ChildCgroup.Processes != 512 || c.ChildCgroup.CPUs != 2 || c.ChildTempBytes != 512<<20 ||
+		c.ChildUIDs.First != 200000 || c.ChildUIDs.Last != 200999 || c.LaunchProbeInterval != 5*time.Minute {
+		t.Fatalf("isolation defaults = %+v %+v %d %v", c.ChildCgroup, c.ChildUIDs, c.ChildTempBytes, c.LaunchProbeInterval)
+	}
+	if c, err := load(map[string]string{"RENDER_SERVICE_CREDENTIAL_FILE": two}); err != nil || len(c.ServiceTokens) != 2 {
+		t.Fatalf("rotation credentials = %v, %v", c.ServiceTokens, err)
+	}
 	if chromium.DefaultBrowserPath != "/usr/lib/chromium/chromium" {
 		t.Fatal("the default browser must be Debian's real binary, not the wrapper script")
 	}
@@ -59,6 +81,14 @@ func TestLoadConfig(t *testing.T) {
 		{"long temp root", map[string]string{"RENDER_TEMP_ROOT": "/" + strings.Repeat("x", 60)}, nil, "RENDER_TEMP_ROOT"},
 		{"zero ttl", map[string]string{"RENDER_RESULT_TTL_SECONDS": "0"}, nil, "RENDER_RESULT_TTL_SECONDS"},
 		{"missing browser", map[string]string{"RENDER_BROWSER_PATH": "/nonexistent/chromium"}, nil, "RENDER_BROWSER_PATH"},
+		{"no credential", map[string]string{"RENDER_SERVICE_CREDENTIAL_FILE": ""}, nil, "RENDER_SERVICE_CREDENTIAL_FILE: required"},
+		{"three credentials", map[string]string{"RENDER_SERVICE_CREDENTIAL_FILE": three}, nil, "RENDER_SERVICE_CREDENTIAL_FILE"},
+		{"short credential", map[string]string{"RENDER_SERVICE_CREDENTIAL_FILE": short}, nil, "at least 16"},
+		{"half TLS", map[string]string{"RENDER_TLS_CERT_FILE": "/x.pem"}, nil, "RENDER_TLS_CERT_FILE"},
+		{"child user setting", map[string]string{"RENDER_CHILD_USER": "nobody"}, nil, "RENDER_CHILD_UID_RANGE"},
+		{"uid range with root", map[string]string{"RENDER_CHILD_UID_RANGE": "0-10"}, nil, "RENDER_CHILD_UID_RANGE"},
+		{"tiny memory", map[string]string{"RENDER_CHILD_MEMORY_MB": "16"}, nil, "RENDER_CHILD_MEMORY_MB"},
+		{"bad cpus", map[string]string{"RENDER_CHILD_CPUS": "lots"}, nil, "RENDER_CHILD_CPUS"},
 		{"legacy variable", nil, []string{"SCREENSHOT_BROWSER_PATH=/x"}, "SCREENSHOT_BROWSER_PATH → RENDER_BROWSER_PATH"},
 	}
 	for _, tc := range cases {

@@ -52,7 +52,7 @@ func ComputeProfile(ctx context.Context, cfg *Config) (rc.RenderProfile, error) 
 		BrowserBuild:      build,
 		HeadlessMode:      chromium.HeadlessMode,
 		LaunchFlags:       chromium.ProfileFlags(),
-		Sandbox:           "chromium namespace sandbox on; child runs as a non-root user with no_new_privs",
+		Sandbox:           "chromium namespace sandbox on, inside per-attempt PID, network, mount and IPC namespaces; per-attempt user, cgroup and egress proxy; no_new_privs",
 		OS:                runtime.GOOS,
 		Arch:              runtime.GOARCH,
 		FontsDigest:       fonts,

@@ -12,11 +12,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/user"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 
 	"slidecells/renderer/chromium"
 	"slidecells/renderer/internal/fixture"
+	"slidecells/renderer/internal/rendertest"
 	"slidecells/renderer/supervisor"
 	"slidecells/shared/digest"
 	rc "slidecells/shared/rendercontract"
@@ -45,16 +45,6 @@ func TestMain(m *testing.M) {
 
 const previewToken = "preview-token-renderer-tests"
 
-func requireBrowser(t *testing.T) {
-	t.Helper()
-	if _, err := os.Stat(chromium.DefaultBrowserPath); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI requires Chromium at %s: %v", chromium.DefaultBrowserPath, err)
-		}
-		t.Skipf("Chromium not installed at %s (apt-get install chromium); skipping browser tests", chromium.DefaultBrowserPath)
-	}
-}
-
 var (
 	profileOnce sync.Once
 	profile     rc.RenderProfile
@@ -68,12 +58,34 @@ type env struct {
 	ts     *httptest.Server
 	fx     *fixture.Server
 	signer *ticket.Signer
+	token  string
 	gen    int64
+	starts atomic.Int64
 }
 
+// setup starts a renderer with a fixture preview host. mutate may change
+// the configuration; the launch probe is off unless mutate turns it on
+// (tests of other behaviour do not pay for a browser start).
 func setup(t *testing.T, mutate func(*Config)) *env {
 	t.Helper()
-	requireBrowser(t)
+	rendertest.RequireBrowser(t)
+	rendertest.RequireRoot(t)
+	cfg, fx, signer, token := baseConfig(t)
+	cfg.noLaunchProbe = true
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	profileOnce.Do(func() { profile, profileErr = ComputeProfile(context.Background(), &cfg) })
+	if profileErr != nil {
+		t.Fatal(profileErr)
+	}
+	return start(t, cfg, profile, fx, signer, token)
+}
+
+// baseConfig is the configuration every test starts from: its own temp
+// root, cgroup and credential.
+func baseConfig(t *testing.T) (Config, *fixture.Server, *ticket.Signer, string) {
+	t.Helper()
 	fx := fixture.Start(previewToken)
 	t.Cleanup(fx.Close)
 	signer, err := ticket.GenerateSigner("k1")
@@ -88,6 +100,7 @@ func setup(t *testing.T, mutate func(*Config)) *env {
 	t.Cleanup(func() { os.RemoveAll(root) })
 	self, _ := os.Executable()
 	base, _ := parseBase(fx.BaseURL())
+	credPath, token := rendertest.Credential(t)
 	cfg := Config{
 		WorkerID:         "w-test",
 		TicketKeys:       keys,
@@ -101,37 +114,37 @@ func setup(t *testing.T, mutate func(*Config)) *env {
 		MarkRetention:    DefaultMarkRetention,
 		Limits:           supervisor.Limits{}.WithDefaults(),
 		MinFreeDiskBytes: 1 << 20,
+		ServiceTokens:    []string{token},
+		HidePaths:        []string{credPath},
+		ChildUIDs:        supervisor.UIDPool{First: supervisor.DefaultUIDFirst, Last: supervisor.DefaultUIDLast, LockDir: supervisor.DefaultUIDLockDir},
+		CgroupName:       rendertest.Name("slidecells-test-"),
+		ChildCgroup:      supervisor.CgroupLimits{}.WithDefaults(),
+		ChildTempBytes:   DefaultChildTempBytes,
 	}
-	if os.Getuid() == 0 {
-		u, err := user.Lookup("nobody")
-		if err != nil {
-			t.Fatal("running as root needs the user nobody")
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cfg.ChildCredential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-	}
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	profileOnce.Do(func() { profile, profileErr = ComputeProfile(context.Background(), &cfg) })
-	if profileErr != nil {
-		t.Fatal(profileErr)
-	}
-	srv, err := New(cfg, profile, zaptest.NewLogger(t))
+	return cfg, fx, signer, token
+}
+
+func start(t *testing.T, cfg Config, profile rc.RenderProfile, fx *fixture.Server, signer *ticket.Signer, token string) *env {
+	t.Helper()
+	e := &env{t: t, cfg: cfg, fx: fx, signer: signer, token: token}
+	e.cfg.beforeStart = func() { e.starts.Add(1) }
+	srv, err := New(e.cfg, profile, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv.Handler())
-	e := &env{t: t, cfg: cfg, srv: srv, ts: ts, fx: fx, signer: signer}
+	e.srv = srv
+	e.ts = httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil {
 			t.Errorf("shutdown: %v", err)
 		}
-		ts.Close()
-		assertNoProcessesUnder(t, root)
+		e.ts.Close()
+		if left := rendertest.ProcessesUnder(cfg.TempRoot); len(left) > 0 {
+			t.Errorf("processes of an attempt survived: %v", left)
+		}
+		rendertest.RemoveCgroups(t, srv.cgroups)
 	})
 	return e
 }
@@ -196,6 +209,7 @@ func (e *env) do(method, path string, body any) (int, []byte, http.Header) {
 		rd = bytes.NewReader(b)
 	}
 	req, _ := http.NewRequest(method, e.ts.URL+path, rd)
+	req.Header.Set("Authorization", "Bearer "+e.token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
@@ -266,24 +280,6 @@ func errorOf(t *testing.T, b []byte) rc.Error {
 		t.Fatalf("error body lacks fields: %s", b)
 	}
 	return e
-}
-
-// assertNoProcessesUnder scans the process table for anything whose command
-// line or working directory lies under root: every Chromium process of an
-// attempt names its profile directory there, and the child works there.
-func assertNoProcessesUnder(t *testing.T, root string) {
-	t.Helper()
-	ents, _ := os.ReadDir("/proc")
-	for _, ent := range ents {
-		if _, err := strconv.Atoi(ent.Name()); err != nil {
-			continue
-		}
-		cmd, _ := os.ReadFile("/proc/" + ent.Name() + "/cmdline")
-		cwd, _ := os.Readlink("/proc/" + ent.Name() + "/cwd")
-		if bytes.Contains(cmd, []byte(root)) || strings.HasPrefix(cwd, root) {
-			t.Fatalf("process %s of an attempt survived: %s (cwd %s)", ent.Name(), strings.ReplaceAll(string(cmd), "\x00", " "), cwd)
-		}
-	}
 }
 
 var slide = rc.Viewport{Width: 1280, Height: 720, DeviceScaleFactor: 2}
@@ -470,7 +466,7 @@ func TestDeadlineKillsEverything(t *testing.T) {
 	e := setup(t, func(c *Config) { c.CleanupGrace = 500 * time.Millisecond })
 	req := e.request(fixture.Forever, rc.OpPageCapture, small, 4*time.Second)
 	e.mustAccept(req)
-	e.waitFor(req.AttemptID, running)
+	e.waitFor(req.AttemptID, func(r rc.Receipt) bool { return running(r) || terminal(r) })
 	rec := e.waitFor(req.AttemptID, terminal)
 	if rec.Outcome != rc.OutcomeExpired || rec.Error == nil || rec.Error.Code != rc.CodeDeadlineExceeded || rec.Error.Category != rc.CategoryTimeout ||
 		rec.ResourceState != rc.ResourceReleased || rec.Result != nil {
@@ -683,23 +679,60 @@ func TestDiagnoseOperations(t *testing.T) {
 	}
 }
 
-func TestServiceCredential(t *testing.T) {
-	e := setup(t, func(c *Config) { c.ServiceToken = "a-long-service-credential" })
-	if st, _, _ := e.do("GET", rc.APIRoot+"/capabilities", nil); st != http.StatusUnauthorized {
-		t.Fatalf("without credential = %d", st)
+// TestEveryEndpointNeedsTheServiceCredential: every endpoint but /livez
+// refuses a missing or wrong credential with 401 and its own code; during a
+// rotation both credentials are accepted.
+func TestEveryEndpointNeedsTheServiceCredential(t *testing.T) {
+	e := setup(t, func(c *Config) { c.ServiceTokens = append(c.ServiceTokens, "the-next-service-credential") })
+	endpoints := [][2]string{
+		{"GET", rc.APIRoot + "/capabilities"},
+		{"POST", rc.APIRoot + "/executions"},
+		{"GET", rc.APIRoot + "/executions/ra_x"},
+		{"PUT", rc.APIRoot + "/executions/ra_x/cancellation"},
+		{"GET", rc.APIRoot + "/executions/ra_x/artifacts/capture.png"},
+		{"PUT", rc.APIRoot + "/executions/ra_x/result-consumption"},
+		{"GET", "/readyz"},
+		{"GET", "/metrics"},
+		{"GET", "/nowhere"},
 	}
-	req, _ := http.NewRequest("GET", e.ts.URL+rc.APIRoot+"/capabilities", nil)
-	req.Header.Set("Authorization", "Bearer a-long-service-credential")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	call := func(method, path, auth string) (int, []byte) {
+		req, _ := http.NewRequest(method, e.ts.URL+path, strings.NewReader("{}"))
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("with credential = %d", resp.StatusCode)
+	for _, ep := range endpoints {
+		for _, auth := range []string{"", "Bearer wrong-credential-of-some-length", "Bearer " + e.token + "x", "Basic " + e.token, e.token} {
+			st, b := call(ep[0], ep[1], auth)
+			if st != http.StatusUnauthorized || errorOf(t, b).Code != rc.CodeUnauthenticated {
+				t.Fatalf("%s %s with %q = %d %s", ep[0], ep[1], auth, st, b)
+			}
+		}
+		for _, tok := range []string{e.token, "the-next-service-credential"} {
+			if st, b := call(ep[0], ep[1], "Bearer "+tok); st == http.StatusUnauthorized {
+				t.Fatalf("%s %s refused a valid credential: %s", ep[0], ep[1], b)
+			}
+		}
 	}
-	if st, _, _ := e.do("GET", "/livez", nil); st != http.StatusOK {
+	if st, _ := call("GET", "/livez", ""); st != http.StatusOK {
 		t.Fatalf("livez needs no credential, got %d", st)
+	}
+	if n := e.starts.Load(); n != 0 {
+		t.Fatalf("%d children started", n)
+	}
+}
+
+func assertNoProcessesUnder(t *testing.T, root string) {
+	t.Helper()
+	if left := rendertest.ProcessesUnder(root); len(left) > 0 {
+		t.Fatalf("processes of an attempt survived: %v", left)
 	}
 }
 

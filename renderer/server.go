@@ -3,6 +3,7 @@ package renderer
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
@@ -45,6 +46,13 @@ type Server struct {
 	draining   bool
 	idle       chan struct{} // closed while the slot is free
 
+	metrics *metrics
+	cgroups *supervisor.Cgroups
+	// probing is true while the launch probe holds the slot; probeState
+	// is "pending", "ok" or the reason of the last failure.
+	probing    bool
+	probeState string
+
 	janitorStop chan struct{}
 	janitorDone chan struct{}
 	stopOnce    sync.Once
@@ -75,10 +83,28 @@ func New(cfg Config, profile rc.RenderProfile, log *zap.Logger) (*Server, error)
 	if err := os.Chmod(cfg.TempRoot, 0o711); err != nil {
 		return nil, fmt.Errorf("RENDER_TEMP_ROOT: %w", err)
 	}
-	// Attempt directories and result stores of earlier epochs are
-	// leftovers of a crash (their processes died with the old control
-	// process through the parent-death signal); nothing in them is
-	// served again, because a new epoch never replays old attempts.
+	if err := cfg.ChildUIDs.Check(); err != nil {
+		return nil, fmt.Errorf("RENDER_CHILD_UID_RANGE: %w", err)
+	}
+	if cfg.CgroupName == "" {
+		cfg.CgroupName = "slidecells-renderer-" + cfg.WorkerID
+	}
+	cgroups, err := supervisor.OpenCgroups(cfg.CgroupParent, cfg.CgroupName)
+	if err != nil {
+		return nil, fmt.Errorf("RENDER_CGROUP_PARENT: %w", err)
+	}
+	if err := supervisor.CheckKernel(); err != nil {
+		return nil, err
+	}
+	// Leftovers of an earlier epoch (a control process killed before it
+	// could stop its attempt) are killed first, through the cgroup every
+	// process of an attempt stays in whatever it does to its process
+	// group, session or environment; only then are their folders removed.
+	if n, err := cgroups.KillLeftovers(10 * time.Second); err != nil {
+		return nil, fmt.Errorf("leftovers of an earlier epoch: %w", err)
+	} else if n > 0 {
+		log.Warn("killed processes left by an earlier epoch", zap.Int("processes", n))
+	}
 	if stale, err := filepath.Glob(filepath.Join(cfg.TempRoot, "a-*")); err == nil {
 		more, _ := filepath.Glob(filepath.Join(cfg.TempRoot, "results-*"))
 		for _, p := range append(stale, more...) {
@@ -107,22 +133,50 @@ func New(cfg Config, profile rc.RenderProfile, log *zap.Logger) (*Server, error)
 	if cfg.MarkRetention <= 0 {
 		cfg.MarkRetention = DefaultMarkRetention
 	}
+	if cfg.LaunchProbeInterval <= 0 {
+		cfg.LaunchProbeInterval = DefaultLaunchProbe
+	}
+	if cfg.MaxReceipts <= 0 {
+		cfg.MaxReceipts = DefaultMaxReceipts
+	}
+	if cfg.MaxCancelMarks <= 0 {
+		cfg.MaxCancelMarks = DefaultMaxCancelMarks
+	}
+	if len(cfg.ServiceTokens) == 0 {
+		return nil, errors.New("renderer: a service credential is required (RENDER_SERVICE_CREDENTIAL_FILE)")
+	}
 	s := &Server{
 		cfg:         cfg,
 		log:         log.With(zap.String("worker_id", cfg.WorkerID), zap.String("epoch", e)),
 		epoch:       e,
 		profile:     profile,
 		envDigest:   envDigest,
-		started:     time.Now().UTC(),
+		started:     cfg.now().UTC(),
 		results:     results,
 		attempts:    map[string]*attempt{},
 		marks:       map[string]cancelMark{},
 		idle:        make(chan struct{}),
+		metrics:     newMetrics(),
+		cgroups:     cgroups,
+		probeState:  "pending",
 		janitorStop: make(chan struct{}),
 		janitorDone: make(chan struct{}),
 	}
+	// The isolation itself is checked before anything is accepted: a
+	// trivial child through exactly the attempt's namespaces, cgroup,
+	// user switch and egress path. Where the kernel cannot provide them,
+	// start-up fails with what went wrong; there is no weaker mode.
+	if err := s.isolationSelfTest(); err != nil {
+		_ = cgroups.Close()
+		return nil, err
+	}
 	close(s.idle)
 	go s.janitor()
+	if cfg.noLaunchProbe {
+		s.probeState = "ok"
+	} else {
+		go s.prober()
+	}
 	return s, nil
 }
 
@@ -134,39 +188,52 @@ func (s *Server) EnvironmentDigest() string { return s.envDigest }
 
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
+	api := http.NewServeMux()
 	root := rc.APIRoot
-	mux.HandleFunc("GET "+root+"/capabilities", s.auth(s.capabilities))
-	mux.HandleFunc("POST "+root+"/executions", s.auth(s.postExecution))
-	mux.HandleFunc("GET "+root+"/executions/{attempt_id}", s.auth(s.getExecution))
-	mux.HandleFunc("PUT "+root+"/executions/{attempt_id}/cancellation", s.auth(s.putCancellation))
-	mux.HandleFunc("GET "+root+"/executions/{attempt_id}/artifacts/{name}", s.auth(s.getArtifact))
-	mux.HandleFunc("PUT "+root+"/executions/{attempt_id}/result-consumption", s.auth(s.putConsumption))
+	api.HandleFunc("GET "+root+"/capabilities", s.capabilities)
+	api.HandleFunc("POST "+root+"/executions", s.postExecution)
+	api.HandleFunc("GET "+root+"/executions/{attempt_id}", s.getExecution)
+	api.HandleFunc("PUT "+root+"/executions/{attempt_id}/cancellation", s.putCancellation)
+	api.HandleFunc("GET "+root+"/executions/{attempt_id}/artifacts/{name}", s.getArtifact)
+	api.HandleFunc("PUT "+root+"/executions/{attempt_id}/result-consumption", s.putConsumption)
+	api.HandleFunc("GET /readyz", s.readyz)
+	api.Handle("GET /metrics", s.metrics.handler())
+	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, rc.NewError(rc.CodeContractMismatch, rc.StageAdmission, "no such endpoint in %s", rc.ContractVersion).In(rc.SituationNotFound))
+	})
+	mux := http.NewServeMux()
+	// Liveness is the only answer without a credential: it says nothing
+	// but "the process runs".
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"live": true, "epoch": s.epoch})
+		writeJSON(w, http.StatusOK, map[string]any{"live": true})
 	})
-	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, rc.NewError(rc.CodeContractMismatch, rc.StageAdmission, "no such endpoint in %s", rc.ContractVersion))
-	})
+	mux.Handle("/", s.auth(api))
 	return mux
 }
 
-// auth requires the service credential when one is configured.
-func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
-	if s.cfg.ServiceToken == "" {
-		return h
+// auth requires one of the accepted service credentials (two during a
+// rotation). Both candidates are always compared, each in constant time over
+// fixed-length hashes, so neither the position of a mismatch, the length of
+// a credential nor which one matched shows in the timing.
+func (s *Server) auth(h http.Handler) http.Handler {
+	want := make([][32]byte, len(s.cfg.ServiceTokens))
+	for i, t := range s.cfg.ServiceTokens {
+		want[i] = sha256.Sum256([]byte(t))
 	}
-	want := []byte("Bearer " + s.cfg.ServiceToken)
-	return func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			w.Header().Set("WWW-Authenticate", "Bearer")
-			writeError(w, http.StatusUnauthorized, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "service credential missing or wrong"))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		sum := sha256.Sum256([]byte(got))
+		match := 0
+		for i := range want {
+			match |= subtle.ConstantTimeCompare(sum[:], want[i][:])
+		}
+		if !ok || got == "" || match != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="renderer"`)
+			writeError(w, rc.NewError(rc.CodeUnauthenticated, rc.StageAdmission, "service credential missing or wrong"))
 			return
 		}
-		h(w, r)
-	}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
@@ -191,6 +258,9 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) slotLocked() rc.Slot {
 	slot := rc.Slot{State: rc.SlotIdle, SlotGeneration: s.generation}
+	if s.probing {
+		slot.State = rc.SlotBusy
+	}
 	if s.active != nil {
 		slot.State = rc.SlotBusy
 		slot.AttemptID = s.active.receipt.AttemptID
@@ -217,6 +287,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if free, err := freeBytes(s.cfg.TempRoot); err != nil || free < s.cfg.MinFreeDiskBytes {
 		problems = append(problems, "temp disk below the minimum free space")
 	}
+	s.mu.Lock()
+	probe := s.probeState
+	s.mu.Unlock()
+	if probe != "ok" {
+		problems = append(problems, "launch probe "+probe)
+	}
 	status := http.StatusOK
 	if len(problems) > 0 {
 		status = http.StatusServiceUnavailable
@@ -232,14 +308,8 @@ func freeBytes(dir string) (uint64, error) {
 	return st.Bavail * uint64(st.Bsize), nil
 }
 
-// rejection is an admission refusal with its HTTP status.
-type rejection struct {
-	status int
-	err    *rc.Error
-}
-
-func reject(status int, code rc.Code, format string, args ...any) *rejection {
-	return &rejection{status: status, err: rc.NewError(code, rc.StageAdmission, format, args...)}
+func reject(code rc.Code, format string, args ...any) *rc.Error {
+	return rc.NewError(code, rc.StageAdmission, format, args...)
 }
 
 func (s *Server) postExecution(w http.ResponseWriter, r *http.Request) {
@@ -247,31 +317,24 @@ func (s *Server) postExecution(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(io.LimitReader(r.Body, rc.MaxRequestBytes+1))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, rc.NewError(rc.CodeContractMismatch, rc.StageAdmission, "body is not an execution request of %s", rc.ContractVersion))
+		writeError(w, rc.NewError(rc.CodeContractMismatch, rc.StageAdmission, "body is not an execution request of %s", rc.ContractVersion))
 		return
 	}
 	if e := req.CheckShape(); e != nil {
-		status := http.StatusBadRequest
-		switch e.Code {
-		case rc.CodeOutputLimitExceeded:
-			status = http.StatusUnprocessableEntity
-		case rc.CodeInputExpired:
-			status = http.StatusForbidden
-		}
-		writeError(w, status, e.WithTrace(req.TraceID))
+		writeError(w, e.WithTrace(req.TraceID))
 		return
 	}
-	status, body := s.admit(&req)
-	if e, ok := body.(*rc.Error); ok {
-		writeError(w, status, e)
+	rec, e := s.admit(&req)
+	if e != nil {
+		writeError(w, e)
 		return
 	}
-	writeJSON(w, status, body)
+	writeJSON(w, http.StatusAccepted, rec)
 }
 
 // admit runs every admission check before anything starts. It returns the
-// status and body of the answer.
-func (s *Server) admit(req *rc.ExecutionRequest) (int, any) {
+// receipt of an attempt taken over, or the refusal.
+func (s *Server) admit(req *rc.ExecutionRequest) (rc.Receipt, *rc.Error) {
 	now := s.cfg.now()
 	log := s.log.With(zap.String("attempt_id", req.AttemptID), zap.String("request_id", req.RequestID),
 		zap.String("workspace_id", req.WorkspaceID), zap.String("trace_id", req.TraceID))
@@ -280,11 +343,11 @@ func (s *Server) admit(req *rc.ExecutionRequest) (int, any) {
 	authentic := verr == nil || errors.Is(verr, ticket.ErrExpired) || errors.Is(verr, ticket.ErrNotYetValid)
 	if !authentic {
 		log.Warn("admission ticket refused", zap.String("reason", verr.Error()))
-		return http.StatusForbidden, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "admission ticket is not valid (%s)", strings.TrimPrefix(verr.Error(), "ticket: ")).WithTrace(req.TraceID)
+		return rc.Receipt{}, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "admission ticket is not valid (%s)", strings.TrimPrefix(verr.Error(), "ticket: ")).WithTrace(req.TraceID)
 	}
 	if claims.AttemptID != req.AttemptID || claims.RequestID != req.RequestID ||
 		claims.RequestDigest != req.RequestDigest || claims.WorkspaceID != req.WorkspaceID {
-		return http.StatusForbidden, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "admission ticket is bound to another request").WithTrace(req.TraceID)
+		return rc.Receipt{}, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "admission ticket is bound to another request").WithTrace(req.TraceID)
 	}
 
 	s.mu.Lock()
@@ -293,68 +356,82 @@ func (s *Server) admit(req *rc.ExecutionRequest) (int, any) {
 	// same answer, even after the ticket's acceptance deadline.
 	if a, ok := s.attempts[req.AttemptID]; ok {
 		if a.receipt.RequestDigest != req.RequestDigest {
-			return http.StatusConflict, rc.NewError(rc.CodeContractMismatch, rc.StageAdmission, "attempt_id already used with another request_digest").WithTrace(req.TraceID)
+			return rc.Receipt{}, rc.NewError(rc.CodeContractMismatch, rc.StageAdmission, "attempt_id already used with another request_digest").WithTrace(req.TraceID).In(rc.SituationConflict)
 		}
 		if a.rejected != nil {
-			return a.rejected.status, a.rejected.err
+			return rc.Receipt{}, a.rejected
 		}
-		return http.StatusAccepted, a.snapshot()
+		return a.snapshot(), nil
 	}
 	if verr != nil {
-		return http.StatusForbidden, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "admission ticket %s", strings.TrimPrefix(verr.Error(), "ticket: token ")).WithTrace(req.TraceID)
+		return rc.Receipt{}, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "admission ticket %s", strings.TrimPrefix(verr.Error(), "ticket: token ")).WithTrace(req.TraceID)
 	}
 	if claims.WorkerID != s.cfg.WorkerID || claims.Epoch != s.epoch {
-		return http.StatusForbidden, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "admission ticket is for another worker or epoch").WithTrace(req.TraceID)
+		return rc.Receipt{}, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "admission ticket is for another worker or epoch").WithTrace(req.TraceID)
 	}
 	if claims.AcceptBy.Sub(claims.IssuedAt) > s.cfg.MarkRetention {
-		return http.StatusForbidden, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "admission ticket lives longer than this worker keeps cancel marks (%s)", s.cfg.MarkRetention).WithTrace(req.TraceID)
+		return rc.Receipt{}, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "admission ticket lives longer than this worker keeps cancel marks (%s)", s.cfg.MarkRetention).WithTrace(req.TraceID)
 	}
 	if claims.SlotGeneration <= s.generation {
-		return http.StatusConflict, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "slot generation %d is not above the accepted generation %d", claims.SlotGeneration, s.generation).WithTrace(req.TraceID)
+		return rc.Receipt{}, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "slot generation %d is not above the accepted generation %d", claims.SlotGeneration, s.generation).WithTrace(req.TraceID).In(rc.SituationConflict)
+	}
+	if len(s.attempts) >= s.cfg.MaxReceipts {
+		// Nothing can be recorded, so the refusal fences the slot
+		// generation instead: a repeat of this attempt is refused by the
+		// generation check and can never start later.
+		s.generation = claims.SlotGeneration
+		log.Warn("receipt table full; attempt refused", zap.Int("receipts", len(s.attempts)))
+		return rc.Receipt{}, reject(rc.CodeServiceUnavailable, "worker keeps %d receipts already; not taken over", s.cfg.MaxReceipts).WithTrace(req.TraceID)
 	}
 	hard := s.hardDeadline(req, &claims, now)
 	// From here on a refusal is recorded: a repeated POST of the same
 	// attempt gets the same refusal and never starts it later.
-	record := func(rej *rejection, outcome rc.Outcome) (int, any) {
-		rej.err = rej.err.WithTrace(req.TraceID)
+	record := func(rej *rc.Error, outcome rc.Outcome) (rc.Receipt, *rc.Error) {
+		rej = rej.WithTrace(req.TraceID)
 		a := newAttempt(req, s, &claims, now)
 		a.rejected = rej
 		a.receipt.State = rc.StateTerminal
 		a.receipt.Outcome = outcome
 		a.receipt.ResourceState = rc.ResourceNone
-		a.receipt.Error = rej.err
+		a.receipt.Error = rej
 		a.receipt.Times.TerminalAt = ptr(now.UTC())
 		a.retainUntil = a.retention(now)
 		s.attempts[req.AttemptID] = a
-		log.Info("attempt rejected", zap.String("code", string(rej.err.Code)))
-		return rej.status, rej.err
+		log.Info("attempt rejected", zap.String("code", string(rej.Code)))
+		s.metrics.outcome(outcome)
+		return rc.Receipt{}, rej
 	}
 	if m, ok := s.marks[req.AttemptID]; ok {
 		delete(s.marks, req.AttemptID)
-		rej := reject(http.StatusConflict, rc.CodeCancelled, "attempt was cancelled before it arrived")
-		st, body := record(rej, rc.OutcomeCancelled)
+		rej := reject(rc.CodeCancelled, "attempt was cancelled before it arrived")
+		rec, e := record(rej, rc.OutcomeCancelled)
 		a := s.attempts[req.AttemptID]
 		a.receipt.CancelRequested = true
 		a.cancelVersion = m.version
-		return st, body
+		return rec, e
 	}
 	if req.RenderProfileDigest != s.envDigest {
-		return record(reject(http.StatusUnprocessableEntity, rc.CodeProfileMismatch, "render_profile_digest does not match this worker's environment digest"), rc.OutcomeRejected)
+		return record(reject(rc.CodeProfileMismatch, "render_profile_digest does not match this worker's environment digest"), rc.OutcomeRejected)
 	}
 	if !req.PreviewAccess.ExpiresAt.After(now) {
-		return record(reject(http.StatusForbidden, rc.CodeInputExpired, "preview access has expired"), rc.OutcomeRejected)
+		return record(reject(rc.CodeInputExpired, "preview access has expired"), rc.OutcomeRejected)
 	}
 	if !hard.After(now) {
-		return record(reject(http.StatusUnprocessableEntity, rc.CodeDeadlineExceeded, "deadline passed before the attempt could start"), rc.OutcomeExpired)
+		return record(reject(rc.CodeDeadlineExceeded, "deadline passed before the attempt could start"), rc.OutcomeExpired)
 	}
 	if s.draining {
-		return record(reject(http.StatusServiceUnavailable, rc.CodeServiceUnavailable, "worker is shutting down; not taken over"), rc.OutcomeRejected)
+		return record(reject(rc.CodeServiceUnavailable, "worker is shutting down; not taken over"), rc.OutcomeRejected)
 	}
 	if free, err := freeBytes(s.cfg.TempRoot); err != nil || free < s.cfg.MinFreeDiskBytes {
-		return record(reject(http.StatusServiceUnavailable, rc.CodeServiceUnavailable, "temp disk too full; not taken over"), rc.OutcomeRejected)
+		return record(reject(rc.CodeServiceUnavailable, "temp disk too full; not taken over"), rc.OutcomeRejected)
 	}
-	if s.active != nil {
-		return record(reject(http.StatusTooManyRequests, rc.CodeWorkerBusy, "the slot is taken; not taken over"), rc.OutcomeRejected)
+	if s.active != nil || s.probing {
+		return record(reject(rc.CodeWorkerBusy, "the slot is taken; not taken over"), rc.OutcomeRejected)
+	}
+	if s.probeState != "ok" {
+		// A browser that cannot start here would only burn the
+		// request's retry budget with RENDER_BROWSER_LOST.
+		return record(reject(rc.CodeServiceUnavailable, "execution environment not ready (launch probe %s); not taken over", s.probeState), rc.OutcomeRejected)
 	}
 	s.generation = claims.SlotGeneration
 	a := newAttempt(req, s, &claims, now)
@@ -366,7 +443,7 @@ func (s *Server) admit(req *rc.ExecutionRequest) (int, any) {
 	log.Info("attempt accepted", zap.Int64("slot_generation", claims.SlotGeneration), zap.String("operation", string(req.Operation)),
 		zap.Duration("hard_deadline_in", time.Until(hard)))
 	go s.run(a, req.PreviewAccess.Token)
-	return http.StatusAccepted, a.snapshot()
+	return a.snapshot(), nil
 }
 
 // hardDeadline is the smallest of deadline_at, the remaining budget and the
@@ -392,7 +469,7 @@ func (s *Server) getExecution(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	if !ok {
-		writeError(w, http.StatusNotFound, unknownAttempt())
+		writeError(w, unknownAttempt())
 		return
 	}
 	writeJSON(w, http.StatusOK, rec)
@@ -405,13 +482,13 @@ func unknownAttempt() *rc.Error {
 func (s *Server) putCancellation(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("attempt_id")
 	if !rc.ValidID(id) {
-		writeError(w, http.StatusBadRequest, rc.NewError(rc.CodeContractMismatch, rc.StageAdmission, "attempt_id is not an ID"))
+		writeError(w, rc.NewError(rc.CodeContractMismatch, rc.StageAdmission, "attempt_id is not an ID"))
 		return
 	}
 	var body rc.CancelRequest
 	if r.ContentLength != 0 {
 		if err := json.NewDecoder(io.LimitReader(r.Body, 4<<10)).Decode(&body); err != nil && err != io.EOF {
-			writeError(w, http.StatusBadRequest, rc.NewError(rc.CodeContractMismatch, rc.StageAdmission, "cancellation body is not JSON"))
+			writeError(w, rc.NewError(rc.CodeContractMismatch, rc.StageAdmission, "cancellation body is not JSON"))
 			return
 		}
 	}
@@ -419,7 +496,14 @@ func (s *Server) putCancellation(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	a, ok := s.attempts[id]
 	if !ok {
-		m := s.marks[id]
+		m, known := s.marks[id]
+		if !known && len(s.marks) >= s.cfg.MaxCancelMarks {
+			s.mu.Unlock()
+			// Refusing is safe: the coordinator retries the cancel; a
+			// dropped old mark could let a late dispatch start.
+			writeError(w, rc.NewError(rc.CodeServiceUnavailable, rc.StageAdmission, "worker keeps %d cancel marks already; retry", s.cfg.MaxCancelMarks))
+			return
+		}
 		if m.at.IsZero() {
 			m.at = now
 		}
@@ -452,12 +536,12 @@ func (s *Server) getArtifact(w http.ResponseWriter, r *http.Request) {
 	a, ok := s.attempts[r.PathValue("attempt_id")]
 	if !ok {
 		s.mu.Unlock()
-		writeError(w, http.StatusNotFound, unknownAttempt())
+		writeError(w, unknownAttempt())
 		return
 	}
 	if !name.Valid() {
 		s.mu.Unlock()
-		writeError(w, http.StatusNotFound, rc.NewError(rc.CodeContractMismatch, rc.StageRetrieval, "artifact name is not one of capture.png, diagnosis.json"))
+		writeError(w, rc.NewError(rc.CodeContractMismatch, rc.StageRetrieval, "artifact name is not one of capture.png, diagnosis.json").In(rc.SituationNotFound))
 		return
 	}
 	rec := a.snapshot()
@@ -465,22 +549,22 @@ func (s *Server) getArtifact(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	switch {
 	case !rec.Terminal():
-		writeError(w, http.StatusConflict, rc.NewError(rc.CodeResultLost, rc.StageRetrieval, "attempt is not terminal; no artifact yet"))
+		writeError(w, rc.NewError(rc.CodeResultLost, rc.StageRetrieval, "attempt is not terminal; no artifact yet").In(rc.SituationConflict))
 		return
 	case rec.Result == nil:
-		writeError(w, http.StatusNotFound, rc.NewError(rc.CodeResultLost, rc.StageRetrieval, "attempt ended without a result"))
+		writeError(w, rc.NewError(rc.CodeResultLost, rc.StageRetrieval, "attempt ended without a result"))
 		return
 	case rec.Result.State != rc.ResultAvailable:
-		writeError(w, http.StatusGone, rc.NewError(rc.CodeResultLost, rc.StageRetrieval, "artifact was %s", rec.Result.State))
+		writeError(w, rc.NewError(rc.CodeResultLost, rc.StageRetrieval, "artifact was %s", rec.Result.State).In(rc.SituationGone))
 		return
 	case !has:
-		writeError(w, http.StatusNotFound, rc.NewError(rc.CodeResultLost, rc.StageRetrieval, "this attempt has no %s", name))
+		writeError(w, rc.NewError(rc.CodeResultLost, rc.StageRetrieval, "this attempt has no %s", name))
 		return
 	}
 	f, err := os.Open(art.path)
 	if err != nil {
 		// Reclaimed between the check and the open.
-		writeError(w, http.StatusGone, rc.NewError(rc.CodeResultLost, rc.StageRetrieval, "artifact was reclaimed"))
+		writeError(w, rc.NewError(rc.CodeResultLost, rc.StageRetrieval, "artifact was reclaimed").In(rc.SituationGone))
 		return
 	}
 	defer f.Close()
@@ -499,12 +583,12 @@ func (s *Server) putConsumption(w http.ResponseWriter, r *http.Request) {
 	a, ok := s.attempts[r.PathValue("attempt_id")]
 	if !ok {
 		s.mu.Unlock()
-		writeError(w, http.StatusNotFound, unknownAttempt())
+		writeError(w, unknownAttempt())
 		return
 	}
 	if !a.receipt.Terminal() {
 		s.mu.Unlock()
-		writeError(w, http.StatusConflict, rc.NewError(rc.CodeContractMismatch, rc.StageRetrieval, "attempt is not terminal; nothing to consume"))
+		writeError(w, rc.NewError(rc.CodeContractMismatch, rc.StageRetrieval, "attempt is not terminal; nothing to consume").In(rc.SituationConflict))
 		return
 	}
 	if a.receipt.Result != nil && a.receipt.Result.State == rc.ResultAvailable {
@@ -571,8 +655,23 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.stopOnce.Do(func() { close(s.janitorStop) })
 	<-s.janitorDone
+	s.mu.Lock()
+	idle = s.idle
+	s.mu.Unlock()
+	if err == nil {
+		// A launch probe may have started meanwhile; it ends on its own.
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
 	if err == nil {
 		_ = os.RemoveAll(s.results)
+		// Nothing runs any more: the renderer's cgroup goes too.
+		if cerr := s.cgroups.Close(); cerr != nil {
+			s.log.Warn("renderer cgroup not removed", zap.Error(cerr))
+		}
 	}
 	return err
 }
@@ -584,11 +683,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeError(w http.ResponseWriter, status int, e *rc.Error) {
+// writeError answers an error body with the status of the one table in
+// rendercontract (code and situation decide it, nothing else).
+func writeError(w http.ResponseWriter, e *rc.Error) {
 	if e.Code == rc.CodeWorkerBusy {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, status, e)
+	writeJSON(w, e.HTTPStatus(), e)
 }
 
 func ptr[T any](v T) *T { return &v }

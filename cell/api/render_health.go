@@ -9,7 +9,8 @@ import (
 
 // ProbeRenderers reports render capability from the renderers' readiness: ok when at least one
 // renderer answers /readyz, unavailable otherwise. It never reports a renderer address.
-func ProbeRenderers(urls []string) RenderHealth {
+// credential is the renderers' service credential (every renderer endpoint but /livez needs it).
+func ProbeRenderers(urls []string, credential string) RenderHealth {
 	client := &http.Client{Timeout: time.Second}
 	return func(ctx context.Context) Health {
 		ready := 0
@@ -18,6 +19,7 @@ func ProbeRenderers(urls []string) RenderHealth {
 			if err != nil {
 				continue
 			}
+			req.Header.Set("Authorization", "Bearer "+credential)
 			resp, err := client.Do(req)
 			if err != nil {
 				continue

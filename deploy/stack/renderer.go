@@ -1,6 +1,8 @@
 package stack
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -65,8 +67,29 @@ func ticketKeys(dir string) (string, error) {
 	return s.PublicKey().String(), nil
 }
 
+// serviceCredential returns the path of the renderers' service credential file, creating a
+// random credential once (0600 in dir). Renderers require it on every endpoint but /livez; the
+// cells read the same file for their health probe and coordinators.
+func serviceCredential(dir string) (string, error) {
+	path := filepath.Join(dir, "renderer-service-credential")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, []byte(hex.EncodeToString(b)+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
 // startRenderer starts one renderer for a cell. Its preview base is the cell's preview host path.
-func (s *Stack) startRenderer(cell, cellURL, publicKeys string) (*Proc, error) {
+func (s *Stack) startRenderer(cell, cellURL, publicKeys, credentialFile string) (*Proc, error) {
 	port, err := pgserver.FreePort()
 	if err != nil {
 		return nil, err
@@ -80,6 +103,7 @@ func (s *Stack) startRenderer(cell, cellURL, publicKeys string) (*Proc, error) {
 			"RENDER_TICKET_PUBLIC_KEYS=" + publicKeys,
 			"RENDER_PREVIEW_BASE_URL=" + cellURL + "/preview",
 			"RENDER_TEMP_ROOT=/tmp/slidecells-r-" + cell,
+			"RENDER_SERVICE_CREDENTIAL_FILE=" + credentialFile,
 		}, o.Env["renderer"]...)}
 	if err := p.Start(); err != nil {
 		return nil, err

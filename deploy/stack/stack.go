@@ -120,12 +120,15 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	s.Directory = dir
 
-	var publicKeys string
+	var publicKeys, credentialFile string
 	if o.Renderers {
 		if err := ensureChromium(o.Log); err != nil {
 			return nil, err
 		}
 		if publicKeys, err = ticketKeys(filepath.Join(o.Dir, "keys")); err != nil {
+			return nil, err
+		}
+		if credentialFile, err = serviceCredential(filepath.Join(o.Dir, "keys")); err != nil {
 			return nil, err
 		}
 	}
@@ -137,7 +140,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		url := "http://127.0.0.1:" + strconv.Itoa(port)
 		var rendererURLs []string
 		if o.Renderers {
-			r, err := s.startRenderer(c, url, publicKeys)
+			r, err := s.startRenderer(c, url, publicKeys, credentialFile)
 			if err != nil {
 				return nil, err
 			}
@@ -151,6 +154,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 				"DIRECTORY_DATABASE_URL=" + s.DirURL,
 				"CELL_BLOB_URL=file://" + filepath.Join(o.Dir, "blobs", c),
 				"CELL_RENDERER_URLS=" + strings.Join(rendererURLs, ","),
+				"RENDER_SERVICE_CREDENTIAL_FILE=" + credentialFile,
 			}, o.Env["cell"]...), o.Env[c]...)}
 		if err := p.Start(); err != nil {
 			return nil, err
@@ -184,6 +188,19 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	for _, p := range s.procs() {
 		if err := p.WaitLive(ctx, 60*time.Second); err != nil {
 			return nil, err
+		}
+	}
+	// A renderer is live at once, but takes work only after its launch probe (a real sandboxed
+	// browser start) passed; /readyz says so and needs the service credential.
+	if credentialFile != "" {
+		b, err := os.ReadFile(credentialFile)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range s.Renderers {
+			if err := r.waitReady(ctx, strings.TrimSpace(string(b)), 60*time.Second); err != nil {
+				return nil, err
+			}
 		}
 	}
 	ok = true
@@ -289,6 +306,26 @@ func (p *Proc) Done() <-chan struct{} {
 		return nil
 	}
 	return p.proc.Done()
+}
+
+// waitReady polls /readyz with the service credential until it answers 200.
+func (p *Proc) waitReady(ctx context.Context, credential string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	c := &http.Client{Timeout: time.Second}
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+credential)
+		if resp, err := c.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s not ready after %s (launch probe); see %s", p.Name, limit, p.log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // WaitLive polls /livez until it answers 200.

@@ -14,11 +14,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/inspector"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
@@ -91,6 +93,10 @@ type attempt struct {
 	scene   string
 	errors  map[string][]rc.RuntimeError
 	docResp map[network.RequestID]int64
+	// crashed is set, and crash called, when the page's renderer process
+	// crashed.
+	crashed atomic.Bool
+	crash   context.CancelFunc
 }
 
 func execute(ctx context.Context, job Job, started time.Time, w *EventWriter, logf func(string, ...any)) *ChildResult {
@@ -102,7 +108,7 @@ func execute(ctx context.Context, job Job, started time.Time, w *EventWriter, lo
 		return res
 	}
 	doc, err := url.Parse(job.Document.URL)
-	if err != nil || (doc.Scheme != "http" && doc.Scheme != "https") {
+	if !job.Probe && (err != nil || (doc.Scheme != "http" && doc.Scheme != "https")) {
 		res.Error = rc.NewError(rc.CodeInternal, rc.StageLaunch, "document URL is not http(s)")
 		return res
 	}
@@ -120,13 +126,6 @@ func execute(ctx context.Context, job Job, started time.Time, w *EventWriter, lo
 	a.gate.logf = logf
 	defer func() { res.BlockedRequests = int(a.gate.blocked.Load()) }()
 
-	proxy, err := startRefusingProxy()
-	if err != nil {
-		res.Error = rc.NewError(rc.CodeInternal, rc.StageLaunch, "refusing proxy did not start")
-		return res
-	}
-	defer proxy.Close()
-
 	wd, _ := os.Getwd()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(job.Browser.Path),
@@ -138,7 +137,7 @@ func execute(ctx context.Context, job Job, started time.Time, w *EventWriter, lo
 			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		}),
 	}
-	for _, f := range LaunchFlags(NetworkFlags{ProxyAddr: proxy.Addr(), AllowedOrigins: job.Document.AllowedOrigins}) {
+	for _, f := range LaunchFlags(NetworkFlags{ProxyAddr: job.EgressProxy, AllowedOrigins: job.Document.AllowedOrigins, NoBrowserGate: job.NoBrowserGate}) {
 		name, value, hasValue := strings.Cut(f, "=")
 		if hasValue {
 			opts = append(opts, chromedp.Flag(name, value))
@@ -160,8 +159,32 @@ func execute(ctx context.Context, job Job, started time.Time, w *EventWriter, lo
 	}
 	_ = w.Send(Event{Type: EventBrowserStarted})
 	logf("browser started after %s", time.Since(started).Round(time.Millisecond))
+	if job.Probe {
+		// The launch probe: the browser started with the sandbox inside
+		// the attempt's namespaces and limits, and renders a blank page.
+		if err := chromedp.Run(bctx, chromedp.Navigate("about:blank")); err != nil {
+			logf("probe page: %v", err)
+			res.Error = rc.NewError(rc.CodeBrowserLost, rc.StageLaunch, "browser started but did not open a page")
+		}
+		return res
+	}
 
+	// Waits on the page end when its renderer process crashes (the
+	// attempt's memory limit, for one): the crash event cancels them.
+	wctx, cancelWaits := context.WithCancel(bctx)
+	defer cancelWaits()
+	a.crash = cancelWaits
+	defer func() {
+		if a.crashed.Load() {
+			stage := rc.StageReadiness
+			if res.Error != nil {
+				stage = res.Error.Stage
+			}
+			res.Error = rc.NewError(rc.CodeBrowserLost, stage, "the page's renderer process crashed (out of memory or killed)")
+		}
+	}()
 	chromedp.ListenTarget(bctx, a.onEvent(bctx))
+	bctx = wctx
 	if e := a.setup(bctx); e != nil {
 		res.Error = e
 		return res
@@ -202,6 +225,12 @@ func (a *attempt) onEvent(ctx context.Context) func(any) {
 		switch ev := ev.(type) {
 		case *fetch.EventRequestPaused:
 			go a.gate.handle(ctx, ev)
+		case *inspector.EventTargetCrashed:
+			a.logf("page renderer crashed")
+			a.crashed.Store(true)
+			if a.crash != nil {
+				a.crash()
+			}
 		case *cdpruntime.EventExceptionThrown:
 			msg := "uncaught exception"
 			if d := ev.ExceptionDetails; d != nil {
@@ -245,8 +274,14 @@ func (a *attempt) recordError(msg string) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.errors[a.scene]) < maxRuntimeErrors {
-		a.errors[a.scene] = append(a.errors[a.scene], re)
+	errs := a.errors[a.scene]
+	switch {
+	case len(errs) < maxRuntimeErrors:
+		a.errors[a.scene] = append(errs, re)
+	case len(errs) == maxRuntimeErrors:
+		// Truncation is always marked: one last entry says that more
+		// errors happened than the result lists.
+		a.errors[a.scene] = append(errs, rc.RuntimeError{Message: "further runtime errors were not recorded", Truncated: true})
 	}
 }
 
@@ -276,8 +311,10 @@ func (a *attempt) setup(ctx context.Context) *rc.Error {
 			_, err := page.AddScriptToEvaluateOnNewDocument(animationCSS).Do(ctx)
 			return err
 		}),
-		fetch.Enable().WithPatterns([]*fetch.RequestPattern{{URLPattern: "*", RequestStage: fetch.RequestStageRequest}}),
 	)
+	if err == nil && !a.job.NoBrowserGate {
+		err = chromedp.Run(ctx, fetch.Enable().WithPatterns([]*fetch.RequestPattern{{URLPattern: "*", RequestStage: fetch.RequestStageRequest}}))
+	}
 	if err != nil {
 		a.logf("setup: %v (canvas %dx%d)", err, pw, ph)
 		return rc.NewError(rc.CodeBrowserLost, rc.StageLaunch, "browser setup failed")
@@ -288,11 +325,18 @@ func (a *attempt) setup(ctx context.Context) *rc.Error {
 func (a *attempt) navigate(ctx context.Context, doc *url.URL) *rc.Error {
 	var loader network.RequestID
 	var errText string
-	err := chromedp.Run(ctx, chromedp.ActionFunc(func(ctx context.Context) error {
+	// Navigation is capped by the remaining budget: the wait ends, the
+	// browser call is not cancelled (the supervisor closes the browser).
+	nctx, cancel := context.WithDeadline(ctx, a.until)
+	defer cancel()
+	err := chromedp.Run(nctx, chromedp.ActionFunc(func(ctx context.Context) error {
 		_, l, et, _, err := page.Navigate(doc.String()).Do(ctx)
 		loader, errText = network.RequestID(l), et
 		return err
 	}))
+	if err != nil && nctx.Err() != nil && ctx.Err() == nil {
+		return rc.NewError(rc.CodeDeadlineExceeded, rc.StageNavigation, "preview document did not commit before the deadline")
+	}
 	if err != nil {
 		return rc.NewError(rc.CodeBrowserLost, rc.StageNavigation, "browser stopped answering during navigation")
 	}

@@ -7,14 +7,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/user"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"slidecells/renderer/egress"
 	"slidecells/renderer/internal/fixture"
+	"slidecells/renderer/internal/rendertest"
 	"slidecells/renderer/supervisor"
 	rc "slidecells/shared/rendercontract"
 )
@@ -34,16 +34,6 @@ func TestMain(m *testing.M) {
 
 const token = "preview-token-for-tests"
 
-func requireBrowser(t *testing.T) {
-	t.Helper()
-	if _, err := os.Stat(DefaultBrowserPath); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI requires Chromium at %s: %v", DefaultBrowserPath, err)
-		}
-		t.Skipf("Chromium not installed at %s (apt-get install chromium); skipping browser tests", DefaultBrowserPath)
-	}
-}
-
 type outcome struct {
 	events    []Event
 	artifacts map[rc.ArtifactName][]byte
@@ -53,14 +43,17 @@ type outcome struct {
 }
 
 type harness struct {
-	srv  *fixture.Server
-	root string
-	cred *syscall.Credential
+	srv     *fixture.Server
+	root    string
+	uids    *supervisor.UIDPool
+	cgroups *supervisor.Cgroups
+	// proxies receives the egress proxy of every attempt.
+	proxies chan *egress.Proxy
 }
 
 func setup(t *testing.T) *harness {
 	t.Helper()
-	requireBrowser(t)
+	rendertest.RequireBrowser(t)
 	srv := fixture.Start(token)
 	t.Cleanup(srv.Close)
 	// Short: Chromium's singleton socket path must stay below the
@@ -70,20 +63,8 @@ func setup(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
-	h := &harness{srv: srv, root: root}
-	if os.Getuid() == 0 {
-		u, err := user.Lookup("nobody")
-		if err != nil {
-			t.Fatal("running as root needs the user nobody for the browser sandbox")
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		h.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chmod(root, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return h
+	uids, cg := rendertest.Isolation(t)
+	return &harness{srv: srv, root: root, uids: uids, cgroups: cg, proxies: make(chan *egress.Proxy, 16)}
 }
 
 func (h *harness) job(ref string, op rc.Operation, vp rc.Viewport) Job {
@@ -100,8 +81,9 @@ func (h *harness) job(ref string, op rc.Operation, vp rc.Viewport) Job {
 			InputDigest:    fixture.InputDigest,
 			HostBuild:      fixture.HostBuild,
 		},
-		Budget:     30 * time.Second,
-		BrowserLog: os.Getenv("BROWSER_LOG") != "",
+		Budget:      30 * time.Second,
+		BrowserLog:  os.Getenv("BROWSER_LOG") != "",
+		EgressProxy: egress.Addr,
 	}
 }
 
@@ -115,7 +97,9 @@ func (h *harness) run(t *testing.T, job Job, deadline time.Duration) outcome {
 	g, err := supervisor.Start(supervisor.Spec{
 		Path:         self,
 		Env:          func(dir string) []string { return append(ChildEnv(dir), childMarker+"=1") },
-		Credential:   h.cred,
+		UIDs:         h.uids,
+		Cgroups:      h.cgroups,
+		Egress:       rendertest.Egress(job.Document.AllowedOrigins, h.proxies),
 		TempRoot:     h.root,
 		Limits:       supervisor.Limits{}.WithDefaults(),
 		Input:        in,
@@ -277,6 +261,47 @@ func TestOtherOriginsAreBlocked(t *testing.T) {
 	}
 	if o.result.BlockedRequests == 0 {
 		t.Fatal("no request was blocked; the fixture did not try")
+	}
+}
+
+// TestKernelBoundaryHoldsWithoutTheBrowserGate: with request interception and
+// resolver rules switched off, the page's fetch, XHR, WebSocket, <img>,
+// <iframe>, beacon, DNS names, another loopback port and the metadata
+// address still reach nothing: the network namespace has no way out but the
+// egress proxy, and the proxy admits only the preview origin.
+func TestKernelBoundaryHoldsWithoutTheBrowserGate(t *testing.T) {
+	h := setup(t)
+	// Without the gate nothing attaches the preview credential.
+	h.srv.StrictAuth = false
+	j := h.job(fixture.Escape, rc.OpPageCapture, small)
+	j.NoBrowserGate = true
+	o := h.run(t, j, time.Minute)
+	wantOK(t, o)
+	if h.srv.OtherHits() != 0 {
+		t.Fatalf("the other origin was reached %d times", h.srv.OtherHits())
+	}
+	p := <-h.proxies
+	if p.Blocked() < 5 {
+		t.Fatalf("the egress proxy refused only %d requests; the page tried more", p.Blocked())
+	}
+	if o.result.BlockedRequests != 0 {
+		t.Fatalf("the in-browser gate blocked %d requests although it was off", o.result.BlockedRequests)
+	}
+}
+
+// TestPNGOverTheLimitFails: a 16-megapixel capture of random pixels is a PNG
+// far above 32 MiB; the attempt fails with RENDER_OUTPUT_LIMIT_EXCEEDED and
+// hands over no artifact.
+func TestPNGOverTheLimitFails(t *testing.T) {
+	h := setup(t)
+	o := h.run(t, h.job(fixture.Noise, rc.OpPageCapture, rc.Viewport{Width: 4000, Height: 4000, DeviceScaleFactor: 1}), 2*time.Minute)
+	if e := wantError(t, o, rc.CodeOutputLimitExceeded); !strings.Contains(e.Message, "capture is") {
+		t.Fatalf("error = %+v", e)
+	} else {
+		t.Log(e.Message)
+	}
+	if len(o.artifacts) != 0 {
+		t.Fatalf("an artifact was handed over: %v", o.frames)
 	}
 }
 

@@ -14,11 +14,13 @@
 // stop, keep a browser after it exits, send any credential except the
 // preview access token (and that only to the preview document's exact origin
 // and path, checked again on every redirect hop), or let the browser reach an
-// origin that is not allowed. Requests to other origins fail inside the
-// browser (Fetch interception), and everything the interception cannot see,
-// WebSocket handshakes and DNS included, goes to a proxy the child runs that
-// refuses every connection. The network-level boundary is deployment's
-// (deploy/renderer-network.md); these are the in-browser layers.
+// origin that is not allowed. The boundary that holds is the kernel's: the
+// child runs in its own network namespace whose only way out is the
+// attempt's egress proxy (renderer/egress, served by the control process;
+// see deploy/renderer-network.md), which the browser is pointed at for
+// everything, loopback included. Requests to other origins also fail inside
+// the browser (Fetch interception) and names other than the allowed hosts do
+// not resolve: these in-browser layers are defence in depth only.
 //
 // The package also computes the browser part of the RenderProfile: the exact
 // launch flags and the browser build.

@@ -45,8 +45,8 @@ var fixedFlags = []string{
 	// Crash handling stays on: --disable-crashpad-for-testing would keep
 	// the crash handler (which leaves the process group by setsid) away,
 	// but with it Chromium 156 crashes its network service ("FD
-	// ownership violation"). The supervisor finds the handler by its
-	// environment tag instead.
+	// ownership violation"). The handler dies with the attempt's PID
+	// namespace instead.
 	"disable-breakpad",           // no crash uploads
 	"disable-domain-reliability", // no reliability beacons
 	"disable-client-side-phishing-detection",
@@ -70,39 +70,41 @@ var fixedFlags = []string{
 	"no-pings",
 }
 
-// NetworkFlags are the in-browser network restrictions of one attempt.
+// NetworkFlags are the browser's network settings of one attempt.
 type NetworkFlags struct {
-	// ProxyAddr is host:port of the refusing proxy every non-allowed
-	// connection goes to.
+	// ProxyAddr is host:port of the attempt's egress proxy: every
+	// connection goes there (it is the only way out of the attempt's
+	// network namespace anyway).
 	ProxyAddr string
-	// AllowedOrigins may be contacted directly.
+	// AllowedOrigins are the only hosts the browser resolves itself.
 	AllowedOrigins []string
+	// NoBrowserGate leaves the resolver rules out (tests only).
+	NoBrowserGate bool
 }
 
 // LaunchFlags returns the flags for one attempt, without the leading dashes,
 // as "name" or "name=value".
 func LaunchFlags(n NetworkFlags) []string {
 	flags := append([]string(nil), fixedFlags...)
-	var bypass []string
 	var exclude []string
 	for _, o := range n.AllowedOrigins {
 		u, err := url.Parse(o)
 		if err != nil || u.Host == "" {
 			continue
 		}
-		bypass = append(bypass, hostPort(u))
 		exclude = append(exclude, "EXCLUDE "+u.Hostname())
 	}
-	// "<-loopback>" removes Chromium's implicit proxy bypass for
-	// loopback, so a page cannot reach other local ports directly.
-	bypass = append([]string{"<-loopback>"}, bypass...)
 	flags = append(flags,
 		"proxy-server=http://"+n.ProxyAddr,
-		"proxy-bypass-list="+strings.Join(bypass, ";"),
-		// No name resolution except for the allowed hosts: DNS is an
-		// exfiltration channel too.
-		"host-resolver-rules=MAP * ~NOTFOUND"+prefixComma(exclude),
+		// "<-loopback>" removes Chromium's implicit proxy bypass for
+		// loopback: even the preview host goes through the egress proxy.
+		"proxy-bypass-list=<-loopback>",
 	)
+	if !n.NoBrowserGate {
+		// No name resolution except for the allowed hosts: DNS is an
+		// exfiltration channel too (the namespace has none anyway).
+		flags = append(flags, "host-resolver-rules=MAP * ~NOTFOUND"+prefixComma(exclude))
+	}
 	return flags
 }
 
@@ -127,12 +129,9 @@ func hostPort(u *url.URL) string {
 // deployment addresses and per-attempt paths replaced by placeholders,
 // sorted, with the flags chromedp adds itself.
 func ProfileFlags() []string {
-	flags := LaunchFlags(NetworkFlags{ProxyAddr: "<refusing-proxy>"})
+	flags := LaunchFlags(NetworkFlags{ProxyAddr: "<egress-proxy>"})
 	for i, f := range flags {
-		switch {
-		case strings.HasPrefix(f, "proxy-bypass-list="):
-			flags[i] = "proxy-bypass-list=<-loopback>;<allowed origins>"
-		case strings.HasPrefix(f, "host-resolver-rules="):
+		if strings.HasPrefix(f, "host-resolver-rules=") {
 			flags[i] = "host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE <allowed hosts>"
 		}
 	}

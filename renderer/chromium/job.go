@@ -31,6 +31,16 @@ type Job struct {
 	// BrowserLog forwards the browser's own output to the child's
 	// standard error, for diagnosing launch problems.
 	BrowserLog bool `json:"browser_log,omitempty"`
+	// EgressProxy is host:port of the attempt's egress proxy inside its
+	// network namespace: the browser's only way out.
+	EgressProxy string `json:"egress_proxy"`
+	// Probe asks for the launch probe only: start the browser with the
+	// attempt's flags and sandbox, open a blank page, close it.
+	Probe bool `json:"probe,omitempty"`
+	// NoBrowserGate switches the in-browser network layers (request
+	// interception, resolver rules) off. Only tests set it, to show that
+	// the kernel boundary holds alone.
+	NoBrowserGate bool `json:"no_browser_gate,omitempty"`
 }
 
 // DocumentSettings say what to open and what to expect there.

@@ -2,7 +2,6 @@ package chromium
 
 import (
 	"context"
-	"net"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -12,37 +11,6 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
-
-// refusingProxy accepts connections and closes them at once. Chromium sends
-// every connection that is not to an allowed origin to it (WebSocket
-// handshakes and DNS-less CONNECTs included), so those fail inside the
-// browser without leaving the machine.
-type refusingProxy struct {
-	ln   net.Listener
-	hits atomic.Int64
-}
-
-func startRefusingProxy() (*refusingProxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	p := &refusingProxy{ln: ln}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.hits.Add(1)
-			c.Close()
-		}
-	}()
-	return p, nil
-}
-
-func (p *refusingProxy) Addr() string { return p.ln.Addr().String() }
-func (p *refusingProxy) Close()       { p.ln.Close() }
 
 // gate decides, for every request the browser makes, whether it may leave
 // and whether it carries the preview credential.

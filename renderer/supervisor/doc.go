@@ -1,18 +1,25 @@
-// Package supervisor owns the lifetime of one execution process group: it
-// starts a child in its own process group with its own temp directory, an
-// explicit environment, resource limits and (when running as root) an
-// unprivileged user; it enforces the hard deadline on a monotonic timer; it
-// stops the child in the order the render specification demands (mark
-// stopped, ask the child to close, kill the whole group once the cleanup
-// grace is used up); and it proves that no process of the group is left
-// before it reports the resources as released.
+// Package supervisor owns the lifetime of one attempt's child and its
+// isolation: it leases the attempt an unprivileged user of its own, creates
+// the attempt's cgroup (memory, pids and CPU limits for the whole attempt),
+// starts the child in new PID, network, mount and IPC namespaces through an
+// exec shim that builds a restricted file view (a size-bounded private temp
+// file system, hidden credentials, its own /proc), opens the attempt's one
+// egress listener inside the network namespace, enforces the hard deadline
+// on a monotonic timer, stops the child in the order the render
+// specification demands (mark stopped, ask the child to close, kill the
+// whole attempt once the cleanup grace is used up), and proves that no
+// process of the attempt is left before it reports the resources released.
 //
-// "Proven gone" means: no process in /proc has the group's process group ID,
-// and no process carries the group's environment tag (which catches helpers
-// that moved to a session of their own, such as a crash handler); every such
-// process that became our child through PR_SET_CHILD_SUBREAPER is reaped, so
-// no zombie is left either. Until that holds the group stays unreleased, and
-// the caller must keep the slot occupied.
+// "Proven gone" means: the first process of the attempt's PID namespace
+// (its init) has been reaped, which the kernel allows only after every
+// other process of that namespace is gone, however it left its process
+// group, session or environment; and the attempt's cgroup is empty and
+// removed. Until that holds the group stays unreleased, and the caller must
+// keep the slot occupied.
+//
+// There is no unisolated mode: Start refuses to run without a user ID pool
+// and cgroups, and OpenCgroups fails, saying what is missing, where the
+// kernel cannot provide them.
 //
 // The package knows nothing about browsers or HTTP. Nothing outside it
 // touches a PID.

@@ -1,13 +1,15 @@
 package supervisor
 
 import (
-	"crypto/rand"
-	"encoding/hex"
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -16,15 +18,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TagVariable is the environment variable that marks every process of one
-// group; its value is random per group.
-const TagVariable = "RENDER_ATTEMPT_TAG"
-
 // Defaults for Spec.
 const (
 	DefaultGrace        = 5 * time.Second
 	DefaultProofTimeout = 10 * time.Second
-	stderrKeep          = 16 << 10
+	DefaultTempBytes    = 512 << 20
+	// shimTimeout bounds the set-up of the namespaces by the shim.
+	shimTimeout = 15 * time.Second
+	stderrKeep  = 16 << 10
 )
 
 // StopReason says why the supervisor stopped a group. Empty means the child
@@ -51,7 +52,7 @@ const (
 	PhaseReleased   Phase = "released"
 )
 
-// Spec describes one child process group.
+// Spec describes one attempt's child.
 type Spec struct {
 	// Path and Args are the child's program and arguments (Args without
 	// the program name). Never put secrets in Args: /proc shows them to
@@ -60,16 +61,32 @@ type Spec struct {
 	Args []string
 	// Env builds the complete child environment from the attempt
 	// directory; nothing of the supervisor's own environment is passed
-	// on unless Env returns it. TagVariable is added.
+	// on unless Env returns it.
 	Env func(dir string) []string
-	// Credential, when set, runs the child under another user. The
-	// attempt directory is handed to that user.
-	Credential *syscall.Credential
-	// TempRoot is where the attempt directory is created.
+	// UIDs leases the attempt's own unprivileged user; required.
+	UIDs *UIDPool
+	// Cgroups is where the attempt's cgroup is created; required.
+	Cgroups      *Cgroups
+	CgroupLimits CgroupLimits
+	// TempRoot is where the attempt directory is created. In the child's
+	// view it lies on the attempt's private temp file system.
 	TempRoot string
-	Limits   Limits
-	// Input is written to the child's standard input after the limits are
-	// in place, then standard input is closed. Secrets travel here.
+	// TempBytes bounds the private temp file system (/tmp, the attempt
+	// directory and /dev/shm together); zero means DefaultTempBytes.
+	TempBytes uint64
+	// Hide lists files and folders the child must not see (credentials,
+	// keys); its mount namespace covers them.
+	Hide []string
+	// Limits are per-process limits on top of the cgroup.
+	Limits Limits
+	// Egress, when set, is called once the child's network namespace
+	// exists and before the child runs. listen opens a listener whose
+	// address is in the child's namespace (its only way out) while the
+	// socket stays with the supervisor. The returned closer is closed
+	// once the group is released.
+	Egress func(listen func(network, addr string) (net.Listener, error)) (io.Closer, error)
+	// Input is written to the child's standard input once it runs, then
+	// standard input is closed. Secrets travel here.
 	Input []byte
 	// HardDeadline is when the supervisor stops the group on its own. It
 	// should carry a monotonic reading (time.Now().Add(d)), so wall-clock
@@ -101,29 +118,48 @@ type Outcome struct {
 	LeaderExitedAt  time.Time
 	// GraceExpired is true when the child did not exit within the grace
 	// and was killed with its group.
-	GraceExpired       bool
-	CleanupStartedAt   time.Time
-	ReleasedAt         time.Time
+	GraceExpired     bool
+	CleanupStartedAt time.Time
+	ReleasedAt       time.Time
+	// ProcessesReclaimed counts the processes still in the attempt's
+	// cgroup when cleanup began.
 	ProcessesReclaimed int
+	// OOMKills counts processes the kernel killed at the memory limit.
+	OOMKills int
+	// Isolation is what setting up the boundary cost.
+	Isolation IsolationTimes
 	// Stderr is the tail of the child's standard error, unredacted: the
 	// caller must redact before logging.
 	Stderr string
 }
 
-// Group is one running child process group.
+// IsolationTimes are the per-stage costs of one attempt's isolation.
+type IsolationTimes struct {
+	// Cgroup: creating the cgroup and writing its limits.
+	Cgroup time.Duration
+	// Namespaces: from clone to the shim's report that the PID, network,
+	// mount and IPC namespaces and the file view are set up.
+	Namespaces time.Duration
+	// Join: moving the shim into the cgroup.
+	Join time.Duration
+	// Egress: opening the egress listener in the network namespace and
+	// starting its server.
+	Egress time.Duration
+}
+
+// Group is one attempt's child and everything it started.
 type Group struct {
 	spec   Spec
 	log    *zap.Logger
 	dir    string
-	tag    []byte
 	cmd    *exec.Cmd
-	pgid   int
+	pid    int
+	cg     *Cgroup
+	lease  *Lease
+	egress io.Closer
+	goW    *os.File
 	stdout *os.File
 	stderr *tailBuffer
-
-	// seen remembers processes found by tag; only the supervise
-	// goroutine touches it.
-	seen map[procKey]bool
 
 	stopCh   chan StopReason
 	stopOnce sync.Once
@@ -134,8 +170,11 @@ type Group struct {
 	phase   Phase
 }
 
-// Start creates the attempt directory, starts the child in its own process
-// group, applies the limits, hands over the input and begins supervising.
+// Start leases a user, creates the attempt's cgroup, starts the exec shim in
+// new PID, network, mount and IPC namespaces, waits until it has built the
+// file view, moves it into the cgroup, opens the egress path, lets the child
+// run, hands over the input and begins supervising. Any failure undoes all of
+// it.
 func Start(spec Spec) (*Group, error) {
 	if spec.Grace <= 0 {
 		spec.Grace = DefaultGrace
@@ -143,106 +182,173 @@ func Start(spec Spec) (*Group, error) {
 	if spec.ProofTimeout <= 0 {
 		spec.ProofTimeout = DefaultProofTimeout
 	}
+	if spec.TempBytes == 0 {
+		spec.TempBytes = DefaultTempBytes
+	}
 	if spec.HardDeadline.IsZero() {
 		return nil, errors.New("supervisor: a hard deadline is required")
+	}
+	if spec.UIDs == nil || spec.Cgroups == nil {
+		return nil, errors.New("supervisor: a user ID pool and cgroups are required; there is no unisolated mode")
 	}
 	log := spec.Log
 	if log == nil {
 		log = zap.NewNop()
 	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: own executable for the exec shim: %w", err)
+	}
+	lease, err := spec.UIDs.Acquire()
+	if err != nil {
+		return nil, err
+	}
+	// The host keeps an empty placeholder of the attempt directory, so
+	// names stay unique; the child's directory of the same name lives on
+	// its private temp file system.
 	dir, err := os.MkdirTemp(spec.TempRoot, "a-")
 	if err != nil {
+		lease.Release()
 		return nil, fmt.Errorf("supervisor: attempt directory: %w", err)
 	}
-	fail := func(err error) (*Group, error) {
+	var iso IsolationTimes
+	t0 := time.Now()
+	cg, err := spec.Cgroups.Create(filepath.Base(dir), spec.CgroupLimits)
+	if err != nil {
+		lease.Release()
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	if spec.Credential != nil {
-		if err := os.Chown(dir, int(spec.Credential.Uid), int(spec.Credential.Gid)); err != nil {
-			return fail(fmt.Errorf("supervisor: hand attempt directory to child user: %w", err))
+	iso.Cgroup = time.Since(t0)
+	var files []*os.File
+	undo := func(err error) (*Group, error) {
+		for _, f := range files {
+			f.Close()
 		}
+		for i := 0; i < 200; i++ {
+			_ = cg.Kill()
+			if empty, _ := cg.Empty(); empty {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		_ = cg.Remove()
+		lease.Release()
+		os.RemoveAll(dir)
+		return nil, err
 	}
-	tagValue := make([]byte, 16)
-	if _, err := rand.Read(tagValue); err != nil {
-		return fail(err)
+	pipe := func() (*os.File, *os.File, error) {
+		r, w, err := os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
 	}
-	tag := TagVariable + "=" + hex.EncodeToString(tagValue)
-
+	goR, goW, err1 := pipe()
+	stR, stW, err2 := pipe()
+	stdinR, stdinW, err3 := pipe()
+	stdoutR, stdoutW, err4 := pipe()
+	stderrR, stderrW, err5 := pipe()
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+		return undo(err)
+	}
 	var env []string
 	if spec.Env != nil {
 		env = spec.Env(dir)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return fail(fmt.Errorf("supervisor: own executable for the exec shim: %w", err))
-	}
 	cmd := exec.Command(self)
-	cmd.Args = shimArgs(spec.Credential, spec.Limits, spec.Path, append([]string{spec.Path}, spec.Args...))
-	cmd.Env = append(env, tag)
-	cmd.Dir = dir
+	cmd.Args = shimArgs(shimConfig{
+		UID: lease.UID, Limits: spec.Limits, TempRoot: spec.TempRoot, AttemptDir: dir, TempBytes: spec.TempBytes,
+		Hide: spec.Hide, Target: spec.Path, Argv: append([]string{spec.Path}, spec.Args...),
+	})
+	cmd.Env = env
+	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid: true,
-		// If the supervisor dies without stopping the child, the
-		// kernel kills it (the shim re-arms this after dropping
-		// privileges); the browser's own parent-death signal then
-		// takes the browser.
+		Setpgid:    true,
+		Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC,
+		// If the supervisor dies without stopping the child, the kernel
+		// kills the namespace's init, and with it every process of the
+		// namespace (the shim re-arms this after dropping privileges).
 		Pdeathsig: syscall.SIGKILL,
 	}
-	stdinR, stdinW, err := os.Pipe()
-	if err != nil {
-		return fail(err)
-	}
-	stdoutR, stdoutW, err := os.Pipe()
-	if err != nil {
-		stdinR.Close()
-		stdinW.Close()
-		return fail(err)
-	}
-	stderrR, stderrW, err := os.Pipe()
-	if err != nil {
-		stdinR.Close()
-		stdinW.Close()
-		stdoutR.Close()
-		stdoutW.Close()
-		return fail(err)
-	}
 	// Pipes as *os.File, not io.Writers: exec.Cmd.Wait would otherwise
-	// wait for every process holding a copy of the write end, and an
-	// escaped helper could hold it forever.
-	cmd.Stdin = stdinR
-	cmd.Stdout = stdoutW
-	cmd.Stderr = stderrW
+	// wait for every process holding a copy of the write end.
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
+	cmd.ExtraFiles = []*os.File{goR, stW}
+	t0 = time.Now()
 	if err := cmd.Start(); err != nil {
-		for _, f := range []*os.File{stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW} {
-			f.Close()
-		}
-		return fail(fmt.Errorf("supervisor: start child: %w", err))
+		return undo(fmt.Errorf("supervisor: start child in new namespaces: %w", err))
 	}
-	// The child holds its own copies now; ours would keep the pipes open
-	// past the child's exit.
-	stdinR.Close()
-	stdoutW.Close()
-	stderrW.Close()
+	// The child holds its own copies now.
+	for _, f := range []*os.File{goR, stW, stdinR, stdoutW, stderrW} {
+		f.Close()
+	}
+	files = []*os.File{goW, stR, stdinW, stdoutR, stderrR}
+	pid := cmd.Process.Pid
+	kill := func(err error) (*Group, error) {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		_ = cmd.Wait()
+		return undo(err)
+	}
+	status := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stR).ReadString('\n')
+		status <- strings.TrimSpace(line)
+	}()
+	select {
+	case st := <-status:
+		if st != "ok" {
+			if st == "" {
+				st = "shim ended without a report"
+			}
+			return kill(fmt.Errorf("supervisor: isolation set-up failed: %s", strings.TrimPrefix(st, "error: ")))
+		}
+	case <-time.After(shimTimeout):
+		return kill(fmt.Errorf("supervisor: isolation set-up took longer than %s", shimTimeout))
+	}
+	iso.Namespaces = time.Since(t0)
+	t0 = time.Now()
+	if err := cg.Add(pid); err != nil {
+		return kill(err)
+	}
+	iso.Join = time.Since(t0)
+	var egress io.Closer
+	if spec.Egress != nil {
+		t0 = time.Now()
+		egress, err = spec.Egress(func(network, addr string) (net.Listener, error) { return listenIn(pid, network, addr) })
+		if err != nil {
+			return kill(fmt.Errorf("supervisor: egress path: %w", err))
+		}
+		iso.Egress = time.Since(t0)
+	}
+	if _, err := goW.Write([]byte{1}); err != nil {
+		if egress != nil {
+			egress.Close()
+		}
+		return kill(fmt.Errorf("supervisor: release child: %w", err))
+	}
+	stR.Close()
 	stderr := &tailBuffer{max: stderrKeep}
 	go func() {
 		_, _ = io.Copy(stderr, stderrR)
 		stderrR.Close()
 	}()
-
 	g := &Group{
-		spec:   spec,
-		log:    log,
-		dir:    dir,
-		tag:    []byte(tag),
-		cmd:    cmd,
-		pgid:   cmd.Process.Pid,
-		stdout: stdoutR,
-		stderr: stderr,
-		seen:   make(map[procKey]bool),
-		stopCh: make(chan StopReason, 1),
-		done:   make(chan struct{}),
-		phase:  PhaseRunning,
+		spec:    spec,
+		log:     log,
+		dir:     dir,
+		cmd:     cmd,
+		pid:     pid,
+		cg:      cg,
+		lease:   lease,
+		egress:  egress,
+		goW:     goW,
+		stdout:  stdoutR,
+		stderr:  stderr,
+		stopCh:  make(chan StopReason, 1),
+		done:    make(chan struct{}),
+		phase:   PhaseRunning,
+		outcome: Outcome{Isolation: iso},
 	}
 	leaderDone := make(chan struct{})
 	go func() {
@@ -250,8 +356,7 @@ func Start(spec Spec) (*Group, error) {
 		g.recordExit(err)
 		close(leaderDone)
 	}()
-
-	setOOMScore(g.pgid)
+	setOOMScore(pid)
 	go func() {
 		if len(spec.Input) > 0 {
 			if _, err := stdinW.Write(spec.Input); err != nil {
@@ -268,9 +373,23 @@ func Start(spec Spec) (*Group, error) {
 // before the group is reported released.
 func (g *Group) Dir() string { return g.dir }
 
-// Stdout is the child's standard output. It reaches EOF when the child
-// exits. The caller must read it, or the child blocks on a full pipe.
-func (g *Group) Stdout() io.Reader { return g.stdout }
+// Stdout is the child's standard output. It reaches EOF once every process
+// of the attempt is gone (none can hold the pipe open past the PID
+// namespace) and closes itself then, so output written just before the end
+// is never lost. The caller must read it to EOF, or the child blocks on a
+// full pipe.
+func (g *Group) Stdout() io.Reader { return eofCloser{g.stdout} }
+
+// eofCloser closes the file once it reported EOF or an error.
+type eofCloser struct{ f *os.File }
+
+func (e eofCloser) Read(p []byte) (int, error) {
+	n, err := e.f.Read(p)
+	if err != nil {
+		e.f.Close()
+	}
+	return n, err
+}
 
 // Stop marks the group stopped and starts the stop sequence: SIGTERM to the
 // child, then, after the grace, SIGKILL to the whole group. Only the first
@@ -323,10 +442,8 @@ func (g *Group) recordExit(err error) {
 
 func (g *Group) supervise(leaderDone <-chan struct{}) {
 	defer close(g.done)
-	defer g.stdout.Close()
 	timer := time.NewTimer(time.Until(g.spec.HardDeadline))
 	defer timer.Stop()
-
 	var reason StopReason
 	select {
 	case <-leaderDone:
@@ -342,7 +459,7 @@ func (g *Group) supervise(leaderDone <-chan struct{}) {
 		g.setPhase(PhaseStopping)
 		// Ask the child to close its browser itself; it knows how to
 		// do that without leaving half-written files.
-		_ = unix.Kill(g.pgid, unix.SIGTERM)
+		_ = unix.Kill(-g.pid, unix.SIGTERM)
 		grace := time.NewTimer(g.spec.Grace)
 		select {
 		case <-leaderDone:
@@ -351,34 +468,48 @@ func (g *Group) supervise(leaderDone <-chan struct{}) {
 			g.mu.Lock()
 			g.outcome.GraceExpired = true
 			g.mu.Unlock()
-			g.log.Warn("child did not close within the grace; killing its process group",
-				zap.Int("pgid", g.pgid), zap.Duration("grace", g.spec.Grace))
+			g.log.Warn("child did not close within the grace; killing the whole attempt", zap.Duration("grace", g.spec.Grace))
 		}
 	}
+	procs, _ := g.cg.Procs()
 	g.mu.Lock()
 	g.outcome.CleanupStartedAt = time.Now()
+	g.outcome.ProcessesReclaimed = len(procs)
 	g.mu.Unlock()
 	g.setPhase(PhaseCleaning)
-	// Whether the child exited by itself or not, its helpers may live on
-	// in the group; the whole group goes.
-	_ = unix.Kill(-g.pgid, unix.SIGKILL)
+	// Whether the child exited by itself or not, its helpers may live on:
+	// SIGKILL to the namespace's init makes the kernel kill every process
+	// of the PID namespace; the cgroup kill takes anything in the cgroup.
+	_ = unix.Kill(g.pid, unix.SIGKILL)
+	_ = g.cg.Kill()
 	<-leaderDone
-
+	// The init of a PID namespace is reaped only after every other
+	// process of the namespace is gone; the empty cgroup confirms it.
 	deadline := time.Now().Add(g.spec.ProofTimeout)
 	reported := false
-	wait := 5 * time.Millisecond
+	wait := time.Millisecond
 	for {
-		n, err := g.reclaim()
-		if err == nil && n == 0 {
-			if rmErr := os.RemoveAll(g.dir); rmErr == nil {
-				break
-			} else if !reported {
-				g.log.Error("attempt directory not removed", zap.Error(rmErr))
+		left, err := g.cg.Procs()
+		if err == nil && len(left) == 0 {
+			g.mu.Lock()
+			g.outcome.OOMKills = g.cg.OOMKills()
+			g.mu.Unlock()
+			rmErr := g.cg.Remove()
+			if rmErr == nil {
+				rmErr = os.RemoveAll(g.dir)
 			}
+			if rmErr == nil {
+				break
+			}
+			if !reported {
+				g.log.Error("attempt cgroup or directory not removed", zap.Error(rmErr))
+			}
+		} else {
+			_ = g.cg.Kill()
 		}
 		if !reported && time.Now().After(deadline) {
 			reported = true
-			g.log.Error("process group not proven gone; slot stays occupied", zap.Int("pgid", g.pgid), zap.Int("left", n), zap.Error(err))
+			g.log.Error("attempt not proven gone; slot stays occupied", zap.Int("left", len(left)), zap.Error(err))
 			g.setPhase(PhaseUnreleased)
 		}
 		time.Sleep(wait)
@@ -386,48 +517,15 @@ func (g *Group) supervise(leaderDone <-chan struct{}) {
 			wait *= 2
 		}
 	}
+	if g.egress != nil {
+		g.egress.Close()
+	}
+	g.goW.Close()
+	g.lease.Release()
 	g.mu.Lock()
 	g.outcome.ReleasedAt = time.Now()
 	g.mu.Unlock()
 	g.setPhase(PhaseReleased)
-}
-
-// reclaim kills and reaps what is left of the group and returns how many
-// processes it still found.
-func (g *Group) reclaim() (int, error) {
-	_ = unix.Kill(-g.pgid, unix.SIGKILL)
-	left, err := members(g.pgid, g.tag, g.seen)
-	if err != nil {
-		return -1, err
-	}
-	self := os.Getpid()
-	for _, p := range left {
-		if !p.zombie {
-			_ = unix.Kill(p.pid, unix.SIGKILL)
-		}
-	}
-	// Reap orphans of the group that were re-parented to us.
-	for {
-		pid, err := unix.Wait4(-g.pgid, nil, unix.WNOHANG, nil)
-		if pid <= 0 || err != nil {
-			break
-		}
-		g.countReclaimed()
-	}
-	for _, p := range left {
-		if p.pgrp != g.pgid && (p.ppid == self || p.zombie) {
-			if pid, _ := unix.Wait4(p.pid, nil, unix.WNOHANG, nil); pid > 0 {
-				g.countReclaimed()
-			}
-		}
-	}
-	return len(left), nil
-}
-
-func (g *Group) countReclaimed() {
-	g.mu.Lock()
-	g.outcome.ProcessesReclaimed++
-	g.mu.Unlock()
 }
 
 // tailBuffer keeps the last max bytes written.

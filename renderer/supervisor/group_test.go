@@ -2,8 +2,13 @@ package supervisor
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
 	"os"
-	"os/user"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,20 +25,57 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// isolation gives a test its own cgroup parent and user ID lock directory.
+// The isolation needs root (in CI and on these machines tests run as root).
+func isolation(t *testing.T) (*UIDPool, *Cgroups) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the attempt isolation needs root (namespaces, cgroups, per-attempt users)")
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	cg, err := OpenCgroups("", "slidecells-test-"+hex.EncodeToString(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := cg.KillLeftovers(5 * time.Second); err != nil {
+			t.Error(err)
+		}
+		if err := cg.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	pool := &UIDPool{First: DefaultUIDFirst, Last: DefaultUIDLast, LockDir: DefaultUIDLockDir}
+	if err := pool.Check(); err != nil {
+		t.Fatal(err)
+	}
+	return pool, cg
+}
+
 type run struct {
 	g      *Group
 	lines  chan string
 	stdout chan string
 }
 
-// start runs script under sh with a minimal environment and collects stdout.
+// start runs script under sh, isolated, with a minimal environment and
+// collects stdout.
 func start(t *testing.T, script string, mutate func(*Spec)) run {
 	t.Helper()
+	pool, cg := isolation(t)
+	root, err := os.MkdirTemp("/tmp", "sv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
 	spec := Spec{
 		Path:         "/bin/sh",
 		Args:         []string{"-c", script},
 		Env:          func(dir string) []string { return []string{"PATH=/usr/bin:/bin", "HOME=" + dir} },
-		TempRoot:     t.TempDir(),
+		UIDs:         pool,
+		Cgroups:      cg,
+		TempRoot:     root,
 		HardDeadline: time.Now().Add(time.Minute),
 		Grace:        200 * time.Millisecond,
 		ProofTimeout: 5 * time.Second,
@@ -79,24 +121,50 @@ func (r run) wait(t *testing.T) (Outcome, string) {
 	return r.g.Outcome(), <-r.stdout
 }
 
-// assertGone checks the process table for anything of the group.
-func assertGone(t *testing.T, g *Group) {
+// hostPIDs are the host PIDs of every process of the attempt right now.
+func hostPIDs(t *testing.T, g *Group) []int {
 	t.Helper()
-	left, err := members(g.pgid, g.tag, nil)
+	p, err := g.cg.Procs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(left) > 0 {
-		t.Fatalf("processes of the group left: %+v", left)
+	return p
+}
+
+// assertGone checks that nothing of the attempt is left: none of the given
+// host PIDs lives (or lingers as a zombie), the cgroup and the attempt
+// directory are removed.
+func assertGone(t *testing.T, g *Group, pids []int) {
+	t.Helper()
+	for _, p := range pids {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(p)); err == nil {
+			stat, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat")
+			t.Fatalf("process %d of the attempt survived: %s", p, stat)
+		}
+	}
+	for _, d := range g.cg.dirs {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Fatalf("cgroup %s still there: %v", d, err)
+		}
 	}
 	if _, err := os.Stat(g.Dir()); !os.IsNotExist(err) {
 		t.Fatalf("attempt directory still there: %v", err)
 	}
 }
 
+func waitLine(t *testing.T, r run) string {
+	t.Helper()
+	select {
+	case l := <-r.lines:
+		return l
+	case <-time.After(10 * time.Second):
+		t.Fatal("child printed nothing")
+	}
+	return ""
+}
+
 func TestNaturalExitReleasesEverything(t *testing.T) {
 	r := start(t, `read x; echo "got $x"; sleep 300 & exit 3`, func(s *Spec) { s.Input = []byte("hello\n") })
-	// Read the first line before the group is reclaimed.
 	o, out := r.wait(t)
 	if strings.TrimSpace(out) != "got hello" {
 		t.Fatalf("stdout = %q", out)
@@ -107,34 +175,36 @@ func TestNaturalExitReleasesEverything(t *testing.T) {
 	if o.ReleasedAt.IsZero() || r.g.Phase() != PhaseReleased {
 		t.Fatal("not released")
 	}
-	assertGone(t, r.g)
+	assertGone(t, r.g, nil)
 }
 
 func TestDeadlineKillsGroupThatIgnoresTERM(t *testing.T) {
 	var phases []Phase
 	phaseCh := make(chan Phase, 10)
 	r := start(t, `trap "" TERM; sleep 300 & sleep 300 & echo up; wait`, func(s *Spec) {
-		s.HardDeadline = time.Now().Add(300 * time.Millisecond)
+		s.HardDeadline = time.Now().Add(500 * time.Millisecond)
 		s.OnPhase = func(p Phase, _ time.Time) { phaseCh <- p }
 	})
-	o, out := r.wait(t)
+	waitLine(t, r)
+	pids := hostPIDs(t, r.g)
+	o, _ := r.wait(t)
 	close(phaseCh)
 	for p := range phaseCh {
 		phases = append(phases, p)
 	}
-	if strings.TrimSpace(out) != "up" {
-		t.Fatalf("stdout = %q", out)
-	}
 	if o.StopReason != StopDeadline || !o.GraceExpired || o.Signal != syscall.SIGKILL {
 		t.Fatalf("outcome = %+v", o)
 	}
-	if !o.StopRequestedAt.Before(o.CleanupStartedAt) || o.CleanupStartedAt.Sub(o.StopRequestedAt) < 200*time.Millisecond {
+	if o.CleanupStartedAt.Sub(o.StopRequestedAt) < 200*time.Millisecond {
 		t.Fatalf("group killed before the grace was used up: %+v", o)
 	}
 	if got := joinPhases(phases); got != "stopping,cleaning,released" {
 		t.Fatalf("phases = %s", got)
 	}
-	assertGone(t, r.g)
+	if len(pids) < 3 || o.ProcessesReclaimed < 3 {
+		t.Fatalf("expected the shell and two sleeps, saw %v, reclaimed %d", pids, o.ProcessesReclaimed)
+	}
+	assertGone(t, r.g, pids)
 }
 
 func TestStopLetsChildCloseWithinGrace(t *testing.T) {
@@ -146,33 +216,34 @@ func TestStopLetsChildCloseWithinGrace(t *testing.T) {
 	if o.StopReason != StopCancel || o.GraceExpired || o.ExitCode != 0 {
 		t.Fatalf("outcome = %+v", o)
 	}
-	assertGone(t, r.g)
+	assertGone(t, r.g, nil)
 }
 
-func TestEscapedSessionIsFoundAndReaped(t *testing.T) {
-	r := start(t, `setsid sleep 300 & echo $!; wait`, nil)
-	pid := waitLine(t, r)
-	n, err := strconv.Atoi(pid)
-	if err != nil {
-		t.Fatalf("pid line %q", pid)
+// TestEscapeBySetsidAndEmptyEnvironmentIsKilled: a helper that forks twice,
+// calls setsid and clears its environment leaves the process group, the
+// session and every environment mark; the PID namespace still holds it.
+func TestEscapeBySetsidAndEmptyEnvironmentIsKilled(t *testing.T) {
+	r := start(t, `(setsid env -i /bin/sh -c 'trap "" TERM HUP; sleep 300' &) ; (setsid env -i sleep 301 &); sleep 0.2; echo up; sleep 300`, nil)
+	waitLine(t, r)
+	pids := hostPIDs(t, r.g)
+	escaped := 0
+	for _, p := range pids {
+		if env, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/environ"); err == nil && len(env) == 0 {
+			escaped++
+		}
 	}
-	// setsid runs in the background job; wait until it has left the group.
-	for i := 0; ; i++ {
-		e, ok := readStat(n)
-		if ok && e.pgrp != r.g.pgid {
-			break
+	if escaped < 2 {
+		for _, d := range r.g.cg.dirs {
+			b, _ := os.ReadFile(d + "/cgroup.procs")
+			t.Logf("%s: %q", d, b)
 		}
-		if i > 200 {
-			t.Fatalf("test setup: helper did not leave the process group: %+v", e)
-		}
-		time.Sleep(10 * time.Millisecond)
+		out, _ := exec.Command("ps", "-eo", "pid,ppid,pgid,sid,uid,args").CombinedOutput()
+		t.Logf("%s", out)
+		t.Fatalf("test setup: expected two helpers with empty environments among %v", pids)
 	}
 	r.g.Stop(StopCancel)
 	r.wait(t)
-	if _, err := os.Stat("/proc/" + pid); !os.IsNotExist(err) {
-		t.Fatalf("escaped process %s survived (or is an unreaped zombie)", pid)
-	}
-	assertGone(t, r.g)
+	assertGone(t, r.g, pids)
 }
 
 func TestLimitsAreInPlaceBeforeInput(t *testing.T) {
@@ -197,64 +268,228 @@ func TestEnvironmentIsOnlyWhatWasGiven(t *testing.T) {
 	t.Setenv("RENDER_SERVICE_CREDENTIAL_FILE", "/secret")
 	r := start(t, `env`, nil)
 	_, out := r.wait(t)
-	var keys []string
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		k, _, _ := strings.Cut(l, "=")
-		keys = append(keys, k)
-	}
-	got := strings.Join(keys, ",")
-	for _, k := range keys {
 		switch k {
-		case "PATH", "HOME", TagVariable, "PWD", "SHLVL", "_":
+		case "PATH", "HOME", "PWD", "SHLVL", "_":
 		default:
-			t.Fatalf("unexpected variable %s in child environment (%s)", k, got)
+			t.Fatalf("unexpected variable %s in child environment:\n%s", k, out)
 		}
 	}
 }
 
-func TestRunsAsUnprivilegedUser(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("dropping to another user needs root")
+// TestEachAttemptHasItsOwnUser: two concurrent attempts run as two
+// different unprivileged users of the range, never root.
+func TestEachAttemptHasItsOwnUser(t *testing.T) {
+	a := start(t, `id -u; id -G; touch "$HOME/x" && echo writable; sleep 300`, nil)
+	b := start(t, `id -u; sleep 300`, nil)
+	ua, ga, w := waitLine(t, a), waitLine(t, a), waitLine(t, a)
+	ub := waitLine(t, b)
+	n, _ := strconv.Atoi(ua)
+	if n < DefaultUIDFirst || n > DefaultUIDLast || ga != ua || w != "writable" {
+		t.Fatalf("child identity = uid %s groups %s (%s)", ua, ga, w)
 	}
-	u, err := user.Lookup("nobody")
-	if err != nil {
-		t.Skip("no user nobody")
+	if ua == ub {
+		t.Fatalf("two concurrent attempts share user %s", ua)
 	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	root := t.TempDir()
-	// The child user must be able to enter its own directory below root.
-	for _, d := range []string{root, filepath.Dir(root)} {
-		if err := os.Chmod(d, 0o711); err != nil {
-			t.Fatal(err)
+}
+
+// TestFileView: the child sees its own processes only, its own empty temp
+// file system, and neither hidden files nor the host's temp root.
+func TestFileView(t *testing.T) {
+	secretDir := t.TempDir()
+	secret := filepath.Join(secretDir, "credential")
+	if err := os.WriteFile(secret, []byte("top-secret-credential"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var root string
+	r := start(t, fmt.Sprintf(`echo "procs=$(ls -d /proc/[0-9]* | wc -l)"; echo "secret=$(cat %s)"; echo "tmp=$(ls -A /tmp | tr '\n' ' ')"; if [ -e $(dirname $HOME)/results-x ]; then echo root=visible; else echo root=hidden; fi; echo "net=$(ls /sys/class/net | tr '\n' ' ')"`, secret), func(s *Spec) {
+		s.Hide = []string{secret}
+		root = s.TempRoot
+	})
+	if err := os.WriteFile(filepath.Join(root, "results-x"), []byte("other workspace"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, out := r.wait(t)
+	for _, want := range []string{"secret=\n", "root=hidden\n", "net=lo \n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in:\n%s", want, out)
 		}
 	}
-	r := start(t, `id -u; id -G; touch "$HOME/x" && echo writable`, func(s *Spec) {
-		s.TempRoot = root
-		s.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+	var procs int
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(l, "procs="); ok {
+			procs, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	if procs == 0 || procs > 5 {
+		t.Errorf("child sees %d processes, want only its own:\n%s", procs, out)
+	}
+}
+
+// TestNetworkNamespaceHasNoWayOut: from inside, another loopback port of the
+// host, the link-local metadata address and DNS are unreachable; only the
+// egress listener the supervisor opened answers.
+func TestNetworkNamespaceHasNoWayOut(t *testing.T) {
+	host, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	hits := make(chan struct{}, 10)
+	go func() {
+		for {
+			c, err := host.Accept()
+			if err != nil {
+				return
+			}
+			hits <- struct{}{}
+			c.Close()
+		}
+	}()
+	port := host.Addr().(*net.TCPAddr).Port
+	egressHits := make(chan string, 10)
+	script := fmt.Sprintf(`
+try() { if timeout 3 bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null; then echo "$3=open"; else echo "$3=closed"; fi; }
+try 127.0.0.1 %d host-loopback
+try 169.254.169.254 80 metadata
+try 10.0.0.1 80 private
+try 127.0.0.1 3128 egress
+if getent hosts example.com >/dev/null 2>&1; then echo dns=resolved; else echo dns=failed; fi
+`, port)
+	r := start(t, script, func(s *Spec) {
+		s.Path = "/bin/bash"
+		s.Egress = func(listen func(string, string) (net.Listener, error)) (io.Closer, error) {
+			ln, err := listen("tcp", "127.0.0.1:3128")
+			if err != nil {
+				return nil, err
+			}
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					egressHits <- c.RemoteAddr().String()
+					c.Close()
+				}
+			}()
+			return ln, nil
+		}
 	})
 	_, out := r.wait(t)
-	lines := strings.Fields(out)
-	if len(lines) < 3 || lines[0] != u.Uid || lines[1] != u.Gid || lines[2] != "writable" {
-		t.Fatalf("child identity/output = %q", out)
+	for _, want := range []string{"host-loopback=closed", "metadata=closed", "private=closed", "egress=open", "dns=failed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %s in:\n%s", want, out)
+		}
+	}
+	if len(hits) != 0 {
+		t.Fatalf("the host's loopback port was reached %d times", len(hits))
+	}
+	if len(egressHits) != 1 {
+		t.Fatalf("egress listener saw %d connections, want 1", len(egressHits))
 	}
 }
 
-func TestStartRequiresDeadline(t *testing.T) {
+// TestMemoryBombIsContained: the whole attempt shares one memory limit;
+// the kernel kills inside the attempt, the attempt is released and the
+// supervisor (this test) is unharmed.
+func TestMemoryBombIsContained(t *testing.T) {
+	r := start(t, `echo up; awk 'BEGIN { s = "x"; for (;;) s = s s }'; echo "survived $?"`, func(s *Spec) {
+		s.CgroupLimits = CgroupLimits{MemoryBytes: 64 << 20}
+		s.HardDeadline = time.Now().Add(20 * time.Second)
+	})
+	o, out := r.wait(t)
+	if o.OOMKills < 1 {
+		t.Fatalf("no OOM kill inside the attempt (outcome %+v, out %q)", o, out)
+	}
+	if o.StopReason != "" {
+		t.Fatalf("the bomb ran into the deadline instead of the memory limit: %+v", o)
+	}
+	assertGone(t, r.g, nil)
+}
+
+// TestForkBombIsContained: the pids limit stops the bomb, the deadline ends
+// the attempt, everything is reclaimed and the host can still fork.
+func TestForkBombIsContained(t *testing.T) {
+	r := start(t, `echo up; b() { b | b & }; b; sleep 60`, func(s *Spec) {
+		s.CgroupLimits = CgroupLimits{Processes: 64}
+		s.HardDeadline = time.Now().Add(1500 * time.Millisecond)
+	})
+	waitLine(t, r)
+	time.Sleep(500 * time.Millisecond)
+	if n := len(hostPIDs(t, r.g)); n > 64 {
+		t.Fatalf("%d processes in an attempt limited to 64", n)
+	}
+	o, _ := r.wait(t)
+	if o.StopReason != StopDeadline {
+		t.Fatalf("outcome = %+v", o)
+	}
+	assertGone(t, r.g, nil)
+	if out, err := exec.Command("/bin/true").CombinedOutput(); err != nil {
+		t.Fatalf("host cannot fork after the bomb: %v %s", err, out)
+	}
+}
+
+// TestDiskFillerIsStopped: the private temp file system is bounded; the
+// filler gets ENOSPC, the host's disk sees nothing of it.
+func TestDiskFillerIsStopped(t *testing.T) {
+	r := start(t, `dd if=/dev/zero of=$HOME/fill bs=1M count=200 2>&1; echo "size=$(stat -c %s $HOME/fill)"; dd if=/dev/zero of=/tmp/fill2 bs=1M count=10 2>&1`, func(s *Spec) {
+		s.TempBytes = 16 << 20
+	})
+	_, out := r.wait(t)
+	if !strings.Contains(out, "No space left on device") {
+		t.Fatalf("filler was not stopped:\n%s", out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(l, "size="); ok {
+			if n, _ := strconv.Atoi(v); n > 16<<20 {
+				t.Fatalf("file of %d bytes in a 16 MiB temp file system", n)
+			}
+		}
+	}
+	assertGone(t, r.g, nil)
+}
+
+// TestLeftoversOfAnEarlierEpochAreKilled: processes left in the renderer's
+// cgroup parent by an earlier epoch (here: one that escaped by setsid) are
+// killed, and their cgroups removed.
+func TestLeftoversOfAnEarlierEpochAreKilled(t *testing.T) {
+	_, cg := isolation(t)
+	old, err := cg.Create("a-earlier", CgroupLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("setsid", "sleep", "300")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Add(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	n, err := cg.KillLeftovers(5 * time.Second)
+	if err != nil || n != 1 {
+		t.Fatalf("KillLeftovers = %d, %v", n, err)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("leftover process not killed")
+	}
+	if _, err := os.Stat(old.dirs[0]); !os.IsNotExist(err) {
+		t.Fatal("leftover cgroup not removed")
+	}
+}
+
+func TestStartRequiresDeadlineAndIsolation(t *testing.T) {
 	if _, err := Start(Spec{Path: "/bin/true", TempRoot: t.TempDir()}); err == nil {
 		t.Fatal("started without a hard deadline")
 	}
-}
-
-func waitLine(t *testing.T, r run) string {
-	t.Helper()
-	select {
-	case l := <-r.lines:
-		return l
-	case <-time.After(10 * time.Second):
-		t.Fatal("child printed nothing")
+	if _, err := Start(Spec{Path: "/bin/true", TempRoot: t.TempDir(), HardDeadline: time.Now().Add(time.Second)}); err == nil {
+		t.Fatal("started without isolation")
 	}
-	return ""
 }
 
 func joinPhases(ps []Phase) string {

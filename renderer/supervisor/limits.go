@@ -18,8 +18,8 @@ type Limits struct {
 	// touches.
 	DataBytes uint64
 	// Processes bounds the processes of the child's user (RLIMIT_NPROC).
-	// The kernel counts per real user, so this is only tight when the
-	// child runs under its own user.
+	// Every attempt has a user of its own, so this counts the attempt's
+	// processes only; the cgroup's pids limit is the main bound.
 	Processes uint64
 	// FileBytes bounds the size of any file the group writes
 	// (RLIMIT_FSIZE).
@@ -30,10 +30,10 @@ type Limits struct {
 
 // Defaults for Limits.
 const (
-	DefaultDataBytes = 4 << 30
-	DefaultProcesses = 512
-	DefaultFileBytes = 256 << 20
-	DefaultOpenFiles = 8192
+	DefaultDataBytes     = 4 << 30
+	DefaultUserProcesses = 1024
+	DefaultFileBytes     = 256 << 20
+	DefaultOpenFiles     = 8192
 )
 
 // WithDefaults fills zero fields with the defaults.
@@ -42,7 +42,7 @@ func (l Limits) WithDefaults() Limits {
 		l.DataBytes = DefaultDataBytes
 	}
 	if l.Processes == 0 {
-		l.Processes = DefaultProcesses
+		l.Processes = DefaultUserProcesses
 	}
 	if l.FileBytes == 0 {
 		l.FileBytes = DefaultFileBytes

@@ -23,6 +23,10 @@ const (
 	CodeOutputLimitExceeded  Code = "RENDER_OUTPUT_LIMIT_EXCEEDED"
 	CodeCancelled            Code = "RENDER_CANCELLED"
 	CodeInternal             Code = "RENDER_INTERNAL_ERROR"
+	// CodeUnauthenticated is not in the specification's table: a missing
+	// or wrong service credential on the control API. It has its own code
+	// so that a credential problem is never read as an expired input.
+	CodeUnauthenticated Code = "RENDER_SERVICE_UNAUTHENTICATED"
 )
 
 // Category groups codes by who must act.
@@ -81,6 +85,7 @@ var codes = map[Code]codeInfo{
 	CodeOutputLimitExceeded:  {CategoryResource, false},
 	CodeCancelled:            {CategoryCancellation, false},
 	CodeInternal:             {CategoryInternal, true},
+	CodeUnauthenticated:      {CategoryConfiguration, false},
 }
 
 // Known reports whether c is a code of the specification.
@@ -109,6 +114,16 @@ type Error struct {
 	TraceID   string   `json:"trace_id,omitempty"`
 	// Resources carries the resource facts of RENDER_ASSET_NOT_READY.
 	Resources *ResourceSummary `json:"resources,omitempty"`
+	// Situation refines the HTTP status of the answer (see HTTPStatus);
+	// it never travels.
+	Situation Situation `json:"-"`
+}
+
+// In returns a copy of the error answered in situation s.
+func (e *Error) In(s Situation) *Error {
+	c := *e
+	c.Situation = s
+	return &c
 }
 
 // NewError builds an Error with the code's category and retry hint.

@@ -108,7 +108,7 @@ func TestRequestDigestIgnoresAttemptAndCredentials(t *testing.T) {
 func TestEveryCodeHasACategory(t *testing.T) {
 	all := []Code{CodeQueueFull, CodeWorkerBusy, CodeServiceUnavailable, CodeContractMismatch, CodeProfileMismatch,
 		CodeInputExpired, CodeInputNotReproducible, CodeContentError, CodeAssetNotReady, CodeBrowserLost,
-		CodeDeadlineExceeded, CodeResultLost, CodeOutputLimitExceeded, CodeCancelled, CodeInternal}
+		CodeDeadlineExceeded, CodeResultLost, CodeOutputLimitExceeded, CodeCancelled, CodeInternal, CodeUnauthenticated}
 	if len(all) != len(codes) {
 		t.Fatalf("code table has %d entries, spec lists %d", len(codes), len(all))
 	}
@@ -182,5 +182,36 @@ func TestArtifactNames(t *testing.T) {
 	}
 	if ArtifactCapture.MaxBytes() != 32<<20 || ArtifactDiagnosis.MaxBytes() != 1<<20 {
 		t.Fatal("artifact limits wrong")
+	}
+}
+
+func TestHTTPStatusTable(t *testing.T) {
+	cases := []struct {
+		code Code
+		sit  Situation
+		want int
+	}{
+		{CodeUnauthenticated, "", 401},
+		{CodeContractMismatch, "", 400},
+		{CodeContractMismatch, SituationConflict, 409},
+		{CodeInputExpired, "", 403},
+		{CodeInputExpired, SituationConflict, 409},
+		{CodeWorkerBusy, "", 429},
+		{CodeServiceUnavailable, "", 503},
+		{CodeResultLost, "", 404},
+		{CodeResultLost, SituationGone, 410},
+		{CodeResultLost, SituationConflict, 409},
+		{CodeCancelled, SituationGone, 409}, // unlisted situation: the code's default
+		{Code("RENDER_NO_SUCH"), "", 500},
+	}
+	for _, c := range cases {
+		if got := NewError(c.code, StageAdmission, "x").In(c.sit).HTTPStatus(); got != c.want {
+			t.Errorf("%s in %q: %d, want %d", c.code, c.sit, got, c.want)
+		}
+	}
+	for code := range codes {
+		if _, ok := httpStatus[code]; !ok {
+			t.Errorf("%s has no HTTP status", code)
+		}
 	}
 }

@@ -44,11 +44,14 @@ type settings struct {
 	AuthMaxStale  time.Duration
 	ShutdownGrace time.Duration
 	RendererURLs  []string
-	IdemRetention time.Duration
-	BlobURL       string
-	Failpoints    failpoint.Points
-	BenchNoIdem   bool
-	LogLevel      string
+	// RendererCredential is the renderers' service credential: the first line of
+	// RENDER_SERVICE_CREDENTIAL_FILE (during a rotation the renderers accept a second one).
+	RendererCredential string
+	IdemRetention      time.Duration
+	BlobURL            string
+	Failpoints         failpoint.Points
+	BenchNoIdem        bool
+	LogLevel           string
 }
 
 func load() (settings, error) {
@@ -80,6 +83,16 @@ func load() (settings, error) {
 	}
 	if s.IdemRetention < 24*time.Hour {
 		l.Fail("CELL_IDEMPOTENCY_RETENTION", "must be at least 24h")
+	}
+	if p := l.String("RENDER_SERVICE_CREDENTIAL_FILE", "", false); p != "" {
+		b, err := os.ReadFile(p)
+		line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+		if err != nil || len(strings.TrimSpace(line)) < 16 {
+			l.Fail("RENDER_SERVICE_CREDENTIAL_FILE", "unreadable or shorter than 16 characters")
+		}
+		s.RendererCredential = strings.TrimSpace(line)
+	} else if len(s.RendererURLs) > 0 {
+		l.Fail("RENDER_SERVICE_CREDENTIAL_FILE", "required with CELL_RENDERER_URLS: the renderers' service credential")
 	}
 	if s.CellID != "" && !ids.CellIDValid(s.CellID) {
 		l.Fail("CELL_ID", "%q: use 1-32 of a-z, 0-9 and '-', starting with a letter", s.CellID)
@@ -133,7 +146,7 @@ func run() error {
 	defer bucket.Close()
 	var render api.RenderHealth
 	if len(s.RendererURLs) > 0 {
-		render = api.ProbeRenderers(s.RendererURLs)
+		render = api.ProbeRenderers(s.RendererURLs, s.RendererCredential)
 	}
 	srv := api.New(api.Config{
 		CellID: s.CellID, DB: cellDB, Log: log, Render: render, IdempotencyRetention: s.IdemRetention, Blobs: bucket,

@@ -25,7 +25,21 @@ import (
 	"slidecells/shared/ticket"
 )
 
-const token = "bench-preview-token"
+const (
+	token           = "bench-preview-token"
+	benchCredential = "bench-service-credential"
+)
+
+// client sends the service credential with every control API call.
+var client = &http.Client{Transport: authTransport{}}
+
+type authTransport struct{}
+
+func (authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+benchCredential)
+	return http.DefaultTransport.RoundTrip(r)
+}
 
 func main() {
 	bin := flag.String("renderer", "", "path to a built renderer binary (required)")
@@ -60,8 +74,13 @@ func run(bin string, n int, dsf float64) error {
 		return err
 	}
 
+	credPath := filepath.Join(root, "credential")
+	if err := os.WriteFile(credPath, []byte(benchCredential+"\n"), 0o600); err != nil {
+		return err
+	}
 	cmd := exec.Command(bin)
 	cmd.Env = []string{
+		"RENDER_SERVICE_CREDENTIAL_FILE=" + credPath,
 		// Info, for the address line; the renderer logs a few lines
 		// per attempt, which is part of what is measured.
 		"PATH=/usr/bin:/bin", "LOG_LEVEL=info",
@@ -96,6 +115,20 @@ func run(bin string, n int, dsf float64) error {
 		base = "http://" + a
 	case <-time.After(60 * time.Second):
 		return fmt.Errorf("renderer did not start")
+	}
+	// The launch probe must have passed before the renderer takes work.
+	for i := 0; ; i++ {
+		resp, err := client.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if i > 600 {
+			return fmt.Errorf("renderer never became ready")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	var caps rc.Capabilities
 	if err := getJSON(base+rc.APIRoot+"/capabilities", &caps); err != nil {
@@ -155,7 +188,54 @@ func run(bin string, n int, dsf float64) error {
 		fmt.Printf("- %s: %s\n", k[2:], ms(median(stages[k])))
 	}
 	fmt.Printf("renderer control process: peak RSS (VmHWM) %.1f MiB, current RSS %.1f MiB\n", hwm, rss)
+	iso, err := isolationCosts(base)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nisolation set-up per attempt (mean over %d attempts and launch probes, from /metrics):\n", iso.count)
+	for _, st := range []string{"isolation_cgroup", "isolation_namespaces", "isolation_cgroup_join", "isolation_egress"} {
+		fmt.Printf("- %s: %.2f ms\n", st, iso.mean[st]*1000)
+	}
 	return nil
+}
+
+type costs struct {
+	count int
+	mean  map[string]float64
+}
+
+// isolationCosts reads the stage histograms' sums and counts.
+func isolationCosts(base string) (costs, error) {
+	resp, err := client.Get(base + "/metrics")
+	if err != nil {
+		return costs{}, err
+	}
+	defer resp.Body.Close()
+	sum, cnt := map[string]float64{}, map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		l := sc.Text()
+		for _, kind := range []string{"_sum", "_count"} {
+			prefix := "renderer_stage_duration_seconds" + kind + `{stage="`
+			if rest, ok := strings.CutPrefix(l, prefix); ok {
+				name, val, _ := strings.Cut(rest, `"} `)
+				v, _ := strconv.ParseFloat(val, 64)
+				if kind == "_sum" {
+					sum[name] = v
+				} else {
+					cnt[name] = v
+				}
+			}
+		}
+	}
+	c := costs{mean: map[string]float64{}}
+	for k, n := range cnt {
+		if n > 0 {
+			c.mean[k] = sum[k] / n
+			c.count = int(n)
+		}
+	}
+	return c, sc.Err()
 }
 
 func attempt(base string, signer *ticket.Signer, caps rc.Capabilities, vp rc.Viewport, gen int64) (time.Duration, rc.Receipt, error) {
@@ -180,7 +260,7 @@ func attempt(base string, signer *ticket.Signer, caps rc.Capabilities, vp rc.Vie
 	}
 	body, _ := json.Marshal(req)
 	start := time.Now()
-	resp, err := http.Post(base+rc.APIRoot+"/executions", "application/json", bytes.NewReader(body))
+	resp, err := client.Post(base+rc.APIRoot+"/executions", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return 0, rc.Receipt{}, err
 	}
@@ -204,7 +284,7 @@ func attempt(base string, signer *ticket.Signer, caps rc.Capabilities, vp rc.Vie
 	if rec.Outcome != rc.OutcomeSucceeded {
 		return 0, rc.Receipt{}, fmt.Errorf("attempt %s: %+v", rec.Outcome, rec.Error)
 	}
-	resp, err = http.Get(base + rc.APIRoot + "/executions/" + id + "/artifacts/capture.png")
+	resp, err = client.Get(base + rc.APIRoot + "/executions/" + id + "/artifacts/capture.png")
 	if err != nil {
 		return 0, rc.Receipt{}, err
 	}
@@ -272,7 +352,7 @@ func memory(pid int) (hwm, rss float64) {
 }
 
 func getJSON(url string, v any) error {
-	resp, err := http.Get(url)
+	resp, err := client.Get(url)
 	if err != nil {
 		return err
 	}

@@ -101,9 +101,16 @@ func serve() int {
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
 	log.Info("renderer listening", zap.String("addr", ln.Addr().String()), zap.String("worker_id", cfg.WorkerID),
 		zap.String("epoch", srv.Epoch()), zap.String("environment_digest", srv.EnvironmentDigest()),
-		zap.String("child_user", cfg.ChildUser))
+		zap.String("child_uid_range", fmt.Sprintf("%d-%d", cfg.ChildUIDs.First, cfg.ChildUIDs.Last)),
+		zap.Bool("tls", cfg.TLSCertFile != ""))
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- httpSrv.Serve(ln) }()
+	go func() {
+		if cfg.TLSCertFile != "" {
+			serveErr <- httpSrv.ServeTLS(ln, cfg.TLSCertFile, cfg.TLSKeyFile)
+			return
+		}
+		serveErr <- httpSrv.Serve(ln)
+	}()
 
 	select {
 	case <-ctx.Done():

@@ -12,17 +12,33 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"slidecells/renderer/chromium"
 	"slidecells/renderer/internal/fixture"
+	"slidecells/renderer/internal/rendertest"
+	"slidecells/renderer/supervisor"
 	rc "slidecells/shared/rendercontract"
 	"slidecells/shared/ticket"
 )
 
-const token = "preview-token-main-tests"
+const (
+	token      = "preview-token-main-tests"
+	credential = "service-credential-main-tests"
+)
+
+// writeCredential writes the service credential file into dir.
+func writeCredential(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "credential")
+	if err := os.WriteFile(p, []byte(credential+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
 
 func build(t *testing.T) string {
 	t.Helper()
@@ -66,6 +82,7 @@ func TestSIGTERMMidAttemptLeavesNoBrowser(t *testing.T) {
 		"RENDER_LISTEN_ADDR=127.0.0.1:0",
 		"RENDER_CLEANUP_GRACE_SECONDS=1",
 		"RENDER_MIN_FREE_DISK_MB=1",
+		"RENDER_SERVICE_CREDENTIAL_FILE=" + writeCredential(t, t.TempDir()),
 	}
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
@@ -115,8 +132,11 @@ func TestSIGTERMMidAttemptLeavesNoBrowser(t *testing.T) {
 		RequestID: req.RequestID, AttemptID: req.AttemptID, RequestDigest: req.RequestDigest, WorkspaceID: req.WorkspaceID,
 		WorkerID: caps.WorkerID, Epoch: caps.Epoch, SlotGeneration: 1, IssuedAt: now, AcceptBy: now.Add(time.Minute), StopBy: now.Add(2 * time.Minute),
 	})
+	waitReady(t, base)
 	body, _ := json.Marshal(req)
-	resp, err := http.Post(base+rc.APIRoot+"/executions", "application/json", bytes.NewReader(body))
+	post, _ := http.NewRequest("POST", base+rc.APIRoot+"/executions", bytes.NewReader(body))
+	post.Header.Set("Authorization", "Bearer "+credential)
+	resp, err := http.DefaultClient.Do(post)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,6 +184,7 @@ func TestInvalidConfigurationFailsStartup(t *testing.T) {
 	good := []string{
 		"PATH=/usr/bin:/bin", "RENDER_WORKER_ID=w1", "RENDER_TICKET_PUBLIC_KEYS=" + signer.PublicKey().String(),
 		"RENDER_PREVIEW_BASE_URL=http://127.0.0.1:9/preview/", "RENDER_TEMP_ROOT=/tmp/rcfg",
+		"RENDER_SERVICE_CREDENTIAL_FILE=" + writeCredential(t, t.TempDir()),
 	}
 	cases := []struct {
 		name  string
@@ -174,6 +195,7 @@ func TestInvalidConfigurationFailsStartup(t *testing.T) {
 		{"missing worker id", without(good, "RENDER_WORKER_ID"), []string{"RENDER_WORKER_ID"}},
 		{"bad key set", append(without(good, "RENDER_TICKET_PUBLIC_KEYS"), "RENDER_TICKET_PUBLIC_KEYS=k1:nope"), []string{"RENDER_TICKET_PUBLIC_KEYS"}},
 		{"bad grace", append(good, "RENDER_CLEANUP_GRACE_SECONDS=soon"), []string{"RENDER_CLEANUP_GRACE_SECONDS"}},
+		{"no service credential", without(good, "RENDER_SERVICE_CREDENTIAL_FILE"), []string{"RENDER_SERVICE_CREDENTIAL_FILE"}},
 		{"relative temp root", append(without(good, "RENDER_TEMP_ROOT"), "RENDER_TEMP_ROOT=tmp"), []string{"RENDER_TEMP_ROOT"}},
 	}
 	for _, tc := range cases {
@@ -224,6 +246,27 @@ func TestKeygenPrintsAUsableKeyPair(t *testing.T) {
 	}
 }
 
+// waitReady waits until /readyz answers 200 (the launch probe passed).
+func waitReady(t *testing.T, base string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		req, _ := http.NewRequest("GET", base+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+credential)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			if i > 600 {
+				t.Fatalf("renderer never ready: %s", b)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func without(env []string, key string) []string {
 	var out []string
 	for _, kv := range env {
@@ -236,7 +279,9 @@ func without(env []string, key string) []string {
 
 func getJSON(t *testing.T, url string, v any) {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+credential)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,4 +311,192 @@ func countUnder(root string) int {
 		}
 	}
 	return n
+}
+
+// runBinary starts the renderer binary with env and waits for its address.
+func runBinary(t *testing.T, bin string, env []string) (base string, cmd *exec.Cmd, logs *syncBuffer, exited chan error) {
+	t.Helper()
+	cmd = exec.Command(bin)
+	cmd.Env = env
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	logs = &syncBuffer{}
+	exited = make(chan error, 1)
+	addrCh := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logs.WriteString(sc.Text() + "\n")
+			var line struct{ Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Addr != "" {
+				addrCh <- line.Addr
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	select {
+	case a := <-addrCh:
+		base = "http://" + a
+	case err := <-exited:
+		t.Fatalf("renderer exited early: %v\n%s", err, logs.String())
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("renderer never logged its address")
+	}
+	return base, cmd, logs, exited
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) WriteString(v string) {
+	s.mu.Lock()
+	s.b.WriteString(v)
+	s.mu.Unlock()
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestStartAfterAKilledEpoch: an epoch killed with SIGKILL mid-attempt takes
+// its browser with it (parent-death signal on the namespace's init); a
+// process that survived in its cgroup (planted here, escaped by setsid) is
+// killed by the next epoch's start-up before the old folders are removed,
+// and the new epoch becomes ready.
+func TestStartAfterAKilledEpoch(t *testing.T) {
+	rendertest.RequireBrowser(t)
+	rendertest.RequireRoot(t)
+	bin := build(t)
+	fx := fixture.Start(token)
+	defer fx.Close()
+	signer, _ := ticket.GenerateSigner("k1")
+	root, err := os.MkdirTemp("/tmp", "rk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	worker := rendertest.Name("w-kill-")
+	env := []string{
+		"PATH=/usr/bin:/bin",
+		"RENDER_WORKER_ID=" + worker,
+		"RENDER_TICKET_PUBLIC_KEYS=" + signer.PublicKey().String(),
+		"RENDER_PREVIEW_BASE_URL=" + fx.BaseURL(),
+		"RENDER_TEMP_ROOT=" + root,
+		"RENDER_LISTEN_ADDR=127.0.0.1:0",
+		"RENDER_MIN_FREE_DISK_MB=1",
+		"RENDER_SERVICE_CREDENTIAL_FILE=" + writeCredential(t, t.TempDir()),
+	}
+	base, cmd, logs, exited := runBinary(t, bin, env)
+	waitReady(t, base)
+	var caps rc.Capabilities
+	getJSON(t, base+rc.APIRoot+"/capabilities", &caps)
+	now := time.Now()
+	req := &rc.ExecutionRequest{
+		ContractVersion: rc.ContractVersion, Operation: rc.OpPageCapture,
+		RequestID: "rr_kill", AttemptID: "ra_kill", WorkspaceID: "ws_kill", TraceID: "tr_kill",
+		SnapshotRef: fixture.Forever, InputDigest: fixture.InputDigest, RenderProfileDigest: caps.EnvironmentDigest,
+		Viewport:   rc.Viewport{Width: 320, Height: 180, DeviceScaleFactor: 1},
+		DeadlineAt: now.Add(time.Minute), RemainingBudgetMS: 60000,
+		PreviewAccess: rc.PreviewAccess{Token: token, ExpiresAt: now.Add(time.Minute)},
+	}
+	req.RequestDigest, _ = req.ComputeRequestDigest()
+	req.AdmissionTicket, _ = signer.Sign(&ticket.Admission{
+		RequestID: req.RequestID, AttemptID: req.AttemptID, RequestDigest: req.RequestDigest, WorkspaceID: req.WorkspaceID,
+		WorkerID: caps.WorkerID, Epoch: caps.Epoch, SlotGeneration: 1, IssuedAt: now, AcceptBy: now.Add(time.Minute), StopBy: now.Add(2 * time.Minute),
+	})
+	body, _ := json.Marshal(req)
+	post, _ := http.NewRequest("POST", base+rc.APIRoot+"/executions", bytes.NewReader(body))
+	post.Header.Set("Authorization", "Bearer "+credential)
+	resp, err := http.DefaultClient.Do(post)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST = %d", resp.StatusCode)
+	}
+	for i := 0; ; i++ {
+		var rec rc.Receipt
+		getJSON(t, base+rc.APIRoot+"/executions/ra_kill", &rec)
+		if rec.Times.BrowserStartedAt != nil {
+			break
+		}
+		if i > 3000 {
+			t.Fatalf("browser never started: %+v", rec)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+	// The kernel takes the attempt with the killed control process.
+	for i := 0; len(rendertest.ProcessesUnder(root)) > 0; i++ {
+		if i > 500 {
+			t.Fatalf("attempt processes survived the killed control process: %v", rendertest.ProcessesUnder(root))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A leftover that survived anyway, in the killed epoch's cgroup.
+	cg, err := supervisor.OpenCgroups("", "slidecells-renderer-"+worker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planted, err := cg.Create("a-planted", supervisor.CgroupLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleeper := exec.Command("setsid", "sleep", "300")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := planted.Add(sleeper.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	sleeperDone := make(chan struct{})
+	go func() { _ = sleeper.Wait(); close(sleeperDone) }()
+	if err := os.Mkdir(filepath.Join(root, "a-planted"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	var old []string
+	ents, _ := os.ReadDir(cg.Dirs()[0])
+	for _, e := range ents {
+		if e.IsDir() {
+			old = append(old, filepath.Join(cg.Dirs()[0], e.Name()))
+		}
+	}
+	if len(old) < 2 {
+		t.Fatalf("test setup: expected the killed attempt's and the planted cgroup, found %v", old)
+	}
+	base2, cmd2, logs2, exited2 := runBinary(t, bin, env)
+	defer func() {
+		_ = cmd2.Process.Signal(syscall.SIGTERM)
+		<-exited2
+	}()
+	select {
+	case <-sleeperDone:
+	case <-time.After(10 * time.Second):
+		_ = sleeper.Process.Kill()
+		t.Fatalf("the leftover of the killed epoch survived the new start\n%s", logs2.String())
+	}
+	if _, err := os.Stat(filepath.Join(root, "a-planted")); !os.IsNotExist(err) {
+		t.Fatalf("old attempt folder not removed: %v", err)
+	}
+	// (The new epoch's launch probe may have a group of its own by now.)
+	for _, d := range old {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Fatalf("old attempt cgroup %s left: %v", d, err)
+		}
+	}
+	if !strings.Contains(logs2.String(), "killed processes left by an earlier epoch") {
+		t.Fatalf("start-up did not report the leftovers:\n%s", logs2.String())
+	}
+	waitReady(t, base2)
+	_ = logs
 }

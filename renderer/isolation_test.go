@@ -1,0 +1,133 @@
+package renderer
+
+import (
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"slidecells/renderer/internal/fixture"
+	"slidecells/renderer/supervisor"
+	rc "slidecells/shared/rendercontract"
+)
+
+// TestLaunchProbeGatesReadiness: /readyz is true only once a real sandboxed
+// browser started inside the attempt's namespaces and limits.
+func TestLaunchProbeGatesReadiness(t *testing.T) {
+	e := setup(t, func(c *Config) { c.noLaunchProbe = false })
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, b, _ := e.do("GET", "/readyz", nil)
+		if st == http.StatusOK {
+			break
+		}
+		if !strings.Contains(string(b), "launch probe pending") || time.Now().After(deadline) {
+			t.Fatalf("readyz = %d %s", st, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := e.starts.Load(); n != 1 {
+		t.Fatalf("%d children started for one probe", n)
+	}
+	_, m, _ := e.do("GET", "/metrics", nil)
+	if !strings.Contains(string(m), `renderer_launch_probes_total{result="ok"} 1`) || !strings.Contains(string(m), "renderer_stage_duration_seconds_count{stage=\"isolation_namespaces\"} 1") {
+		t.Fatalf("metrics lack the probe:\n%s", m)
+	}
+}
+
+// TestFailingLaunchProbeMakesTheRendererUnready: where the browser cannot
+// start inside the limits (here: a pids limit no browser fits in), /readyz
+// fails and attempts are refused before they burn the retry budget.
+func TestFailingLaunchProbeMakesTheRendererUnready(t *testing.T) {
+	e := setup(t, func(c *Config) {
+		c.noLaunchProbe = false
+		c.ChildCgroup.Processes = 12
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	var body string
+	for {
+		st, b, _ := e.do("GET", "/readyz", nil)
+		body = string(b)
+		if st == http.StatusServiceUnavailable && strings.Contains(body, "launch probe failed") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("readyz = %d %s", st, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	req := e.request(fixture.Ready, rc.OpPageCapture, small, time.Minute)
+	if st, b := e.post(req); st != http.StatusServiceUnavailable || errorOf(t, b).Code != rc.CodeServiceUnavailable {
+		t.Fatalf("POST while the probe fails = %d %s", st, b)
+	}
+	if n := e.starts.Load(); n != 1 {
+		t.Fatalf("%d children started; only the probe may run", n)
+	}
+}
+
+// TestDeadlineFailureCarriesPendingFacts: the child's own deadline ends
+// before the hard deadline, so the receipt holds its resource facts.
+func TestDeadlineFailureCarriesPendingFacts(t *testing.T) {
+	e := setup(t, nil)
+	req := e.request(fixture.Pending, rc.OpPageCapture, small, 8*time.Second)
+	e.mustAccept(req)
+	rec := e.waitFor(req.AttemptID, terminal)
+	if rec.Outcome != rc.OutcomeExpired || rec.Error == nil || rec.Error.Code != rc.CodeDeadlineExceeded {
+		t.Fatalf("receipt = %+v %+v", rec, rec.Error)
+	}
+	if rec.Error.Resources == nil || rec.Error.Resources.Images.Pending != 1 {
+		t.Fatalf("deadline error lacks the pending resources: %+v", rec.Error)
+	}
+	if rec.Times.WorkFinishedAt == nil || !rec.Times.WorkFinishedAt.Before(*rec.HardDeadline) {
+		t.Fatalf("the child did not report before the hard deadline: %+v", rec.Times)
+	}
+}
+
+// TestPageMemoryBombEndsAsAFailedAttempt: a page that allocates without end
+// meets the attempt's memory limit (the whole browser shares it); the kernel
+// kills its renderer process, the child sees the crash and reports
+// RENDER_BROWSER_LOST at once, the slot is released, the next attempt runs.
+func TestPageMemoryBombEndsAsAFailedAttempt(t *testing.T) {
+	e := setup(t, func(c *Config) { c.ChildCgroup.MemoryBytes = 768 << 20 })
+	req := e.request(fixture.MemoryBomb, rc.OpPageCapture, small, 20*time.Second)
+	e.mustAccept(req)
+	rec := e.waitFor(req.AttemptID, terminal)
+	if rec.Outcome != rc.OutcomeFailed || rec.Error.Code != rc.CodeBrowserLost || rec.Result != nil || rec.ResourceState != rc.ResourceReleased {
+		t.Fatalf("receipt = %+v %+v", rec, rec.Error)
+	}
+	next := e.request(fixture.Ready, rc.OpPageCapture, small, time.Minute)
+	e.mustAccept(next)
+	if r := e.waitFor(next.AttemptID, terminal); r.Outcome != rc.OutcomeSucceeded {
+		t.Fatalf("next attempt = %+v %+v", r, r.Error)
+	}
+}
+
+// TestBombsEndAsFailedAttempts: a memory bomb and a fork bomb inside an
+// attempt end as failed attempts, the slot is released and the next
+// attempt runs; the host can still fork.
+func TestBombsEndAsFailedAttempts(t *testing.T) {
+	for _, tc := range []struct {
+		name, script string
+		limits       supervisor.CgroupLimits
+	}{
+		{"memory", `awk 'BEGIN { s = "x"; for (;;) s = s s }'`, supervisor.CgroupLimits{MemoryBytes: 256 << 20, Processes: 64, CPUs: 1}},
+		{"fork", `b() { b | b & }; b; sleep 60`, supervisor.CgroupLimits{MemoryBytes: 256 << 20, Processes: 64, CPUs: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setupNoBrowser(t, tc.script, func(c *Config) { c.ChildCgroup = tc.limits })
+			req := e.request(fixture.Ready, rc.OpPageCapture, small, 3*time.Second)
+			e.mustAccept(req)
+			rec := e.waitFor(req.AttemptID, terminal)
+			if (rec.Outcome != rc.OutcomeFailed && rec.Outcome != rc.OutcomeExpired) || rec.Result != nil || rec.ResourceState != rc.ResourceReleased {
+				t.Fatalf("receipt = %+v %+v", rec, rec.Error)
+			}
+			if s := e.slot(); s.State != rc.SlotIdle {
+				t.Fatalf("slot = %+v", s)
+			}
+			if out, err := exec.Command("/bin/true").CombinedOutput(); err != nil {
+				t.Fatalf("host cannot fork: %v %s", err, out)
+			}
+		})
+	}
+}

@@ -1,0 +1,87 @@
+package renderer
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"slidecells/renderer/supervisor"
+	rc "slidecells/shared/rendercontract"
+)
+
+// metrics are the renderer's Prometheus series. Labels are bounded: outcomes
+// and stages are fixed enumerations, error codes come from the contract's
+// table; no attempt, workspace or trace ID ever becomes a label.
+type metrics struct {
+	reg      *prometheus.Registry
+	attempts *prometheus.CounterVec
+	errors   *prometheus.CounterVec
+	stages   *prometheus.HistogramVec
+	probes   *prometheus.CounterVec
+	ready    prometheus.Gauge
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "renderer_attempts_total",
+			Help: "Attempts by terminal outcome (succeeded, failed, cancelled, expired, rejected).",
+		}, []string{"outcome"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "renderer_attempt_errors_total",
+			Help: "Terminal attempt errors by contract error code.",
+		}, []string{"code"}),
+		stages: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "renderer_stage_duration_seconds",
+			Help:    "Duration of attempt stages: isolation (namespaces, cgroup, egress), launch, readiness, work, cleanup, total.",
+			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120},
+		}, []string{"stage"}),
+		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "renderer_launch_probes_total",
+			Help: "Launch probes by result (ok, failed).",
+		}, []string{"result"}),
+		ready: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "renderer_launch_probe_ok",
+			Help: "1 while the last launch probe succeeded.",
+		}),
+	}
+	m.reg.MustRegister(m.attempts, m.errors, m.stages, m.probes, m.ready,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) outcome(o rc.Outcome) { m.attempts.WithLabelValues(string(o)).Inc() }
+
+func (m *metrics) failed(e *rc.Error) {
+	if e != nil && e.Code.Known() {
+		m.errors.WithLabelValues(string(e.Code)).Inc()
+	}
+}
+
+func (m *metrics) stage(name string, d time.Duration) {
+	if d > 0 {
+		m.stages.WithLabelValues(name).Observe(d.Seconds())
+	}
+}
+
+// between observes the time between two receipt stamps, when both exist.
+func (m *metrics) between(name string, from, to *time.Time) {
+	if from != nil && to != nil {
+		m.stage(name, to.Sub(*from))
+	}
+}
+
+// isolation observes what setting up the attempt's boundary cost.
+func (m *metrics) isolation(t supervisor.IsolationTimes) {
+	m.stage("isolation_cgroup", t.Cgroup)
+	m.stage("isolation_namespaces", t.Namespaces)
+	m.stage("isolation_cgroup_join", t.Join)
+	m.stage("isolation_egress", t.Egress)
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}

@@ -1,0 +1,422 @@
+package supervisor
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// CgroupLimits bound one attempt as a whole (every process of it together).
+type CgroupLimits struct {
+	// MemoryBytes bounds the memory of the whole attempt, page cache and
+	// its temp file system included; swap is not allowed.
+	MemoryBytes uint64
+	// Processes bounds the number of processes and threads (pids.max).
+	Processes uint64
+	// CPUs bounds CPU time in cores (1.5 = one and a half cores).
+	CPUs float64
+}
+
+// Defaults for CgroupLimits.
+const (
+	DefaultMemoryBytes = 2 << 30
+	DefaultProcesses   = 512
+	DefaultCPUs        = 2.0
+)
+
+// WithDefaults fills zero fields with the defaults.
+func (l CgroupLimits) WithDefaults() CgroupLimits {
+	if l.MemoryBytes == 0 {
+		l.MemoryBytes = DefaultMemoryBytes
+	}
+	if l.Processes == 0 {
+		l.Processes = DefaultProcesses
+	}
+	if l.CPUs == 0 {
+		l.CPUs = DefaultCPUs
+	}
+	return l
+}
+
+// cgroupMount is where the cgroup file systems are mounted.
+var cgroupMount = "/sys/fs/cgroup"
+
+// v1Controllers are the cgroup v1 hierarchies the supervisor needs; the
+// freezer lets it stop every process of a group before killing them.
+var v1Controllers = []string{"memory", "pids", "cpu", "freezer"}
+
+// v2Controllers must be available in the parent cgroup on cgroup v2.
+var v2Controllers = []string{"memory", "pids", "cpu"}
+
+// Cgroups is the cgroup parent under which every attempt of this renderer
+// gets its own group: on cgroup v2 one directory, on v1 one directory per
+// controller hierarchy. Everything below it belongs to this renderer
+// (one renderer instance per parent); start-up treats what it finds there as
+// leftovers of an earlier epoch.
+type Cgroups struct {
+	v2 bool
+	// dirs are the parent directories: one on v2, one per controller on
+	// v1 (same order as v1Controllers).
+	dirs []string
+}
+
+// OpenCgroups finds the cgroup hierarchy and creates the renderer's parent
+// group name below the control process's own cgroup (or below parent, a
+// path relative to each hierarchy's root, when set). It fails, saying what is
+// missing, where the kernel offers neither cgroup v2 with the memory, pids
+// and cpu controllers nor the v1 memory, pids, cpu and freezer hierarchies:
+// there is no weaker mode.
+func OpenCgroups(parent, name string) (*Cgroups, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(cgroupMount, &st); err != nil {
+		return nil, fmt.Errorf("cgroups: %s is not mounted: %w", cgroupMount, err)
+	}
+	own, err := ownCgroups()
+	if err != nil {
+		return nil, err
+	}
+	if st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return openV2(parent, name, own[""])
+	}
+	var missing []string
+	c := &Cgroups{}
+	for _, ctrl := range v1Controllers {
+		mnt := filepath.Join(cgroupMount, ctrl)
+		var cst unix.Statfs_t
+		if err := unix.Statfs(mnt, &cst); err != nil || cst.Type != unix.CGROUP_SUPER_MAGIC {
+			missing = append(missing, ctrl)
+			continue
+		}
+		base := own[ctrl]
+		if parent != "" {
+			base = parent
+		}
+		dir := filepath.Join(mnt, base, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("cgroups: create %s: %w (the renderer needs write access to its cgroup)", dir, err)
+		}
+		c.dirs = append(c.dirs, dir)
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("cgroups: neither cgroup v2 at %s nor the cgroup v1 hierarchies %s are mounted; attempts cannot be bounded", cgroupMount, strings.Join(missing, ", "))
+	}
+	return c, nil
+}
+
+func openV2(parent, name, own string) (*Cgroups, error) {
+	base := own
+	if parent != "" {
+		base = parent
+	}
+	baseDir := filepath.Join(cgroupMount, base)
+	avail, err := os.ReadFile(filepath.Join(baseDir, "cgroup.controllers"))
+	if err != nil {
+		return nil, fmt.Errorf("cgroups: %w", err)
+	}
+	for _, c := range v2Controllers {
+		if !containsWord(string(avail), c) {
+			return nil, fmt.Errorf("cgroups: controller %q is not delegated to %s (available: %s)", c, baseDir, strings.TrimSpace(string(avail)))
+		}
+	}
+	enable := "+" + strings.Join(v2Controllers, " +")
+	if err := os.WriteFile(filepath.Join(baseDir, "cgroup.subtree_control"), []byte(enable), 0); err != nil {
+		// "No internal processes": a cgroup with processes cannot hand
+		// controllers to its children. Move the control process into
+		// a leaf of its own first, then try again.
+		leaf := filepath.Join(baseDir, "control")
+		if mkErr := os.MkdirAll(leaf, 0o755); mkErr != nil {
+			return nil, fmt.Errorf("cgroups: enable %s in %s: %w", enable, baseDir, err)
+		}
+		if mvErr := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); mvErr != nil {
+			return nil, fmt.Errorf("cgroups: move the control process to %s: %w", leaf, mvErr)
+		}
+		if err := os.WriteFile(filepath.Join(baseDir, "cgroup.subtree_control"), []byte(enable), 0); err != nil {
+			return nil, fmt.Errorf("cgroups: enable %s in %s: %w", enable, baseDir, err)
+		}
+	}
+	dir := filepath.Join(baseDir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cgroups: create %s: %w", dir, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(enable), 0); err != nil {
+		return nil, fmt.Errorf("cgroups: enable %s in %s: %w", enable, dir, err)
+	}
+	return &Cgroups{v2: true, dirs: []string{dir}}, nil
+}
+
+func containsWord(list, w string) bool {
+	for _, f := range strings.Fields(list) {
+		if f == w {
+			return true
+		}
+	}
+	return false
+}
+
+// ownCgroups reads /proc/self/cgroup: controller → path ("" for v2).
+func ownCgroups() (map[string]string, error) {
+	f, err := os.Open("/proc/self/cgroup")
+	if err != nil {
+		return nil, fmt.Errorf("cgroups: %w", err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[1] == "" {
+			out[""] = parts[2]
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			out[c] = parts[2]
+		}
+	}
+	return out, sc.Err()
+}
+
+// Version is "v2" or "v1".
+func (c *Cgroups) Version() string {
+	if c.v2 {
+		return "v2"
+	}
+	return "v1"
+}
+
+// Dirs are the parent directories (for logs and docs).
+func (c *Cgroups) Dirs() []string { return append([]string(nil), c.dirs...) }
+
+// Cgroup is the group of one attempt.
+type Cgroup struct {
+	v2   bool
+	dirs []string
+}
+
+// Create makes the group name with limits l.
+func (c *Cgroups) Create(name string, l CgroupLimits) (*Cgroup, error) {
+	g := &Cgroup{v2: c.v2}
+	for _, d := range c.dirs {
+		dir := filepath.Join(d, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			_ = g.Remove()
+			return nil, fmt.Errorf("cgroups: %w", err)
+		}
+		g.dirs = append(g.dirs, dir)
+	}
+	if err := g.limit(l.WithDefaults()); err != nil {
+		_ = g.Remove()
+		return nil, err
+	}
+	return g, nil
+}
+
+func (g *Cgroup) limit(l CgroupLimits) error {
+	mem := strconv.FormatUint(l.MemoryBytes, 10)
+	pids := strconv.FormatUint(l.Processes, 10)
+	const period = 100000
+	quota := strconv.FormatInt(int64(l.CPUs*period), 10)
+	var writes [][2]string
+	if g.v2 {
+		d := g.dirs[0]
+		writes = [][2]string{
+			{filepath.Join(d, "memory.max"), mem},
+			{filepath.Join(d, "memory.swap.max"), "0"},
+			{filepath.Join(d, "pids.max"), pids},
+			{filepath.Join(d, "cpu.max"), quota + " " + strconv.Itoa(period)},
+		}
+	} else {
+		mem1, pids1, cpu1 := g.dirs[0], g.dirs[1], g.dirs[2]
+		writes = [][2]string{
+			{filepath.Join(mem1, "memory.limit_in_bytes"), mem},
+			{filepath.Join(mem1, "memory.memsw.limit_in_bytes"), mem},
+			{filepath.Join(pids1, "pids.max"), pids},
+			{filepath.Join(cpu1, "cpu.cfs_period_us"), strconv.Itoa(period)},
+			{filepath.Join(cpu1, "cpu.cfs_quota_us"), quota},
+		}
+	}
+	for _, w := range writes {
+		if err := os.WriteFile(w[0], []byte(w[1]), 0); err != nil {
+			if errors.Is(err, os.ErrNotExist) && (strings.HasSuffix(w[0], "memsw.limit_in_bytes") || strings.HasSuffix(w[0], "swap.max")) {
+				continue // kernel without swap accounting: nothing to bound
+			}
+			return fmt.Errorf("cgroups: set %s: %w", w[0], err)
+		}
+	}
+	return nil
+}
+
+// Add moves pid into every hierarchy of the group.
+func (g *Cgroup) Add(pid int) error {
+	for _, d := range g.dirs {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			return fmt.Errorf("cgroups: add %d to %s: %w", pid, d, err)
+		}
+	}
+	return nil
+}
+
+// Procs lists the processes in the group (the union over hierarchies).
+func (g *Cgroup) Procs() ([]int, error) {
+	seen := map[int]bool{}
+	var out []int
+	for _, d := range g.dirs {
+		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return nil, err
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && !seen[pid] {
+				seen[pid] = true
+				out = append(out, pid)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Kill kills every process of the group: cgroup.kill on v2; on v1 the
+// freezer stops them all first, so none can fork while being killed.
+func (g *Cgroup) Kill() error {
+	if g.v2 {
+		if err := os.WriteFile(filepath.Join(g.dirs[0], "cgroup.kill"), []byte("1"), 0); err == nil {
+			return nil
+		}
+	}
+	var freezer string
+	if !g.v2 {
+		freezer = g.dirs[3]
+		_ = os.WriteFile(filepath.Join(freezer, "freezer.state"), []byte("FROZEN"), 0)
+		for i := 0; i < 100; i++ {
+			b, _ := os.ReadFile(filepath.Join(freezer, "freezer.state"))
+			if strings.TrimSpace(string(b)) == "FROZEN" {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	pids, err := g.Procs()
+	for _, p := range pids {
+		_ = unix.Kill(p, unix.SIGKILL)
+	}
+	if freezer != "" {
+		_ = os.WriteFile(filepath.Join(freezer, "freezer.state"), []byte("THAWED"), 0)
+	}
+	return err
+}
+
+// Empty reports whether no process is left in the group.
+func (g *Cgroup) Empty() (bool, error) {
+	p, err := g.Procs()
+	return len(p) == 0, err
+}
+
+// Remove deletes the group's directories; it fails while processes remain.
+func (g *Cgroup) Remove() error {
+	var errs []error
+	for _, d := range g.dirs {
+		if err := unix.Rmdir(d); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("cgroups: remove %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// MemoryEvents reports whether the group hit its memory limit (OOM kills).
+func (g *Cgroup) OOMKills() int {
+	if g.v2 {
+		b, _ := os.ReadFile(filepath.Join(g.dirs[0], "memory.events"))
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) == 2 && f[0] == "oom_kill" {
+				n, _ := strconv.Atoi(f[1])
+				return n
+			}
+		}
+		return 0
+	}
+	b, _ := os.ReadFile(filepath.Join(g.dirs[0], "memory.oom_control"))
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "oom_kill" {
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	return 0
+}
+
+// Leftovers are the groups found below the parent: attempts of an earlier
+// epoch of this renderer.
+func (c *Cgroups) Leftovers() []*Cgroup {
+	names := map[string]bool{}
+	for _, d := range c.dirs {
+		ents, _ := os.ReadDir(d)
+		for _, e := range ents {
+			if e.IsDir() && (!c.v2 || e.Name() != "control") {
+				names[e.Name()] = true
+			}
+		}
+	}
+	var out []*Cgroup
+	for n := range names {
+		g := &Cgroup{v2: c.v2}
+		for _, d := range c.dirs {
+			g.dirs = append(g.dirs, filepath.Join(d, n))
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// KillLeftovers kills every process of every leftover group, waits until
+// the groups are empty and removes them. It returns how many processes it
+// killed; an error means something is left (start-up must not continue).
+func (c *Cgroups) KillLeftovers(timeout time.Duration) (int, error) {
+	killed := 0
+	deadline := time.Now().Add(timeout)
+	for _, g := range c.Leftovers() {
+		for first := true; ; first = false {
+			pids, err := g.Procs()
+			if err != nil {
+				return killed, err
+			}
+			if len(pids) == 0 {
+				break
+			}
+			if first {
+				killed += len(pids)
+			}
+			_ = g.Kill()
+			if time.Now().After(deadline) {
+				return killed, fmt.Errorf("cgroups: %d processes of an earlier epoch survive in %s", len(pids), g.dirs[0])
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := g.Remove(); err != nil {
+			return killed, err
+		}
+	}
+	return killed, nil
+}
+
+// Close removes the parent directories; it fails while groups remain.
+func (c *Cgroups) Close() error {
+	var errs []error
+	for _, d := range c.dirs {
+		if err := unix.Rmdir(d); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
