@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"slidecells/cell/auth"
 	"slidecells/cell/store"
 	"slidecells/shared/problem"
 )
@@ -97,14 +98,14 @@ func (s *Server) registerAI(st *store.Store) {
 			}
 			return &struct{ Body Agent }{Body: a}, nil
 		})
-	Register(s, Operation{ID: "list-agent-configs", Method: http.MethodGet, Path: "/ai/agent-configs",
-		Summary: "The workspace's agent configurations", Tags: tags, Access: InWorkspace, Scopes: []string{"workspace:read"}, ReadOnly: true},
-		func(ctx context.Context, _ *WorkspaceHeader) (*struct {
+	Scoped(s, Operation{ID: "list-agent-configs", Method: http.MethodGet, Path: "/ai/agent-configs",
+		Summary: "The workspace's agent configurations", Tags: tags, Scopes: []auth.Permission{auth.WorkspaceRead}, ReadOnly: true},
+		func(ctx context.Context, sc auth.Scope, _ *struct{}) (*struct {
 			Body struct {
 				Items []AgentConfigView `json:"items"`
 			}
 		}, error) {
-			stored, err := st.AgentConfigs(ctx, ScopeFrom(ctx))
+			stored, err := st.AgentConfigs(ctx, sc)
 			if err != nil {
 				return nil, err
 			}
@@ -118,17 +119,14 @@ func (s *Server) registerAI(st *store.Store) {
 			}
 			return out, nil
 		})
-	Register(s, Operation{ID: "get-agent-config", Method: http.MethodGet, Path: "/ai/agent-configs/{agent_key}",
-		Summary: "The workspace's configuration of one agent", Tags: tags, Access: InWorkspace, Scopes: []string{"workspace:read"}, ReadOnly: true},
-		func(ctx context.Context, in *struct {
-			WorkspaceHeader
-			AgentKeyPath
-		}) (*struct{ Body AgentConfigView }, error) {
+	Scoped(s, Operation{ID: "get-agent-config", Method: http.MethodGet, Path: "/ai/agent-configs/{agent_key}",
+		Summary: "The workspace's configuration of one agent", Tags: tags, Scopes: []auth.Permission{auth.WorkspaceRead}, ReadOnly: true},
+		func(ctx context.Context, sc auth.Scope, in *AgentKeyPath) (*struct{ Body AgentConfigView }, error) {
 			a, ok := catalogAgent(in.AgentKey)
 			if !ok {
 				return nil, problem.ErrNotFound()
 			}
-			stored, err := st.AgentConfigs(ctx, ScopeFrom(ctx))
+			stored, err := st.AgentConfigs(ctx, sc)
 			if err != nil {
 				return nil, err
 			}

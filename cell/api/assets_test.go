@@ -565,7 +565,7 @@ func TestAssetScopesAndDeclarations(t *testing.T) {
 			continue
 		}
 		delete(want, op.ID)
-		if strings.Join(op.Scopes, ",") != w.scope || op.Idempotency != w.idem || op.Lock != w.lock || op.ReadOnly != (w.idem == api.NoIdempotency) {
+		if len(op.Scopes) != 1 || string(op.Scopes[0]) != w.scope || op.Idempotency != w.idem || op.Lock != w.lock || op.ReadOnly != (w.idem == api.NoIdempotency) {
 			t.Errorf("%s declared %+v", op.ID, op)
 		}
 		if (op.ID == "upload-asset" || op.ID == "replace-asset-content") && op.MaxBodyBytes != cblob.MaxBytes {

@@ -110,7 +110,7 @@ func (b *bundle) write(t *testing.T, base, ws, method, path, body string) (*http
 func (b *bundle) createTheme(t *testing.T, base, ws, body string) themeOut {
 	t.Helper()
 	resp, out := b.write(t, base, ws, "POST", "/api/v1/themes", body)
-	if resp.StatusCode != 200 {
+	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create theme %s: %d %s", body, resp.StatusCode, out)
 	}
 	return decode[themeOut](t, out)
@@ -119,7 +119,7 @@ func (b *bundle) createTheme(t *testing.T, base, ws, body string) themeOut {
 func (b *bundle) createStyle(t *testing.T, base, ws, body string) styleOut {
 	t.Helper()
 	resp, out := b.write(t, base, ws, "POST", "/api/v1/styles", body)
-	if resp.StatusCode != 200 {
+	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create style %s: %d %s", body, resp.StatusCode, out)
 	}
 	return decode[styleOut](t, out)
@@ -131,7 +131,7 @@ func (b *bundle) uploadFont(t *testing.T, base, ws string) (string, string) {
 	content := "wOF2" + ids.New("font") // distinct content per call
 	resp, out := b.call(t, call{base: base, method: "POST", path: "/api/v1/assets/content", ws: ws, key: ids.New("k"),
 		contentType: "font/woff2", body: content})
-	if resp.StatusCode != 201 && resp.StatusCode != 200 {
+	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("upload font: %d %s", resp.StatusCode, out)
 	}
 	a := decode[struct {
@@ -147,7 +147,7 @@ func (b *bundle) createFace(t *testing.T, base, ws, body string) faceOut {
 		ws = b.ws
 	}
 	resp, out := b.write(t, base, ws, "POST", "/workspaces/"+ws+"/fonts", body)
-	if resp.StatusCode != 200 {
+	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create face %s: %d %s", body, resp.StatusCode, out)
 	}
 	return decode[faceOut](t, out)
@@ -549,7 +549,7 @@ func TestFontFaces(t *testing.T) {
 	c := call{method: "POST", path: fonts, ws: b.ws, key: "face-1", body: `{"family_name":"Replay","asset_id":"` + asset + `"}`}
 	r1, b1 := b.call(t, c)
 	r2, b2 := b.call(t, c)
-	if r1.StatusCode != 200 || r2.StatusCode != 200 || string(b1) != string(b2) || r2.Header.Get("Idempotency-Replayed") != "true" {
+	if r1.StatusCode != http.StatusCreated || r2.StatusCode != http.StatusCreated || string(b1) != string(b2) || r2.Header.Get("Idempotency-Replayed") != "true" {
 		t.Fatalf("replay: %d %s / %d %s", r1.StatusCode, b1, r2.StatusCode, b2)
 	}
 	// Writes need the Idempotency-Key.
@@ -779,7 +779,7 @@ func TestFontFacesConcurrentNewFamily(t *testing.T) {
 				name = "RACE sans"
 			}
 			resp, body := b.write(t, "", b.ws, "POST", "/workspaces/"+b.ws+"/fonts", `{"family_name":"`+name+`","asset_id":"`+asset+`"}`)
-			if resp.StatusCode != 200 {
+			if resp.StatusCode != http.StatusCreated {
 				errs <- fmt.Sprintf("%d %s", resp.StatusCode, body)
 			}
 		}(i)

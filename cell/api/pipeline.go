@@ -64,15 +64,6 @@ func (s *Server) pipeline(op Operation, next http.HandlerFunc) http.HandlerFunc 
 	}
 }
 
-// fail writes an error answer and logs its internal cause.
-func (s *Server) fail(ctx context.Context, w http.ResponseWriter, err error) {
-	pe := problem.As(err)
-	if pe.Code == problem.Internal || pe.Cause != nil {
-		s.Log.Error("request failed", zap.String("trace_id", TraceID(ctx)), zap.String("code", string(pe.Code)), zap.Error(err))
-	}
-	problem.Write(w, pe, TraceID(ctx))
-}
-
 // replayedHeader marks an answer replayed from an idempotency record.
 const replayedHeader = "Idempotency-Replayed"
 

@@ -4,27 +4,19 @@ import (
 	"context"
 	"net/http"
 
+	"slidecells/cell/design"
 	"slidecells/shared/problem"
 )
 
 // Standard is the page or component standard the backend enforces: what a client must produce.
 type Standard struct {
-	Kind           string   `json:"kind" enum:"page,component"`
-	Version        string   `json:"version"`
-	FileTypes      []string `json:"file_types"`
-	Entry          string   `json:"entry" doc:"the entry contract of a module"`
-	ImportsAllowed []string `json:"imports_allowed" doc:"import specifiers a module may use"`
-	Canvas         Canvas   `json:"canvas"`
-	Limits         Limits   `json:"limits"`
-}
-
-// Canvas is the fixed render canvas.
-type Canvas struct {
-	Width             int `json:"width"`
-	Height            int `json:"height"`
-	DeviceScaleFactor int `json:"device_scale_factor"`
-	MaxPhysicalPixels int `json:"max_physical_pixels"`
-	MaxSidePixels     int `json:"max_side_pixels"`
+	Kind           string        `json:"kind" enum:"page,component"`
+	Version        string        `json:"version"`
+	FileTypes      []string      `json:"file_types"`
+	Entry          string        `json:"entry" doc:"the entry contract of a module"`
+	ImportsAllowed []string      `json:"imports_allowed" doc:"import specifiers a module may use"`
+	Canvas         design.Canvas `json:"canvas"`
+	Limits         Limits        `json:"limits"`
 }
 
 // Limits are the content limits.
@@ -38,18 +30,16 @@ type Limits struct {
 	MaxMetadataLength int `json:"max_metadata_bytes"`
 }
 
-var canvas = Canvas{Width: 1280, Height: 720, DeviceScaleFactor: 2, MaxPhysicalPixels: 16_000_000, MaxSidePixels: 8192}
-
 var standards = map[string]Standard{
 	"page": {Kind: "page", Version: "1", FileTypes: []string{"tsx", "jsx", "html"},
 		Entry:          "default export: a React component rendering one slide on the fixed canvas; html pages are a single document body",
 		ImportsAllowed: []string{"react", "@components/<key>", "@kit/<item>"},
-		Canvas:         canvas,
+		Canvas:         design.RenderCanvas,
 		Limits:         Limits{MaxSourceBytes: 512 << 10, MaxDependencies: 64, MaxAssetBytes: 25 << 20, MaxImportDepth: 8, MaxKeyLength: 64, MaxMetadataLength: 16 << 10}},
 	"component": {Kind: "component", Version: "1", FileTypes: []string{"tsx", "jsx"},
 		Entry:          "default export: a React component; optional named export `scenes` mapping preset names to props (the default scene uses no props)",
 		ImportsAllowed: []string{"react", "@components/<key>", "@kit/<item>"},
-		Canvas:         canvas,
+		Canvas:         design.RenderCanvas,
 		Limits:         Limits{MaxSourceBytes: 256 << 10, MaxDependencies: 32, MaxScenes: 16, MaxAssetBytes: 25 << 20, MaxImportDepth: 8, MaxKeyLength: 64, MaxMetadataLength: 16 << 10}},
 }
 
@@ -92,26 +82,11 @@ type KitItemPath struct {
 	Item string `path:"item" maxLength:"64" pattern:"^[a-z][a-z0-9-]*$"`
 }
 
-// FontPreset is a platform font preset.
-type FontPreset struct {
-	Token    string   `json:"token"`
-	Roles    []string `json:"roles"`
-	Family   string   `json:"family" doc:"the CSS font-family stack the preset stands for"`
-	Portable bool     `json:"portable" doc:"true when it renders the same on every client (fonts shipped by the platform)"`
-}
-
-var fontPresets = []FontPreset{
-	{Token: "platform-sans", Roles: []string{"heading", "body"}, Family: `"DejaVu Sans", sans-serif`, Portable: true},
-	{Token: "system-ui", Roles: []string{"heading", "body"}, Family: "system-ui, sans-serif", Portable: false},
-	{Token: "platform-mono", Roles: []string{"code"}, Family: `"DejaVu Sans Mono", monospace`, Portable: true},
-	{Token: "monospace", Roles: []string{"code"}, Family: "monospace", Portable: false},
-}
-
 // FontsOutput lists the platform presets.
 type FontsOutput struct {
 	Body struct {
-		Presets  []FontPreset      `json:"presets"`
-		Defaults map[string]string `json:"defaults" doc:"preset used per role when a theme names none"`
+		Presets  []design.FontPreset `json:"presets"`
+		Defaults map[string]string   `json:"defaults" doc:"preset used per role when a theme names none"`
 	}
 }
 
@@ -145,8 +120,8 @@ func (s *Server) registerStandards() {
 		Summary: "Platform font presets", Tags: []string{"fonts"}, Access: Authenticated, ReadOnly: true},
 		func(ctx context.Context, _ *struct{}) (*FontsOutput, error) {
 			out := &FontsOutput{}
-			out.Body.Presets = fontPresets
-			out.Body.Defaults = map[string]string{"heading": "platform-sans", "body": "platform-sans", "code": "platform-mono"}
+			out.Body.Presets = design.FontPresets
+			out.Body.Defaults = design.DefaultPresets()
 			return out, nil
 		})
 }

@@ -86,13 +86,6 @@ func (st *Store) GetAsset(ctx context.Context, s auth.Scope, id string) (Asset, 
 	return getAsset(ctx, st.DB.Pool, s, id)
 }
 
-// GetAssetTx is GetAsset inside a write transaction, for writes that pin an asset: the row is
-// read with the transaction's snapshot, so an archive or replace that commits first makes the
-// write retry and see it.
-func GetAssetTx(ctx context.Context, tx pgx.Tx, s auth.Scope, id string) (Asset, error) {
-	return getAsset(ctx, tx, s, id)
-}
-
 func getAsset(ctx context.Context, q querier, s auth.Scope, id string) (Asset, error) {
 	a, err := scanAsset(q.QueryRow(ctx, `SELECT `+assetCols+` FROM assets
 		WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`, s.WorkspaceID(), id))

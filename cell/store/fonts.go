@@ -202,7 +202,7 @@ func (st *Store) RenameFontFamily(ctx context.Context, s auth.Scope, id string, 
 			return err
 		}
 		if current != baseline {
-			return problem.New(problem.VersionConflict, "the font family changed since it was read (current version %d); re-read before deciding", current)
+			return problem.ErrVersionConflict("font family", "version", current)
 		}
 		var clash string
 		err = tx.QueryRow(ctx, `SELECT id FROM font_families WHERE workspace_id = $1 AND name_key = $2 AND id <> $3`,
@@ -357,7 +357,7 @@ func (st *Store) UpdateFontFace(ctx context.Context, s auth.Scope, id string, ba
 			return err
 		}
 		if cur.Version != baseline {
-			return problem.New(problem.VersionConflict, "the font face changed since it was read (current version %d); re-read before deciding", cur.Version)
+			return problem.ErrVersionConflict("font face", "version", cur.Version)
 		}
 		if p.AssetID != nil && p.CheckAsset != nil {
 			if err := p.CheckAsset(getAsset(ctx, tx, s, *p.AssetID)); err != nil {

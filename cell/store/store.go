@@ -76,7 +76,7 @@ func Locked(ctx context.Context, q pgx.Tx, k Kind, s auth.Scope, id string) erro
 	if err != nil {
 		return err
 	}
-	return problem.New(problem.VersionConflict, "the %s changed since it was read (current %s %s); re-read before deciding", singular(k), k.LockColumn, current)
+	return problem.ErrVersionConflict(singular(k), k.LockColumn, current)
 }
 
 func singular(k Kind) string {

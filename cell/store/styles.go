@@ -76,11 +76,6 @@ func (st *Store) ListStyles(ctx context.Context, s auth.Scope, cursor string, li
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Style, error) { return scanStyle(r) })
 }
 
-// CheckThemeKey returns ErrUnknownThemeKey unless key names a live theme of the workspace.
-func CheckThemeKey(ctx context.Context, tx pgx.Tx, s auth.Scope, key string) error {
-	return checkThemeKey(ctx, tx, s, key)
-}
-
 func checkThemeKey(ctx context.Context, tx pgx.Tx, s auth.Scope, key string) error {
 	if key == "" {
 		return nil
@@ -124,7 +119,7 @@ func (st *Store) UpdateStyle(ctx context.Context, s auth.Scope, id string, basel
 			return err
 		}
 		if cur.Version != baseline {
-			return problem.New(problem.VersionConflict, "the style changed since it was read (current version %d); re-read before deciding", cur.Version)
+			return problem.ErrVersionConflict("style", "version", cur.Version)
 		}
 		next, err := change(cur)
 		if err != nil {

@@ -203,7 +203,7 @@ func (st *Store) CreateTheme(ctx context.Context, s auth.Scope, t Theme) (Theme,
 // UpdateTheme applies change to a live theme if the version baseline is current, in one
 // transaction: the theme is read, changed, its bound families checked, and written. The key is
 // not changeable (styles refer to it).
-func (st *Store) UpdateTheme(ctx context.Context, s auth.Scope, id string, baseline int64, change func(*Theme) error) (Theme, error) {
+func (st *Store) UpdateTheme(ctx context.Context, s auth.Scope, id string, baseline int64, change func(*Theme)) (Theme, error) {
 	var out Theme
 	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
 		cur, err := getTheme(ctx, tx, s, id, true)
@@ -211,16 +211,14 @@ func (st *Store) UpdateTheme(ctx context.Context, s auth.Scope, id string, basel
 			return err
 		}
 		if cur.Version != baseline {
-			return problem.New(problem.VersionConflict, "the theme changed since it was read (current version %d); re-read before deciding", cur.Version)
+			return problem.ErrVersionConflict("theme", "version", cur.Version)
 		}
 		next := cur
 		next.Fonts = map[string]ThemeFont{}
 		for k, v := range cur.Fonts {
 			next.Fonts[k] = v
 		}
-		if err := change(&next); err != nil {
-			return err
-		}
+		change(&next)
 		if err := checkThemeFamilies(ctx, tx, s, next); err != nil {
 			return err
 		}
