@@ -102,19 +102,7 @@ func (b *bundle) uploadAsset(t *testing.T, base, ws, contentType, body, query st
 // send is a request with arbitrary headers (name, value pairs).
 func (b *bundle) send(t *testing.T, method, path string, body []byte, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(method, b.srv.URL+path, bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+b.pat)
-	req.Header.Set("X-Workspace-ID", b.ws)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return resp, out
+	return b.call(t, call{method: method, path: path, body: string(body), token: b.pat, ws: b.ws, header: hdr, bare: true})
 }
 
 // blobKeys lists the keys of a bucket under prefix.

@@ -23,18 +23,24 @@ type call struct {
 	ws          string
 	key         string
 	body        string
+	header      []string // name, value pairs, set last
+	// bare sends no default: no token unless given, no Content-Type unless given.
+	bare bool
 }
 
+// call is the package's one HTTP test client.
 func (b *bundle) call(t *testing.T, c call) (*http.Response, []byte) {
 	t.Helper()
 	if c.base == "" {
 		c.base = b.srv.URL
 	}
-	if c.token == "" {
+	if c.token == "" && !c.bare {
 		c.token = b.pat
 	}
 	req, _ := http.NewRequest(c.method, c.base+c.path, strings.NewReader(c.body))
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	if c.ws != "" {
 		req.Header.Set("X-Workspace-ID", c.ws)
 	}
@@ -43,8 +49,11 @@ func (b *bundle) call(t *testing.T, c call) (*http.Response, []byte) {
 	}
 	if c.contentType != "" {
 		req.Header.Set("Content-Type", c.contentType)
-	} else if c.body != "" {
+	} else if c.body != "" && !c.bare {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(c.header); i += 2 {
+		req.Header.Set(c.header[i], c.header[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"slidecells/cell/api"
 	"slidecells/shared/ids"
 )
 
@@ -37,31 +38,7 @@ func init() {
 
 func uniqueKey() string { return "k" + strings.TrimPrefix(ids.New("x"), "x_")[:12] }
 
-type roleFont struct {
-	Source        string `json:"source"`
-	FontFamilyID  string `json:"font_family_id"`
-	FontFamily    string `json:"font_family"`
-	FontPreset    string `json:"font_preset"`
-	CSSFontFamily string `json:"css_font_family"`
-	BundleURL     string `json:"bundle_url"`
-}
-
-type themeOut struct {
-	ID         string            `json:"id"`
-	Key        string            `json:"key"`
-	Name       string            `json:"name"`
-	Colors     map[string]string `json:"colors"`
-	Spacing    []int             `json:"spacing"`
-	Radius     []int             `json:"radius"`
-	Version    int64             `json:"version"`
-	Typography struct {
-		Heading roleFont `json:"heading"`
-		Body    roleFont `json:"body"`
-		Code    roleFont `json:"code"`
-	} `json:"typography"`
-	CSSVariables map[string]string `json:"css_variables"`
-	CSS          string            `json:"css"`
-}
+type themeOut = api.ThemeView
 
 type styleOut struct {
 	ID             string            `json:"id"`
@@ -107,22 +84,24 @@ func (b *bundle) write(t *testing.T, base, ws, method, path, body string) (*http
 	return b.call(t, call{base: base, method: method, path: path, ws: ws, key: ids.New("k"), body: body})
 }
 
+// create posts a create and decodes its 201 answer.
+func create[T any](t *testing.T, b *bundle, base, ws, path, body string) T {
+	t.Helper()
+	resp, out := b.write(t, base, ws, "POST", path, body)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create %s %s: %d %s", path, body, resp.StatusCode, out)
+	}
+	return decode[T](t, out)
+}
+
 func (b *bundle) createTheme(t *testing.T, base, ws, body string) themeOut {
 	t.Helper()
-	resp, out := b.write(t, base, ws, "POST", "/api/v1/themes", body)
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("create theme %s: %d %s", body, resp.StatusCode, out)
-	}
-	return decode[themeOut](t, out)
+	return create[themeOut](t, b, base, ws, "/api/v1/themes", body)
 }
 
 func (b *bundle) createStyle(t *testing.T, base, ws, body string) styleOut {
 	t.Helper()
-	resp, out := b.write(t, base, ws, "POST", "/api/v1/styles", body)
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("create style %s: %d %s", body, resp.StatusCode, out)
-	}
-	return decode[styleOut](t, out)
+	return create[styleOut](t, b, base, ws, "/api/v1/styles", body)
 }
 
 // uploadFont stores a file with a WOFF2 signature as an asset and returns its ID and sha256.
@@ -146,11 +125,7 @@ func (b *bundle) createFace(t *testing.T, base, ws, body string) faceOut {
 	if ws == "" {
 		ws = b.ws
 	}
-	resp, out := b.write(t, base, ws, "POST", "/workspaces/"+ws+"/fonts", body)
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("create face %s: %d %s", body, resp.StatusCode, out)
-	}
-	return decode[faceOut](t, out)
+	return create[faceOut](t, b, base, ws, "/workspaces/"+ws+"/fonts", body)
 }
 
 // expect422 checks a 422 VALIDATION_FAILED naming every field.

@@ -259,7 +259,7 @@ func (h *fonts) createFace(ctx context.Context, sc auth.Scope, in *createFaceIn)
 	}
 	face, err := h.st.CreateFontFace(ctx, sc, f)
 	if err != nil {
-		return nil, err
+		return nil, design.FaceErr(err)
 	}
 	v, _ := fontFaceView(sc, face)
 	return &Created[FontFaceView]{Location: "/workspaces/" + sc.WorkspaceID() + "/fonts/" + face.ID, Body: v}, nil
@@ -283,8 +283,9 @@ func (h *fonts) updateFace(ctx context.Context, sc auth.Scope, in *updateFaceIn)
 	if len(errs) > 0 {
 		return nil, problem.Invalid(errs...)
 	}
-	p.AssetID, p.CheckAsset = in.Body.AssetID, design.CheckFontAsset
-	return one(sc, fontFaceView)(h.st.UpdateFontFace(ctx, sc, in.ID(), in.Body.Version, p))
+	p.AssetID = in.Body.AssetID
+	f, err := h.st.UpdateFontFace(ctx, sc, in.ID(), in.Body.Version, p)
+	return one(sc, fontFaceView)(f, design.FaceErr(err))
 }
 
 func (h *fonts) deleteFace(ctx context.Context, sc auth.Scope, in *ObjectID) (*FontFaceDeleted, error) {

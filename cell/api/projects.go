@@ -25,18 +25,14 @@ func projectView(_ auth.Scope, p store.Project) (ProjectView, error) {
 }
 
 // projects are the project operations.
-type projects struct {
-	st   *store.Store
-	kind Kind[store.Project, ProjectView]
-}
+type projects struct{ st *store.Store }
 
 func (s *Server) registerProjects(st *store.Store) {
-	h := &projects{st: st, kind: Kind[store.Project, ProjectView]{Store: store.Projects, Single: "project",
-		Read: auth.ProjectRead, Write: auth.ProjectWrite,
-		Get: st.GetProject, List: st.ListProjects, ID: func(p store.Project) string { return p.ID }, View: projectView}}
-	h.kind.Register(s, st)
-	Scoped(s, h.kind.CreateOp("Create a project"), h.create)
-	Scoped(s, h.kind.UpdateOp("Rename or describe a project (version-locked)"), h.update)
+	h := &projects{st: st}
+	RegisterKind(s, st, Kind[store.Project, ProjectView]{Store: store.Projects, Single: "project",
+		Read: auth.ProjectRead, Write: auth.ProjectWrite, Get: st.GetProject, List: st.ListProjects,
+		ID: func(p store.Project) string { return p.ID }, View: projectView,
+		CreateSummary: "Create a project", UpdateSummary: "Rename or describe a project (version-locked)"}, h.create, h.update)
 }
 
 type createProjectIn = struct {
@@ -46,9 +42,8 @@ type createProjectIn = struct {
 	}
 }
 
-func (h *projects) create(ctx context.Context, sc auth.Scope, in *createProjectIn) (*Created[ProjectView], error) {
-	p, err := h.st.CreateProject(ctx, sc, in.Body.Name, in.Body.Description)
-	return h.kind.Created(sc, p, err)
+func (h *projects) create(ctx context.Context, sc auth.Scope, in *createProjectIn) (store.Project, error) {
+	return h.st.CreateProject(ctx, sc, in.Body.Name, in.Body.Description)
 }
 
 type updateProjectIn = struct {
@@ -60,7 +55,6 @@ type updateProjectIn = struct {
 	}
 }
 
-func (h *projects) update(ctx context.Context, sc auth.Scope, in *updateProjectIn) (*Single[ProjectView], error) {
-	p, err := h.st.UpdateProject(ctx, sc, in.ID(), in.Body.Version, in.Body.Name, in.Body.Description)
-	return h.kind.One(sc, p, err)
+func (h *projects) update(ctx context.Context, sc auth.Scope, in *updateProjectIn) (store.Project, error) {
+	return h.st.UpdateProject(ctx, sc, in.ID(), in.Body.Version, in.Body.Name, in.Body.Description)
 }

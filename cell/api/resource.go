@@ -107,6 +107,23 @@ type Kind[R, V any] struct {
 	// ID is a row's ID (the list cursor); View shows a row.
 	ID   func(R) string
 	View func(sc auth.Scope, r R) (V, error)
+	// CreateSummary and UpdateSummary describe the kind's create and versioned update.
+	CreateSummary, UpdateSummary string
+}
+
+// RegisterKind registers a kind's standard operations (Register) with its create (201 with
+// Location) and its versioned update; the handlers return the row written.
+func RegisterKind[R, V, C, U any](s *Server, st *store.Store, k Kind[R, V],
+	create func(context.Context, auth.Scope, *C) (R, error), update func(context.Context, auth.Scope, *U) (R, error)) {
+	k.Register(s, st)
+	Scoped(s, k.CreateOp(k.CreateSummary), func(ctx context.Context, sc auth.Scope, in *C) (*Created[V], error) {
+		r, err := create(ctx, sc, in)
+		return k.Created(sc, r, err)
+	})
+	Scoped(s, k.UpdateOp(k.UpdateSummary), func(ctx context.Context, sc auth.Scope, in *U) (*Single[V], error) {
+		r, err := update(ctx, sc, in)
+		return k.One(sc, r, err)
+	})
 }
 
 func (k Kind[R, V]) collection() string { return "/api/v1/" + k.Store.Name }
@@ -151,14 +168,7 @@ func (k Kind[R, V]) Created(sc auth.Scope, r R, err error) (*Created[V], error) 
 
 // One answers a row read or written: its view.
 func (k Kind[R, V]) One(sc auth.Scope, r R, err error) (*Single[V], error) {
-	if err != nil {
-		return nil, err
-	}
-	v, err := k.View(sc, r)
-	if err != nil {
-		return nil, err
-	}
-	return &Single[V]{Body: v}, nil
+	return one(sc, k.View)(r, err)
 }
 
 // Page answers rows fetched with limit+1.

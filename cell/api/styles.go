@@ -164,32 +164,29 @@ func styleView(_ auth.Scope, y store.Style) (StyleView, error) {
 }
 
 // styles are the style operations.
-type styles struct {
-	st   *store.Store
-	kind Kind[store.Style, StyleView]
-}
+type styles struct{ st *store.Store }
 
 func (s *Server) registerStyles(st *store.Store) {
-	h := &styles{st: st, kind: Kind[store.Style, StyleView]{Store: store.Styles, Single: "style",
-		Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite,
-		Get: st.GetStyle, List: st.ListStyles, ID: func(y store.Style) string { return y.ID }, View: styleView}}
-	h.kind.Register(s, st)
-	Scoped(s, h.kind.CreateOp("Create a style (two accepted body forms, one snapshot)"), h.create)
-	Scoped(s, h.kind.UpdateOp("Change a style's name or presentation fields (either body form; version-locked)"), h.update)
+	h := &styles{st: st}
+	RegisterKind(s, st, Kind[store.Style, StyleView]{Store: store.Styles, Single: "style",
+		Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite, Get: st.GetStyle, List: st.ListStyles,
+		ID: func(y store.Style) string { return y.ID }, View: styleView,
+		CreateSummary: "Create a style (two accepted body forms, one snapshot)",
+		UpdateSummary: "Change a style's name or presentation fields (either body form; version-locked)"}, h.create, h.update)
 }
 
 type createStyleIn = struct {
 	Body StyleCreateBody
 }
 
-func (h *styles) create(ctx context.Context, sc auth.Scope, in *createStyleIn) (*Created[StyleView], error) {
+func (h *styles) create(ctx context.Context, sc auth.Scope, in *createStyleIn) (store.Style, error) {
 	req := &in.Body.req
 	y, err := req.NewStyle()
 	if err != nil {
-		return nil, err
+		return y, err
 	}
 	y, err = h.st.CreateStyle(ctx, sc, y)
-	return h.kind.Created(sc, y, req.StoreErr(err))
+	return y, req.StoreErr(err)
 }
 
 type updateStyleIn = struct {
@@ -197,8 +194,8 @@ type updateStyleIn = struct {
 	Body StyleUpdateBody
 }
 
-func (h *styles) update(ctx context.Context, sc auth.Scope, in *updateStyleIn) (*Single[StyleView], error) {
+func (h *styles) update(ctx context.Context, sc auth.Scope, in *updateStyleIn) (store.Style, error) {
 	req := &in.Body.req
 	y, err := h.st.UpdateStyle(ctx, sc, in.ID(), req.Version(), req.Change)
-	return h.kind.One(sc, y, req.StoreErr(err))
+	return y, req.StoreErr(err)
 }

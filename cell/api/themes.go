@@ -92,32 +92,28 @@ func themeErr(err error) error {
 }
 
 // themes are the theme operations.
-type themes struct {
-	st   *store.Store
-	kind Kind[store.Theme, ThemeView]
-}
+type themes struct{ st *store.Store }
 
 func (s *Server) registerThemes(st *store.Store) {
-	h := &themes{st: st, kind: Kind[store.Theme, ThemeView]{Store: store.Themes, Single: "theme",
-		Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite,
-		Get: st.GetTheme, List: st.ListThemes, ID: func(t store.Theme) string { return t.ID }, View: themeView}}
-	h.kind.Register(s, st)
-	Scoped(s, h.kind.CreateOp("Create a theme"), h.create)
-	Scoped(s, h.kind.UpdateOp("Change a theme (version-locked)"), h.update)
+	h := &themes{st: st}
+	RegisterKind(s, st, Kind[store.Theme, ThemeView]{Store: store.Themes, Single: "theme",
+		Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite, Get: st.GetTheme, List: st.ListThemes,
+		ID: func(t store.Theme) string { return t.ID }, View: themeView,
+		CreateSummary: "Create a theme", UpdateSummary: "Change a theme (version-locked)"}, h.create, h.update)
 }
 
 type createThemeIn = struct {
 	Body ThemeCreateBody
 }
 
-func (h *themes) create(ctx context.Context, sc auth.Scope, in *createThemeIn) (*Created[ThemeView], error) {
+func (h *themes) create(ctx context.Context, sc auth.Scope, in *createThemeIn) (store.Theme, error) {
 	b := in.Body
 	t, err := design.ThemeChange{Key: b.Key, Name: &b.Name, ThemeScales: b.ThemeScales, ThemeFontBindings: b.ThemeFontBindings}.NewTheme()
 	if err != nil {
-		return nil, err
+		return t, err
 	}
 	t, err = h.st.CreateTheme(ctx, sc, t)
-	return h.kind.Created(sc, t, themeErr(err))
+	return t, themeErr(err)
 }
 
 type updateThemeIn = struct {
@@ -125,12 +121,12 @@ type updateThemeIn = struct {
 	Body ThemeUpdateBody
 }
 
-func (h *themes) update(ctx context.Context, sc auth.Scope, in *updateThemeIn) (*Single[ThemeView], error) {
+func (h *themes) update(ctx context.Context, sc auth.Scope, in *updateThemeIn) (store.Theme, error) {
 	c := design.ThemeChange{Name: in.Body.Name, ThemeScales: in.Body.ThemeScales, ThemeFontBindings: in.Body.ThemeFontBindings}
 	// Pure checks first; the bindings themselves are resolved against the stored theme.
 	if _, errs := c.Check(); len(errs) > 0 {
-		return nil, problem.Invalid(errs...)
+		return store.Theme{}, problem.Invalid(errs...)
 	}
 	t, err := h.st.UpdateTheme(ctx, sc, in.ID(), in.Body.Version, c.Apply)
-	return h.kind.One(sc, t, themeErr(err))
+	return t, themeErr(err)
 }

@@ -1,6 +1,7 @@
 package design
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -199,20 +200,18 @@ func FontBundleCSS(m store.FontFamily, assets map[string]store.Asset, contentURL
 	return []byte(b.String())
 }
 
-// CheckFontAsset judges the asset a face names, as read inside the write: a 422 on
-// body.asset_id when it is not a live font asset of the workspace (missing and foreign assets
-// alike), other errors as they are.
-func CheckFontAsset(a store.Asset, err error) error {
-	if err != nil {
-		if problem.As(err).Code == problem.NotFound {
-			return problem.Invalid(problem.FieldError{Field: "body.asset_id", Message: "no asset with this ID in the workspace"})
-		}
+// FaceErr answers a face whose asset is not a live font asset at body.asset_id; other errors
+// stay as they are.
+func FaceErr(err error) error {
+	var fa *store.FaceAssetError
+	switch {
+	case !errors.As(err, &fa):
 		return err
+	case fa.Missing:
+		return problem.Invalid(problem.FieldError{Field: "body.asset_id", Message: "no asset with this ID in the workspace"})
+	default:
+		return problem.Invalid(problem.FieldError{Field: "body.asset_id", Message: fmt.Sprintf("the asset is %s, not a font (%s)", fa.ContentType, FontTypeList())})
 	}
-	if _, ok := FontFormats[a.ContentType]; !ok {
-		return problem.Invalid(problem.FieldError{Field: "body.asset_id", Message: fmt.Sprintf("the asset is %s, not a font (%s)", a.ContentType, FontTypeList())})
-	}
-	return nil
 }
 
 // FaceDescriptors are a face's descriptors as a request gives them; nil fields are absent.
@@ -264,8 +263,8 @@ func (d FaceDescriptors) NewFace(assetID string) (store.FontFaceInput, error) {
 	if len(errs) > 0 {
 		return store.FontFaceInput{}, problem.Invalid(errs...)
 	}
-	f := store.FontFaceInput{FamilyName: *p.FamilyName, AssetID: assetID, WeightMin: 400, WeightMax: 400,
-		Style: "normal", Display: "swap", Enabled: true, CheckAsset: CheckFontAsset}
+	f := store.FontFaceInput{FamilyName: *p.FamilyName, FaceFields: store.FaceFields{AssetID: assetID, WeightMin: 400, WeightMax: 400,
+		Style: "normal", Display: "swap", Enabled: true}}
 	if p.WeightMin != nil {
 		f.WeightMin, f.WeightMax = *p.WeightMin, *p.WeightMax
 	}

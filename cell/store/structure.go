@@ -29,17 +29,16 @@ var (
 
 // GetPart returns a part's JSON and version.
 func (st *Store) GetPart(ctx context.Context, s auth.Scope, projectID string, p Part) (json.RawMessage, int64, error) {
-	if err := check(s); err != nil {
-		return nil, 0, err
+	type part struct {
+		raw     []byte
+		version int64
 	}
-	var raw []byte
-	var v int64
-	err := st.DB.Pool.QueryRow(ctx, fmt.Sprintf(`SELECT %s, %s FROM projects WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`,
-		p.column, p.versionColumn), s.WorkspaceID(), projectID).Scan(&raw, &v)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, 0, problem.ErrNotFound()
-	}
-	return raw, v, err
+	got, err := row(ctx, st.DB.Pool, s, func(r pgx.Row) (p part, err error) {
+		err = r.Scan(&p.raw, &p.version)
+		return p, err
+	},
+		fmt.Sprintf(`SELECT %s, %s FROM projects WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`, p.column, p.versionColumn), projectID)
+	return got.raw, got.version, err
 }
 
 // Name is the part's name in messages ("route tree").
@@ -143,27 +142,21 @@ func (st *Store) ListProjectPages(ctx context.Context, s auth.Scope, projectID, 
 	if _, err := st.GetProject(ctx, s, projectID); err != nil {
 		return nil, err
 	}
-	rows, err := st.DB.Pool.Query(ctx, `SELECT id, key, title, file_type, version FROM pages
-		WHERE workspace_id = $1 AND project_id = $2 AND archived_at IS NULL AND key > $3 ORDER BY key LIMIT $4`,
-		s.WorkspaceID(), projectID, afterKey, limit)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (PageSummary, error) {
+	return rows(ctx, st.DB.Pool, s, func(r pgx.Row) (PageSummary, error) {
 		var p PageSummary
 		err := r.Scan(&p.ID, &p.Key, &p.Title, &p.FileType, &p.Version)
 		return p, err
-	})
+	}, `SELECT id, key, title, file_type, version FROM pages
+		WHERE workspace_id = $1 AND project_id = $2 AND archived_at IS NULL AND key > $3 ORDER BY key LIMIT $4`, projectID, afterKey, limit)
 }
 
 // livePages returns which of ids are live pages of the project, inside tx.
 func livePages(ctx context.Context, tx pgx.Tx, s auth.Scope, projectID string, ids []string) (map[string]bool, error) {
-	rows, err := tx.Query(ctx, `SELECT id FROM pages WHERE workspace_id = $1 AND project_id = $2 AND id = ANY($3) AND archived_at IS NULL`,
-		s.WorkspaceID(), projectID, ids)
-	if err != nil {
-		return nil, err
-	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	found, err := rows(ctx, tx, s, func(r pgx.Row) (id string, err error) {
+		err = r.Scan(&id)
+		return id, err
+	},
+		`SELECT id FROM pages WHERE workspace_id = $1 AND project_id = $2 AND id = ANY($3) AND archived_at IS NULL`, projectID, ids)
 	if err != nil {
 		return nil, err
 	}

@@ -43,37 +43,20 @@ func scanStyle(r pgx.Row) (Style, error) {
 	return y, err
 }
 
-func getStyle(ctx context.Context, q querier, s auth.Scope, id string, forUpdate bool) (Style, error) {
-	sql := `SELECT ` + styleCols + ` FROM styles WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`
-	if forUpdate {
-		sql += ` FOR UPDATE`
-	}
-	y, err := scanStyle(q.QueryRow(ctx, sql, s.WorkspaceID(), id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return y, problem.ErrNotFound()
-	}
-	return y, err
+func getStyle(ctx context.Context, q querier, s auth.Scope, id string, lock bool) (Style, error) {
+	return row(ctx, q, s, scanStyle, `SELECT `+styleCols+` FROM styles WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`+
+		forUpdate(lock, ` FOR UPDATE`), id)
 }
 
 // GetStyle returns a live style of the workspace.
 func (st *Store) GetStyle(ctx context.Context, s auth.Scope, id string) (Style, error) {
-	if err := check(s); err != nil {
-		return Style{}, err
-	}
 	return getStyle(ctx, st.DB.Pool, s, id, false)
 }
 
 // ListStyles pages through live styles ordered by ID, after cursor.
 func (st *Store) ListStyles(ctx context.Context, s auth.Scope, cursor string, limit int) ([]Style, error) {
-	if err := check(s); err != nil {
-		return nil, err
-	}
-	rows, err := st.DB.Pool.Query(ctx, `SELECT `+styleCols+` FROM styles
-		WHERE workspace_id = $1 AND archived_at IS NULL AND id > $2 ORDER BY id LIMIT $3`, s.WorkspaceID(), cursor, limit)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Style, error) { return scanStyle(r) })
+	return rows(ctx, st.DB.Pool, s, scanStyle, `SELECT `+styleCols+` FROM styles
+		WHERE workspace_id = $1 AND archived_at IS NULL AND id > $2 ORDER BY id LIMIT $3`, cursor, limit)
 }
 
 func checkThemeKey(ctx context.Context, tx pgx.Tx, s auth.Scope, key string) error {
