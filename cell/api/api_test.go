@@ -143,12 +143,14 @@ func TestBadTokensAre401(t *testing.T) {
 		"revoked":      revoked,
 	}
 	for name, tok := range cases {
-		for _, path := range []string{"/api/v1/auth/whoami", "/api/v1/workspaces/" + b.ws} {
-			resp, body := b.get(t, path, tok)
-			if resp.StatusCode != 401 || code(t, body) != "UNAUTHENTICATED" {
-				t.Errorf("%s %s: %d %s", name, path, resp.StatusCode, body)
+		t.Run(name, func(t *testing.T) {
+			for _, path := range []string{"/api/v1/auth/whoami", "/api/v1/workspaces/" + b.ws} {
+				resp, body := b.get(t, path, tok)
+				if resp.StatusCode != 401 || code(t, body) != "UNAUTHENTICATED" {
+					t.Errorf("%s: %d %s", path, resp.StatusCode, body)
+				}
 			}
-		}
+		})
 	}
 	// Basic auth or a token in another header is never a fallback.
 	resp, _ := b.get(t, "/api/v1/auth/whoami", "", "Authorization", "Basic "+b.pat, "X-Api-Key", b.pat)

@@ -234,10 +234,13 @@ func TestAssetContentTypes(t *testing.T) {
 		{"empty", "image/png", "", "VALIDATION_FAILED", "body"},
 	}
 	for _, c := range rejected {
-		resp, body := b.call(t, call{method: "POST", path: "/api/v1/assets/content", ws: b.ws, key: ids.New("k"), contentType: c.declared, body: c.body})
-		if resp.StatusCode >= 500 || code(t, body) != c.code || !strings.Contains(string(body), `"field":"`+c.field+`"`) {
-			t.Errorf("%s: %d %s", c.name, resp.StatusCode, body)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			resp, body := b.call(t, call{method: "POST", path: "/api/v1/assets/content", ws: b.ws, key: ids.New("k"), contentType: c.declared, body: c.body})
+			status := map[string]int{"UNSUPPORTED_MEDIA_TYPE": 415, "VALIDATION_FAILED": 422}[c.code]
+			if resp.StatusCode != status || code(t, body) != c.code || !strings.Contains(string(body), `"field":"`+c.field+`"`) {
+				t.Errorf("%d %s", resp.StatusCode, body)
+			}
+		})
 	}
 	if n := b.assetCount(t); n != 0 {
 		t.Fatalf("%d assets after rejected uploads", n)
@@ -257,14 +260,15 @@ func TestAssetContentTypes(t *testing.T) {
 		{"pdf", "application/pdf", "%PDF-1.7\n%\xe2\xe3\xcf\xd3\n", "application/pdf", "document"},
 	}
 	for _, c := range accepted {
-		resp, body := b.call(t, call{method: "POST", path: "/api/v1/assets/content", ws: b.ws, key: ids.New("k"), contentType: c.declared, body: c.body})
-		if resp.StatusCode != 201 {
-			t.Errorf("%s: %d %s", c.name, resp.StatusCode, body)
-			continue
-		}
-		if a := decodeAsset(t, body); a.ContentType != c.stored || a.Kind != c.kind {
-			t.Errorf("%s: stored as %s/%s", c.name, a.ContentType, a.Kind)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			resp, body := b.call(t, call{method: "POST", path: "/api/v1/assets/content", ws: b.ws, key: ids.New("k"), contentType: c.declared, body: c.body})
+			if resp.StatusCode != 201 {
+				t.Fatalf("%d %s", resp.StatusCode, body)
+			}
+			if a := decodeAsset(t, body); a.ContentType != c.stored || a.Kind != c.kind {
+				t.Errorf("stored as %s/%s", a.ContentType, a.Kind)
+			}
+		})
 	}
 	// Kind filter and preview dimensions of WebP and SVG.
 	resp, body := b.call(t, call{method: "GET", path: "/api/v1/assets?kind=font", ws: b.ws})
@@ -425,9 +429,11 @@ func TestAssetCopyPatchTagsArchive(t *testing.T) {
 		"no version":     `{"name":"v"}`,
 		"metadata array": `{"version":2,"metadata":[1]}`,
 	} {
-		if resp, body := patch(x.ID, bad); resp.StatusCode != 422 || code(t, body) != "VALIDATION_FAILED" {
-			t.Errorf("%s: %d %s", name, resp.StatusCode, body)
-		}
+		t.Run(name, func(t *testing.T) {
+			if resp, body := patch(x.ID, bad); resp.StatusCode != 422 || code(t, body) != "VALIDATION_FAILED" {
+				t.Errorf("%d %s", resp.StatusCode, body)
+			}
+		})
 	}
 	if resp, body := b.call(t, call{method: "POST", path: "/api/v1/assets/content?tags=Bad!", ws: b.ws, key: ids.New("k"), contentType: "image/png", body: string(testPNG(t, 9, 9, 9))}); resp.StatusCode != 422 || !strings.Contains(string(body), "query.tags") {
 		t.Errorf("bad upload tag: %d %s", resp.StatusCode, body)

@@ -109,7 +109,7 @@ func TestIdempotency(t *testing.T) {
 	elsewhere := create
 	elsewhere.ws = b.wsB
 	elsewhere.base = b.srvB.URL
-	if resp, body := b.call(t, elsewhere); resp.StatusCode >= 300 || bytes.Equal(body, b1) {
+	if resp, body := b.call(t, elsewhere); resp.StatusCode != http.StatusCreated || bytes.Equal(body, b1) {
 		t.Fatalf("other workspace: %d %s", resp.StatusCode, body)
 	}
 	// Only one project exists in the first workspace.
@@ -344,7 +344,7 @@ func TestRequestLimits(t *testing.T) {
 	if resp, body := b.call(t, call{method: "POST", path: "/api/v1/projects", ws: b.ws, key: ids.New("k"), body: `{"name":"` + strings.Repeat("x", 201) + `"}`}); resp.StatusCode != 422 || !strings.Contains(string(body), "body.name") {
 		t.Fatalf("long name: %d %s", resp.StatusCode, body)
 	}
-	if resp, body := b.call(t, call{method: "POST", path: "/api/v1/projects", ws: b.ws, key: ids.New("k"), body: `{"name":`}); resp.StatusCode >= 500 || resp.StatusCode < 400 {
+	if resp, body := b.call(t, call{method: "POST", path: "/api/v1/projects", ws: b.ws, key: ids.New("k"), body: `{"name":`}); resp.StatusCode != http.StatusBadRequest || code(t, body) != "BAD_REQUEST" {
 		t.Fatalf("broken JSON: %d %s", resp.StatusCode, body)
 	}
 	if resp, body := b.call(t, call{method: "GET", path: "/api/v1/projects/prj_nope", ws: b.ws}); resp.StatusCode != 422 || code(t, body) != "VALIDATION_FAILED" {

@@ -236,8 +236,10 @@ func TestThemeValidation(t *testing.T) {
 		{"bad key", `{"key":"Not A Key","name":"A"}`, []string{"body.key"}},
 	}
 	for _, c := range cases {
-		resp, body := b.write(t, "", b.ws, "POST", "/api/v1/themes", c.body)
-		expect422(t, c.name, resp, body, c.fields...)
+		t.Run(c.name, func(t *testing.T) {
+			resp, body := b.write(t, "", b.ws, "POST", "/api/v1/themes", c.body)
+			expect422(t, c.name, resp, body, c.fields...)
+		})
 	}
 	_, list := b.call(t, call{method: "GET", path: "/api/v1/themes", ws: b.ws})
 	if strings.Contains(string(list), "thm_") {
@@ -337,8 +339,10 @@ func TestStyleValidation(t *testing.T) {
 		{"unknown field in A", `{"name":"S","configuration":{"presentation":{"page_width":1280,"colour":"red"}}}`, []string{"body.configuration.presentation.colour"}},
 	}
 	for _, c := range cases {
-		resp, body := b.write(t, "", b.ws, "POST", "/api/v1/styles", c.body)
-		expect422(t, c.name, resp, body, c.fields...)
+		t.Run(c.name, func(t *testing.T) {
+			resp, body := b.write(t, "", b.ws, "POST", "/api/v1/styles", c.body)
+			expect422(t, c.name, resp, body, c.fields...)
+		})
 	}
 	_, list := b.call(t, call{method: "GET", path: "/api/v1/styles", ws: b.ws})
 	if strings.Contains(string(list), "sty_") {
@@ -431,7 +435,7 @@ func TestFontFaces(t *testing.T) {
 	asset, _ := b.uploadFont(t, "", b.ws)
 	fonts := "/workspaces/" + b.ws + "/fonts"
 	resp, pdf := b.call(t, call{method: "POST", path: "/api/v1/assets/content", ws: b.ws, key: ids.New("k"), contentType: "application/pdf", body: "%PDF-1.4\n%%EOF\n"})
-	if resp.StatusCode >= 300 {
+	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("upload pdf: %d %s", resp.StatusCode, pdf)
 	}
 	notFont := decode[struct {
@@ -461,8 +465,10 @@ func TestFontFaces(t *testing.T) {
 		{"control character in family name", `{"family_name":"Brand\u0007","asset_id":"` + asset + `"}`, []string{"body.family_name"}},
 	}
 	for _, c := range cases {
-		resp, body := b.write(t, "", b.ws, "POST", fonts, c.body)
-		expect422(t, c.name, resp, body, c.fields...)
+		t.Run(c.name, func(t *testing.T) {
+			resp, body := b.write(t, "", b.ws, "POST", fonts, c.body)
+			expect422(t, c.name, resp, body, c.fields...)
+		})
 	}
 	_, list := b.call(t, call{method: "GET", path: "/workspaces/" + b.ws + "/font-families", ws: b.ws})
 	if strings.Contains(string(list), "ffam_") {

@@ -415,6 +415,9 @@ func ThemeKeyOf(p StylePresentation) string {
 
 // NewStyle is the style a create makes: the request laid over the default presentation.
 func (r *StyleRequest) NewStyle() (store.Style, error) {
+	if r.name == nil { // not a parsed object (the API's schema check answers that first)
+		return store.Style{}, problem.Invalid(fieldErr("body.name", "required"))
+	}
 	p, errs := r.Apply(DefaultStylePresentation())
 	if len(errs) > 0 {
 		return store.Style{}, problem.Invalid(errs...)
