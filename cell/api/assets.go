@@ -2,12 +2,10 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"mime"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"go.uber.org/zap"
@@ -17,35 +15,6 @@ import (
 	"slidecells/cell/content"
 	"slidecells/cell/store"
 )
-
-// AssetView is an asset as the API shows it.
-type AssetView struct {
-	ID          string         `json:"id"`
-	Name        string         `json:"name"`
-	ContentType string         `json:"content_type" doc:"sniffed from the content; one of the allow-list"`
-	Kind        string         `json:"kind" enum:"image,font,document"`
-	ByteSize    int64          `json:"byte_size"`
-	SHA256      string         `json:"sha256" doc:"hex SHA-256 of the content: the content's ETag and the If-Match baseline of a content replacement"`
-	Tags        []string       `json:"tags"`
-	Metadata    map[string]any `json:"metadata"`
-	Version     int64          `json:"version" doc:"optimistic-lock baseline of metadata edits: send it back with PATCH"`
-	ContentURL  string         `json:"content_url" doc:"this content, immutable: /api/v1/assets/{id}/content?sha256=…"`
-	CreatedBy   string         `json:"created_by"`
-	CreatedAt   time.Time      `json:"created_at"`
-	UpdatedAt   time.Time      `json:"updated_at"`
-}
-
-func assetView(_ auth.Scope, a store.Asset) (AssetView, error) {
-	meta := map[string]any{}
-	_ = json.Unmarshal(a.Metadata, &meta)
-	tags := a.Tags
-	if tags == nil {
-		tags = []string{}
-	}
-	return AssetView{ID: a.ID, Name: a.Name, ContentType: a.ContentType, Kind: string(cblob.KindOf(a.ContentType)),
-		ByteSize: a.ByteSize, SHA256: a.SHA256, Tags: tags, Metadata: meta, Version: a.Version,
-		ContentURL: content.ContentURLOf(a), CreatedBy: a.CreatedBy, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}, nil
-}
 
 // AssetTagCount is one distinct tag.
 type AssetTagCount struct {
@@ -104,12 +73,12 @@ type assetOps struct {
 	s    *Server
 	st   *store.Store
 	svc  *content.Assets
-	kind Kind[store.Asset, AssetView]
+	kind Kind[store.Asset, content.AssetView]
 }
 
 func (s *Server) registerAssets(st *store.Store) {
-	h := &assetOps{s: s, st: st, svc: s.assets(st), kind: Kind[store.Asset, AssetView]{Store: store.Assets, Single: "asset",
-		Read: auth.AssetRead, Write: auth.AssetWrite, Get: st.GetAsset, ID: func(a store.Asset) string { return a.ID }, View: assetView}}
+	h := &assetOps{s: s, st: st, svc: s.assets(st), kind: Kind[store.Asset, content.AssetView]{Store: store.Assets, Single: "asset",
+		Read: auth.AssetRead, Write: auth.AssetWrite, Get: st.GetAsset, ID: func(a store.Asset) string { return a.ID }, View: content.AssetOf}}
 	k := h.kind
 	h.kind.Register(s, st)
 	list := k.op("list-assets", http.MethodGet, k.collection(), "List assets", k.Read)
@@ -142,7 +111,7 @@ type listAssetsIn = struct {
 	Kind string `query:"kind" enum:"image,font,document" doc:"only assets of this kind"`
 }
 
-func (h *assetOps) list(ctx context.Context, sc auth.Scope, in *listAssetsIn) (*Page[AssetView], error) {
+func (h *assetOps) list(ctx context.Context, sc auth.Scope, in *listAssetsIn) (*Page[content.AssetView], error) {
 	f := store.AssetFilter{Tag: in.Tag}
 	if in.Kind != "" {
 		f.ContentTypes = cblob.TypesOf(cblob.Kind(in.Kind))
@@ -170,7 +139,7 @@ type updateAssetIn = struct {
 	}
 }
 
-func (h *assetOps) update(ctx context.Context, sc auth.Scope, in *updateAssetIn) (*Single[AssetView], error) {
+func (h *assetOps) update(ctx context.Context, sc auth.Scope, in *updateAssetIn) (*Single[content.AssetView], error) {
 	c, err := content.Changes(in.Body.Name, in.Body.Tags, in.Body.Metadata)
 	if err != nil {
 		return nil, err
@@ -186,7 +155,7 @@ type uploadAssetIn = struct {
 	StreamedBody
 }
 
-func (h *assetOps) upload(ctx context.Context, sc auth.Scope, in *uploadAssetIn) (*Created[AssetView], error) {
+func (h *assetOps) upload(ctx context.Context, sc auth.Scope, in *uploadAssetIn) (*Created[content.AssetView], error) {
 	a, err := h.svc.Upload(ctx, sc, content.Upload{Body: in.r, ContentType: in.ContentType, Name: in.Name, Tags: in.Tags})
 	return h.kind.Created(sc, a, err)
 }
@@ -242,7 +211,7 @@ type replaceAssetIn = struct {
 	StreamedBody
 }
 
-func (h *assetOps) replace(ctx context.Context, sc auth.Scope, in *replaceAssetIn) (*Single[AssetView], error) {
+func (h *assetOps) replace(ctx context.Context, sc auth.Scope, in *replaceAssetIn) (*Single[content.AssetView], error) {
 	a, err := h.svc.Replace(ctx, sc, in.ID(), in.IfMatch, in.r, in.ContentType)
 	return h.kind.One(sc, a, err)
 }
@@ -270,7 +239,7 @@ type copyAssetIn = struct {
 	}
 }
 
-func (h *assetOps) copy(ctx context.Context, sc auth.Scope, in *copyAssetIn) (*Created[AssetView], error) {
+func (h *assetOps) copy(ctx context.Context, sc auth.Scope, in *copyAssetIn) (*Created[content.AssetView], error) {
 	var name *string
 	if in.Body != nil && in.Body.Name != nil {
 		if err := content.CheckName("body.name", *in.Body.Name, false); err != nil {

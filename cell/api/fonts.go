@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -20,53 +19,6 @@ import (
 // Editor-facing workspace font endpoints: families (list with faces, rename, delete), faces
 // (create, read, update, delete) and the per-family @font-face bundle. They live outside /api/v1
 // with the workspace in the path, as the specification lists them.
-
-// FontFaceView is a face as the API shows it.
-type FontFaceView struct {
-	ID           string    `json:"id"`
-	FamilyID     string    `json:"family_id"`
-	FontFamily   string    `json:"font_family" doc:"the family's name (derived; change it by renaming the family or moving the face)"`
-	AssetID      string    `json:"asset_id" doc:"the uploaded font asset (woff2, woff, ttf or otf)"`
-	FontWeight   string    `json:"font_weight" doc:"one weight (\"400\") or a range (\"100 900\")"`
-	FontStyle    string    `json:"font_style" enum:"normal,italic,oblique"`
-	FontDisplay  string    `json:"font_display" enum:"auto,block,swap,fallback,optional"`
-	UnicodeRange string    `json:"unicode_range,omitempty" doc:"normalised, e.g. \"U+0000-00FF, U+0131\"; absent means all code points"`
-	Enabled      bool      `json:"enabled" doc:"only enabled faces are in the family's bundle"`
-	Version      int64     `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
-	CreatedBy    string    `json:"created_by"`
-	CreatedAt    time.Time `json:"created_at"`
-	UpdatedAt    time.Time `json:"updated_at"`
-}
-
-// FontFamilyView is a workspace font family with all of its faces.
-type FontFamilyView struct {
-	ID        string         `json:"id"`
-	FamilyID  string         `json:"family_id" doc:"the family's ID (the same as id), as the specification names it"`
-	Name      string         `json:"name" doc:"unique in the workspace, compared case-insensitively"`
-	Version   int64          `json:"version" doc:"optimistic-lock baseline of a rename"`
-	Faces     []FontFaceView `json:"faces" doc:"every face, enabled or not"`
-	BundleURL string         `json:"bundle_url" doc:"the family's @font-face stylesheet (enabled faces only)"`
-	CreatedBy string         `json:"created_by"`
-	CreatedAt time.Time      `json:"created_at"`
-	UpdatedAt time.Time      `json:"updated_at"`
-}
-
-func fontFaceView(_ auth.Scope, f store.FontFace) (FontFaceView, error) {
-	return FontFaceView{ID: f.ID, FamilyID: f.FamilyID, FontFamily: f.FamilyName, AssetID: f.AssetID,
-		FontWeight: design.FontWeightText(f.WeightMin, f.WeightMax), FontStyle: f.Style, FontDisplay: f.Display,
-		UnicodeRange: f.UnicodeRange, Enabled: f.Enabled, Version: f.Version, CreatedBy: f.CreatedBy,
-		CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt}, nil
-}
-
-func fontFamilyView(sc auth.Scope, m store.FontFamily) (FontFamilyView, error) {
-	v := FontFamilyView{ID: m.ID, FamilyID: m.ID, Name: m.Name, Version: m.Version, Faces: []FontFaceView{},
-		BundleURL: design.FontBundlePath(sc.WorkspaceID(), m.ID), CreatedBy: m.CreatedBy, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
-	for _, f := range m.Faces {
-		fv, _ := fontFaceView(sc, f)
-		v.Faces = append(v.Faces, fv)
-	}
-	return v, nil
-}
 
 // FontFamilyDeleted reports a removed family.
 type FontFamilyDeleted struct {
@@ -201,17 +153,17 @@ func (s *Server) registerFonts(st *store.Store) {
 	Scoped(s, fontOp("delete-font-face", http.MethodDelete, face, "Delete a font face; the last face takes its family along unless a theme binds the family", write), h.deleteFace)
 }
 
-func (h *fonts) listFamilies(ctx context.Context, sc auth.Scope, in *ListQuery) (*Page[FontFamilyView], error) {
+func (h *fonts) listFamilies(ctx context.Context, sc auth.Scope, in *ListQuery) (*Page[design.FontFamilyView], error) {
 	ms, err := h.st.ListFontFamilies(ctx, sc, in.Cursor, in.Limit+1)
 	if err != nil {
 		return nil, err
 	}
 	return paginate(ms, in.Limit, func(m store.FontFamily) string { return m.ID },
-		func(m store.FontFamily) (FontFamilyView, error) { return fontFamilyView(sc, m) })
+		func(m store.FontFamily) (design.FontFamilyView, error) { return design.FamilyOf(sc, m) })
 }
 
-func (h *fonts) getFamily(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[FontFamilyView], error) {
-	return one(sc, fontFamilyView)(h.st.GetFontFamily(ctx, sc, in.ID()))
+func (h *fonts) getFamily(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[design.FontFamilyView], error) {
+	return one(sc, design.FamilyOf)(h.st.GetFontFamily(ctx, sc, in.ID()))
 }
 
 type renameFamilyIn = struct {
@@ -222,12 +174,12 @@ type renameFamilyIn = struct {
 	}
 }
 
-func (h *fonts) renameFamily(ctx context.Context, sc auth.Scope, in *renameFamilyIn) (*Single[FontFamilyView], error) {
+func (h *fonts) renameFamily(ctx context.Context, sc auth.Scope, in *renameFamilyIn) (*Single[design.FontFamilyView], error) {
 	name, msg := design.CheckFamilyName(in.Body.Name)
 	if msg != "" {
 		return nil, problem.Invalid(problem.FieldError{Field: "body.name", Message: msg})
 	}
-	return one(sc, fontFamilyView)(h.st.RenameFontFamily(ctx, sc, in.ID(), in.Body.Version, name))
+	return one(sc, design.FamilyOf)(h.st.RenameFontFamily(ctx, sc, in.ID(), in.Body.Version, name))
 }
 
 func (h *fonts) deleteFamily(ctx context.Context, sc auth.Scope, in *ObjectID) (*FontFamilyDeleted, error) {
@@ -252,7 +204,7 @@ type createFaceIn = struct {
 	Body FontFaceCreateBody
 }
 
-func (h *fonts) createFace(ctx context.Context, sc auth.Scope, in *createFaceIn) (*Created[FontFaceView], error) {
+func (h *fonts) createFace(ctx context.Context, sc auth.Scope, in *createFaceIn) (*Created[design.FontFaceView], error) {
 	f, err := in.Body.descriptors(&in.Body.FamilyName).NewFace(in.Body.AssetID)
 	if err != nil {
 		return nil, err
@@ -261,12 +213,12 @@ func (h *fonts) createFace(ctx context.Context, sc auth.Scope, in *createFaceIn)
 	if err != nil {
 		return nil, design.FaceErr(err)
 	}
-	v, _ := fontFaceView(sc, face)
-	return &Created[FontFaceView]{Location: "/workspaces/" + sc.WorkspaceID() + "/fonts/" + face.ID, Body: v}, nil
+	v, _ := design.FaceOf(sc, face)
+	return &Created[design.FontFaceView]{Location: "/workspaces/" + sc.WorkspaceID() + "/fonts/" + face.ID, Body: v}, nil
 }
 
-func (h *fonts) getFace(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[FontFaceView], error) {
-	return one(sc, fontFaceView)(h.st.GetFontFace(ctx, sc, in.ID()))
+func (h *fonts) getFace(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[design.FontFaceView], error) {
+	return one(sc, design.FaceOf)(h.st.GetFontFace(ctx, sc, in.ID()))
 }
 
 type updateFaceIn = struct {
@@ -274,7 +226,7 @@ type updateFaceIn = struct {
 	Body FontFaceUpdateBody
 }
 
-func (h *fonts) updateFace(ctx context.Context, sc auth.Scope, in *updateFaceIn) (*Single[FontFaceView], error) {
+func (h *fonts) updateFace(ctx context.Context, sc auth.Scope, in *updateFaceIn) (*Single[design.FontFaceView], error) {
 	// The face must be the caller's before anything about the request is judged.
 	if _, err := h.st.GetFontFace(ctx, sc, in.ID()); err != nil {
 		return nil, err
@@ -285,7 +237,7 @@ func (h *fonts) updateFace(ctx context.Context, sc auth.Scope, in *updateFaceIn)
 	}
 	p.AssetID = in.Body.AssetID
 	f, err := h.st.UpdateFontFace(ctx, sc, in.ID(), in.Body.Version, p)
-	return one(sc, fontFaceView)(f, design.FaceErr(err))
+	return one(sc, design.FaceOf)(f, design.FaceErr(err))
 }
 
 func (h *fonts) deleteFace(ctx context.Context, sc auth.Scope, in *ObjectID) (*FontFaceDeleted, error) {

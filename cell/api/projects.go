@@ -2,36 +2,20 @@ package api
 
 import (
 	"context"
-	"time"
 
 	"slidecells/cell/auth"
+	"slidecells/cell/content"
 	"slidecells/cell/store"
 )
-
-// ProjectView is a project as the API shows it.
-type ProjectView struct {
-	ID          string    `json:"id"`
-	Name        string    `json:"name"`
-	Description string    `json:"description"`
-	Version     int64     `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
-	CreatedBy   string    `json:"created_by"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
-}
-
-func projectView(_ auth.Scope, p store.Project) (ProjectView, error) {
-	return ProjectView{ID: p.ID, Name: p.Name, Description: p.Description, Version: p.Version,
-		CreatedBy: p.CreatedBy, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}, nil
-}
 
 // projects are the project operations.
 type projects struct{ st *store.Store }
 
 func (s *Server) registerProjects(st *store.Store) {
 	h := &projects{st: st}
-	RegisterKind(s, st, Kind[store.Project, ProjectView]{Store: store.Projects, Single: "project",
+	RegisterKind(s, st, Kind[store.Project, content.ProjectView]{Store: store.Projects, Single: "project",
 		Read: auth.ProjectRead, Write: auth.ProjectWrite, Get: st.GetProject, List: st.ListProjects,
-		ID: func(p store.Project) string { return p.ID }, View: projectView,
+		ID: func(p store.Project) string { return p.ID }, View: content.ProjectOf,
 		CreateSummary: "Create a project", UpdateSummary: "Rename or describe a project (version-locked)"}, h.create, h.update)
 }
 

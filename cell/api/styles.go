@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -140,37 +139,14 @@ func (b *StyleUpdateBody) Resolve(huma.Context) []error { return b.resolve(true)
 // Baseline is the version the update was read at (the body's version field).
 func (b *StyleUpdateBody) Baseline() int64 { return b.req.Version() }
 
-// StyleView is a style as the API shows it.
-type StyleView struct {
-	ID             string               `json:"id"`
-	Name           string               `json:"name"`
-	Snapshot       design.StyleSnapshot `json:"snapshot" doc:"the normalised presentation; identical for both request forms"`
-	SnapshotDigest string               `json:"snapshot_digest" doc:"sha256 of the snapshot's canonical JSON"`
-	CSSVariables   map[string]string    `json:"css_variables" doc:"the style as CSS custom properties"`
-	Version        int64                `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
-	CreatedBy      string               `json:"created_by"`
-	CreatedAt      time.Time            `json:"created_at"`
-	UpdatedAt      time.Time            `json:"updated_at"`
-}
-
-func styleView(_ auth.Scope, y store.Style) (StyleView, error) {
-	snap, err := design.DecodeSnapshot(y.Snapshot)
-	if err != nil {
-		return StyleView{}, err
-	}
-	return StyleView{ID: y.ID, Name: y.Name, Snapshot: snap, SnapshotDigest: y.SnapshotDigest,
-		CSSVariables: design.StyleCSSVariables(snap.Presentation),
-		Version:      y.Version, CreatedBy: y.CreatedBy, CreatedAt: y.CreatedAt, UpdatedAt: y.UpdatedAt}, nil
-}
-
 // styles are the style operations.
 type styles struct{ st *store.Store }
 
 func (s *Server) registerStyles(st *store.Store) {
 	h := &styles{st: st}
-	RegisterKind(s, st, Kind[store.Style, StyleView]{Store: store.Styles, Single: "style",
+	RegisterKind(s, st, Kind[store.Style, design.StyleView]{Store: store.Styles, Single: "style",
 		Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite, Get: st.GetStyle, List: st.ListStyles,
-		ID: func(y store.Style) string { return y.ID }, View: styleView,
+		ID: func(y store.Style) string { return y.ID }, View: design.StyleOf,
 		CreateSummary: "Create a style (two accepted body forms, one snapshot)",
 		UpdateSummary: "Change a style's name or presentation fields (either body form; version-locked)"}, h.create, h.update)
 }

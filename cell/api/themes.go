@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -57,31 +56,6 @@ func (ThemeUpdateBody) TransformSchema(_ huma.Registry, s *huma.Schema) *huma.Sc
 	return presetSchema(s)
 }
 
-// ThemeView is a theme as the API shows it.
-type ThemeView struct {
-	ID           string                 `json:"id"`
-	Key          string                 `json:"key"`
-	Name         string                 `json:"name"`
-	Colors       map[string]string      `json:"colors"`
-	Spacing      []int                  `json:"spacing"`
-	Radius       []int                  `json:"radius"`
-	Typography   design.ThemeTypography `json:"typography"`
-	CSSVariables map[string]string      `json:"css_variables" doc:"the theme as CSS custom properties"`
-	CSS          string                 `json:"css" doc:"a :root rule declaring css_variables"`
-	Version      int64                  `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
-	CreatedBy    string                 `json:"created_by"`
-	CreatedAt    time.Time              `json:"created_at"`
-	UpdatedAt    time.Time              `json:"updated_at"`
-}
-
-func themeView(sc auth.Scope, t store.Theme) (ThemeView, error) {
-	typo := design.Typography(sc.WorkspaceID(), t)
-	vars, css := design.ThemeCSS(t, typo)
-	return ThemeView{ID: t.ID, Key: t.Key, Name: t.Name, Colors: t.Colors, Spacing: t.Spacing, Radius: t.Radius,
-		Typography: typo, CSSVariables: vars, CSS: css, Version: t.Version, CreatedBy: t.CreatedBy,
-		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}, nil
-}
-
 // themeErr answers an unknown family binding at the fields that named it.
 func themeErr(err error) error {
 	var uf *store.UnknownFamilyError
@@ -96,9 +70,9 @@ type themes struct{ st *store.Store }
 
 func (s *Server) registerThemes(st *store.Store) {
 	h := &themes{st: st}
-	RegisterKind(s, st, Kind[store.Theme, ThemeView]{Store: store.Themes, Single: "theme",
+	RegisterKind(s, st, Kind[store.Theme, design.ThemeView]{Store: store.Themes, Single: "theme",
 		Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite, Get: st.GetTheme, List: st.ListThemes,
-		ID: func(t store.Theme) string { return t.ID }, View: themeView,
+		ID: func(t store.Theme) string { return t.ID }, View: design.ThemeOf,
 		CreateSummary: "Create a theme", UpdateSummary: "Change a theme (version-locked)"}, h.create, h.update)
 }
 
