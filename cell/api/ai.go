@@ -15,20 +15,26 @@ type AgentKeyPath struct {
 	AgentKey string `path:"agent_key" maxLength:"64" pattern:"^[a-z][a-z0-9-]*$"`
 }
 
+// The catalogue lists (unnamed, so their schemas keep the names of their operations).
+type (
+	agentList = struct {
+		Body struct {
+			Items []catalog.Agent `json:"items"`
+		}
+	}
+	agentConfigList = struct {
+		Body struct {
+			Items []catalog.AgentConfigView `json:"items"`
+		}
+	}
+)
+
 func (s *Server) registerAI(st *store.Store) {
 	tags := []string{"ai"}
 	Register(s, Operation{ID: "list-agent-catalog", Method: http.MethodGet, Path: "/ai/agent-catalog",
 		Summary: "AI agent catalogue", Tags: tags, Access: Authenticated, ReadOnly: true},
-		func(ctx context.Context, _ *struct{}) (*struct {
-			Body struct {
-				Items []catalog.Agent `json:"items"`
-			}
-		}, error) {
-			out := &struct {
-				Body struct {
-					Items []catalog.Agent `json:"items"`
-				}
-			}{}
+		func(ctx context.Context, _ *struct{}) (*agentList, error) {
+			out := &agentList{}
 			out.Body.Items = catalog.Agents
 			return out, nil
 		})
@@ -43,20 +49,12 @@ func (s *Server) registerAI(st *store.Store) {
 		})
 	Scoped(s, Operation{ID: "list-agent-configs", Method: http.MethodGet, Path: "/ai/agent-configs",
 		Summary: "The workspace's agent configurations", Tags: tags, Scopes: []auth.Permission{auth.WorkspaceRead}, ReadOnly: true},
-		func(ctx context.Context, sc auth.Scope, _ *struct{}) (*struct {
-			Body struct {
-				Items []catalog.AgentConfigView `json:"items"`
-			}
-		}, error) {
+		func(ctx context.Context, sc auth.Scope, _ *struct{}) (*agentConfigList, error) {
 			stored, err := st.AgentConfigs(ctx, sc)
 			if err != nil {
 				return nil, err
 			}
-			out := &struct {
-				Body struct {
-					Items []catalog.AgentConfigView `json:"items"`
-				}
-			}{}
+			out := &agentConfigList{}
 			for _, a := range catalog.Agents {
 				out.Body.Items = append(out.Body.Items, catalog.ConfigOf(a, stored))
 			}

@@ -13,6 +13,7 @@ import (
 	"slidecells/cell/api"
 	"slidecells/cell/auth"
 	"slidecells/shared/directory"
+	"slidecells/shared/ids"
 )
 
 // TestRegistryMatchesRoutesAndOpenAPI checks the contract derived from the registry: every
@@ -278,5 +279,58 @@ func TestRegistryRejectsBadDeclarations(t *testing.T) {
 			}()
 			api.Scoped(s, c.op, func(context.Context, auth.Scope, *noBaseline) (*out, error) { return nil, nil })
 		})
+	}
+}
+
+// TestIDPatternsFromSharedIDs checks that every ID the document constrains, in a path or a
+// body, carries the pattern of shared/ids for its prefix.
+func TestIDPatternsFromSharedIDs(t *testing.T) {
+	b := setup(t)
+	_, body := b.get(t, "/openapi.json", "")
+	var doc any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	prefixOf := func(name string) string {
+		for suffix, p := range map[string]string{"workspace_id": ids.Workspace, "project_id": ids.Project, "theme_id": ids.Theme,
+			"style_id": ids.Style, "asset_id": ids.Asset, "family_id": ids.FontFamily, "font_id": ids.FontFace, "page_id": ids.Page} {
+			if strings.HasSuffix(name, suffix) {
+				return p
+			}
+		}
+		return ""
+	}
+	seen := 0
+	var walk func(v any, name string)
+	walk = func(v any, name string) {
+		switch v := v.(type) {
+		case map[string]any:
+			if pat, ok := v["pattern"].(string); ok && strings.HasSuffix(name, "_id") {
+				seen++
+				if want := ids.Pattern(prefixOf(name)); pat != want {
+					t.Errorf("%s: pattern %s, want %s", name, pat, want)
+				}
+			}
+			if n, ok := v["name"].(string); ok && v["in"] != nil {
+				walk(v["schema"], n)
+			}
+			for k, child := range v {
+				if k == "properties" {
+					for pn, pv := range child.(map[string]any) {
+						walk(pv, pn)
+					}
+				} else if k != "schema" || v["in"] == nil {
+					walk(child, "")
+				}
+			}
+		case []any:
+			for _, child := range v {
+				walk(child, "")
+			}
+		}
+	}
+	walk(doc, "")
+	if seen < 10 {
+		t.Fatalf("only %d ID patterns found", seen)
 	}
 }
