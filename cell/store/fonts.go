@@ -182,17 +182,12 @@ func errFamilyName(name string) error {
 func (st *Store) RenameFontFamily(ctx context.Context, s auth.Scope, id string, baseline int64, name string) (FontFamily, error) {
 	var m FontFamily
 	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
-		var current int64
-		err := tx.QueryRow(ctx, `SELECT version FROM font_families WHERE workspace_id = $1 AND id = $2 FOR UPDATE`,
-			s.WorkspaceID(), id).Scan(&current)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return problem.ErrNotFound()
+		current, err := lockFamily(ctx, tx, s, id)
+		if err == nil {
+			err = stale("font family", current, baseline)
 		}
 		if err != nil {
 			return err
-		}
-		if current != baseline {
-			return problem.ErrVersionConflict("font family", "version", current)
 		}
 		var clash string
 		err = tx.QueryRow(ctx, `SELECT id FROM font_families WHERE workspace_id = $1 AND name_key = $2 AND id <> $3`,
@@ -216,6 +211,14 @@ func (st *Store) RenameFontFamily(ctx context.Context, s auth.Scope, id string, 
 	return m, err
 }
 
+// lockFamily locks a family of the workspace for a write and returns its version.
+func lockFamily(ctx context.Context, tx pgx.Tx, s auth.Scope, id string) (int64, error) {
+	return row(ctx, tx, s, func(r pgx.Row) (v int64, err error) {
+		err = r.Scan(&v)
+		return v, err
+	}, `SELECT version FROM font_families WHERE workspace_id = $1 AND id = $2 FOR UPDATE`, id)
+}
+
 // familyBound reports whether a live theme binds the family for any role.
 func familyBound(ctx context.Context, tx pgx.Tx, s auth.Scope, familyID string) (bool, error) {
 	var n int
@@ -230,13 +233,7 @@ func familyBound(ctx context.Context, tx pgx.Tx, s auth.Scope, familyID string) 
 // one the specification names for font families.
 func (st *Store) DeleteFontFamily(ctx context.Context, s auth.Scope, id string) error {
 	return st.WriteTx(ctx, s, func(tx pgx.Tx) error {
-		var found string
-		err := tx.QueryRow(ctx, `SELECT id FROM font_families WHERE workspace_id = $1 AND id = $2 FOR UPDATE`,
-			s.WorkspaceID(), id).Scan(&found)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return problem.ErrNotFound()
-		}
-		if err != nil {
+		if _, err := lockFamily(ctx, tx, s, id); err != nil {
 			return err
 		}
 		var faces int
@@ -334,11 +331,11 @@ func (st *Store) UpdateFontFace(ctx context.Context, s auth.Scope, id string, ba
 	var f FontFace
 	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
 		cur, err := getFace(ctx, tx, s, id)
+		if err == nil {
+			err = stale("font face", cur.Version, baseline)
+		}
 		if err != nil {
 			return err
-		}
-		if cur.Version != baseline {
-			return problem.ErrVersionConflict("font face", "version", cur.Version)
 		}
 		if p.AssetID != nil {
 			if err := checkFaceAsset(ctx, tx, s, *p.AssetID); err != nil {

@@ -119,6 +119,15 @@ func (st *Store) Archive(ctx context.Context, s auth.Scope, k Kind, ids []string
 // errAbort rolls a batch back; it becomes the one 404 answer.
 var errAbort = problem.ErrNotFound()
 
+// stale is the one optimistic-lock check of a row read under lock: a 409 naming the current
+// version when the baseline is not it.
+func stale(what string, current, baseline int64) error {
+	if current != baseline {
+		return problem.ErrVersionConflict(what, "version", current)
+	}
+	return nil
+}
+
 // querier is what both the pool and a transaction offer.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)

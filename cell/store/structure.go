@@ -77,8 +77,8 @@ func (st *Store) WritePart(ctx context.Context, s auth.Scope, projectID string, 
 		if err != nil {
 			return err
 		}
-		if current != baseline {
-			return problem.ErrVersionConflict("project's "+p.name, "version", current)
+		if err := stale("project's "+p.name, current, baseline); err != nil {
+			return err
 		}
 		live, err := readRefs(ctx, tx, s, projectID, refs)
 		if err != nil {

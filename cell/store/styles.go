@@ -10,7 +10,6 @@ import (
 
 	"slidecells/cell/auth"
 	"slidecells/shared/ids"
-	"slidecells/shared/problem"
 )
 
 // Styles is the kind of styles.
@@ -98,11 +97,11 @@ func (st *Store) UpdateStyle(ctx context.Context, s auth.Scope, id string, basel
 	var out Style
 	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
 		cur, err := getStyle(ctx, tx, s, id, true)
+		if err == nil {
+			err = stale("style", cur.Version, baseline)
+		}
 		if err != nil {
 			return err
-		}
-		if cur.Version != baseline {
-			return problem.ErrVersionConflict("style", "version", cur.Version)
 		}
 		next, err := change(cur)
 		if err != nil {

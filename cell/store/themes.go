@@ -190,11 +190,11 @@ func (st *Store) UpdateTheme(ctx context.Context, s auth.Scope, id string, basel
 	var out Theme
 	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
 		cur, err := getTheme(ctx, tx, s, id, true)
+		if err == nil {
+			err = stale("theme", cur.Version, baseline)
+		}
 		if err != nil {
 			return err
-		}
-		if cur.Version != baseline {
-			return problem.ErrVersionConflict("theme", "version", cur.Version)
 		}
 		next := cur
 		next.Fonts = map[string]ThemeFont{}
