@@ -64,6 +64,12 @@ func (s *Server) pipeline(op Operation, next http.HandlerFunc) http.HandlerFunc 
 	}
 }
 
+// fail writes an error answer and logs its internal cause: the body and headers every error
+// of the cell gets (see toHuma).
+func (s *Server) fail(ctx context.Context, w http.ResponseWriter, err error) {
+	problem.Write(w, s.logFailure(ctx, err), TraceID(ctx))
+}
+
 // replayedHeader marks an answer replayed from an idempotency record.
 const replayedHeader = "Idempotency-Replayed"
 

@@ -213,11 +213,6 @@ func (s *Server) toHuma(ctx context.Context, err error) error {
 	return &errorBody{Body: problem.BodyOf(pe, TraceID(ctx)), header: h}
 }
 
-// fail writes an error answer and logs its internal cause.
-func (s *Server) fail(ctx context.Context, w http.ResponseWriter, err error) {
-	problem.Write(w, s.logFailure(ctx, err), TraceID(ctx))
-}
-
 func init() {
 	// huma's own errors (validation, malformed bodies, oversize bodies) use our model too.
 	huma.NewErrorWithContext = func(ctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
