@@ -54,7 +54,7 @@ func TestCellAnswersAreNotBreakerFailures(t *testing.T) {
 	b := setup(t, func(c *Config) { c.BreakerFailures = 1 })
 	b.a.unhost(b.wsA)
 	for range 3 {
-		b.get(t, "/api/v1/workspaces/"+b.wsA).wantProblem(t, http.StatusServiceUnavailable, problem.Unavailable)
+		b.get(t, "/api/v1/workspaces/"+b.wsA).wantProblem(t, http.StatusServiceUnavailable, problem.ServiceUnavailable)
 	}
 	unknown := "/api/v1/workspaces/ws_" + "aaaaaaaaaaaaaaaaaaaaaaaaaa"
 	b.get(t, unknown).wantProblem(t, http.StatusNotFound, problem.NotFound)

@@ -303,7 +303,7 @@ func (rt *Router) serve(x *exchange) {
 	if !replayable {
 		rt.cache.Invalidate(x.ws)
 		rt.m.misdirect("body_too_large")
-		e := problem.New(problem.BodyTooLargeToRetry,
+		e := problem.New(problem.RetryBodyTooLarge,
 			"the workspace moved while the request was sent and its body is too large to resend; send it again")
 		e.RetryAfter, e.Retryable = 1, true
 		rt.fail(x, e)
@@ -326,7 +326,7 @@ func (rt *Router) serve(x *exchange) {
 	}
 	rt.m.misdirect("misdirected_twice")
 	rt.cache.Invalidate(x.ws)
-	e := problem.New(problem.Unavailable, "the workspace is being moved; retry shortly")
+	e := problem.New(problem.ServiceUnavailable, "the workspace is being moved; retry shortly")
 	e.RetryAfter, e.Retryable = 1, true
 	rt.fail(x, e)
 }

@@ -158,7 +158,7 @@ func (c *fakeCell) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		case !ok || strconv.FormatInt(hosted, 10) != e:
 			w.Header().Set(cellproto.HeaderOwningCell, "")
-			problem.Write(w, problem.New(problem.Misdirected, "not here"), r.Header.Get(cellproto.HeaderRequestID))
+			problem.Write(w, problem.New(problem.WorkspaceMisdirected, "not here"), r.Header.Get(cellproto.HeaderRequestID))
 			return
 		}
 	}
@@ -549,7 +549,7 @@ func TestSecondMisdirectIsUnavailable(t *testing.T) {
 	b := setup(t)
 	b.a.unhost(b.wsA) // cell-a refuses, and the directory still names it
 	a := b.get(t, "/api/v1/workspaces/"+b.wsA)
-	a.wantProblem(t, http.StatusServiceUnavailable, problem.Unavailable)
+	a.wantProblem(t, http.StatusServiceUnavailable, problem.ServiceUnavailable)
 	if got := a.header.Get("Retry-After"); got != "1" {
 		t.Errorf("Retry-After = %q, want 1", got)
 	}
@@ -577,7 +577,7 @@ func TestMisdirectWithLargeBody(t *testing.T) {
 				body = io.MultiReader(body)
 			}
 			a := b.send(t, http.MethodPost, "/api/v1/workspaces/"+b.wsA+"/x", body)
-			a.wantProblem(t, http.StatusServiceUnavailable, problem.BodyTooLargeToRetry)
+			a.wantProblem(t, http.StatusServiceUnavailable, problem.RetryBodyTooLarge)
 			if a.header.Get("Retry-After") == "" {
 				t.Errorf("no Retry-After")
 			}

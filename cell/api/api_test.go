@@ -3,7 +3,6 @@ package api_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -87,20 +86,7 @@ func setup(t *testing.T) *bundle {
 
 func (b *bundle) get(t *testing.T, path, token string, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, b.srv.URL+path, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return resp, body
+	return b.call(t, call{method: http.MethodGet, path: path, token: token, header: hdr, bare: true})
 }
 
 func code(t *testing.T, body []byte) string {
@@ -157,12 +143,14 @@ func TestBadTokensAre401(t *testing.T) {
 		"revoked":      revoked,
 	}
 	for name, tok := range cases {
-		for _, path := range []string{"/api/v1/auth/whoami", "/api/v1/workspaces/" + b.ws} {
-			resp, body := b.get(t, path, tok)
-			if resp.StatusCode != 401 || code(t, body) != "UNAUTHENTICATED" {
-				t.Errorf("%s %s: %d %s", name, path, resp.StatusCode, body)
+		t.Run(name, func(t *testing.T) {
+			for _, path := range []string{"/api/v1/auth/whoami", "/api/v1/workspaces/" + b.ws} {
+				resp, body := b.get(t, path, tok)
+				if resp.StatusCode != 401 || code(t, body) != "UNAUTHENTICATED" {
+					t.Errorf("%s: %d %s", path, resp.StatusCode, body)
+				}
 			}
-		}
+		})
 	}
 	// Basic auth or a token in another header is never a fallback.
 	resp, _ := b.get(t, "/api/v1/auth/whoami", "", "Authorization", "Basic "+b.pat, "X-Api-Key", b.pat)

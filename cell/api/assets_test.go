@@ -102,19 +102,7 @@ func (b *bundle) uploadAsset(t *testing.T, base, ws, contentType, body, query st
 // send is a request with arbitrary headers (name, value pairs).
 func (b *bundle) send(t *testing.T, method, path string, body []byte, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(method, b.srv.URL+path, bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+b.pat)
-	req.Header.Set("X-Workspace-ID", b.ws)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return resp, out
+	return b.call(t, call{method: method, path: path, body: string(body), token: b.pat, ws: b.ws, header: hdr, bare: true})
 }
 
 // blobKeys lists the keys of a bucket under prefix.
@@ -246,10 +234,13 @@ func TestAssetContentTypes(t *testing.T) {
 		{"empty", "image/png", "", "VALIDATION_FAILED", "body"},
 	}
 	for _, c := range rejected {
-		resp, body := b.call(t, call{method: "POST", path: "/api/v1/assets/content", ws: b.ws, key: ids.New("k"), contentType: c.declared, body: c.body})
-		if resp.StatusCode >= 500 || code(t, body) != c.code || !strings.Contains(string(body), `"field":"`+c.field+`"`) {
-			t.Errorf("%s: %d %s", c.name, resp.StatusCode, body)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			resp, body := b.call(t, call{method: "POST", path: "/api/v1/assets/content", ws: b.ws, key: ids.New("k"), contentType: c.declared, body: c.body})
+			status := map[string]int{"UNSUPPORTED_MEDIA_TYPE": 415, "VALIDATION_FAILED": 422}[c.code]
+			if resp.StatusCode != status || code(t, body) != c.code || !strings.Contains(string(body), `"field":"`+c.field+`"`) {
+				t.Errorf("%d %s", resp.StatusCode, body)
+			}
+		})
 	}
 	if n := b.assetCount(t); n != 0 {
 		t.Fatalf("%d assets after rejected uploads", n)
@@ -269,14 +260,15 @@ func TestAssetContentTypes(t *testing.T) {
 		{"pdf", "application/pdf", "%PDF-1.7\n%\xe2\xe3\xcf\xd3\n", "application/pdf", "document"},
 	}
 	for _, c := range accepted {
-		resp, body := b.call(t, call{method: "POST", path: "/api/v1/assets/content", ws: b.ws, key: ids.New("k"), contentType: c.declared, body: c.body})
-		if resp.StatusCode != 201 {
-			t.Errorf("%s: %d %s", c.name, resp.StatusCode, body)
-			continue
-		}
-		if a := decodeAsset(t, body); a.ContentType != c.stored || a.Kind != c.kind {
-			t.Errorf("%s: stored as %s/%s", c.name, a.ContentType, a.Kind)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			resp, body := b.call(t, call{method: "POST", path: "/api/v1/assets/content", ws: b.ws, key: ids.New("k"), contentType: c.declared, body: c.body})
+			if resp.StatusCode != 201 {
+				t.Fatalf("%d %s", resp.StatusCode, body)
+			}
+			if a := decodeAsset(t, body); a.ContentType != c.stored || a.Kind != c.kind {
+				t.Errorf("stored as %s/%s", a.ContentType, a.Kind)
+			}
+		})
 	}
 	// Kind filter and preview dimensions of WebP and SVG.
 	resp, body := b.call(t, call{method: "GET", path: "/api/v1/assets?kind=font", ws: b.ws})
@@ -437,9 +429,11 @@ func TestAssetCopyPatchTagsArchive(t *testing.T) {
 		"no version":     `{"name":"v"}`,
 		"metadata array": `{"version":2,"metadata":[1]}`,
 	} {
-		if resp, body := patch(x.ID, bad); resp.StatusCode != 422 || code(t, body) != "VALIDATION_FAILED" {
-			t.Errorf("%s: %d %s", name, resp.StatusCode, body)
-		}
+		t.Run(name, func(t *testing.T) {
+			if resp, body := patch(x.ID, bad); resp.StatusCode != 422 || code(t, body) != "VALIDATION_FAILED" {
+				t.Errorf("%d %s", resp.StatusCode, body)
+			}
+		})
 	}
 	if resp, body := b.call(t, call{method: "POST", path: "/api/v1/assets/content?tags=Bad!", ws: b.ws, key: ids.New("k"), contentType: "image/png", body: string(testPNG(t, 9, 9, 9))}); resp.StatusCode != 422 || !strings.Contains(string(body), "query.tags") {
 		t.Errorf("bad upload tag: %d %s", resp.StatusCode, body)
@@ -565,7 +559,7 @@ func TestAssetScopesAndDeclarations(t *testing.T) {
 			continue
 		}
 		delete(want, op.ID)
-		if strings.Join(op.Scopes, ",") != w.scope || op.Idempotency != w.idem || op.Lock != w.lock || op.ReadOnly != (w.idem == api.NoIdempotency) {
+		if len(op.Scopes) != 1 || string(op.Scopes[0]) != w.scope || op.Idempotency != w.idem || op.Lock != w.lock || op.ReadOnly != (w.idem == api.NoIdempotency) {
 			t.Errorf("%s declared %+v", op.ID, op)
 		}
 		if (op.ID == "upload-asset" || op.ID == "replace-asset-content") && op.MaxBodyBytes != cblob.MaxBytes {

@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"net/http"
+
+	"slidecells/cell/auth"
 )
 
 // CapabilitiesOutput lists what the credential can do in a workspace. It is a hint for clients;
@@ -17,11 +19,10 @@ type CapabilitiesOutput struct {
 }
 
 func (s *Server) registerCapabilities() {
-	Register(s, Operation{ID: "get-workspace-capabilities", Method: http.MethodGet, Path: "/api/v1/workspaces/{workspace_id}/capabilities",
+	Scoped(s, Operation{ID: "get-workspace-capabilities", Method: http.MethodGet, Path: "/api/v1/workspaces/{workspace_id}/capabilities",
 		Summary: "Scopes and operations available to this credential in the workspace", Tags: []string{"workspaces"},
-		Access: InWorkspace, Scopes: []string{"workspace:read"}, ReadOnly: true},
-		func(ctx context.Context, _ *WorkspacePath) (*CapabilitiesOutput, error) {
-			sc := ScopeFrom(ctx)
+		Scopes: []auth.Permission{auth.WorkspaceRead}, ReadOnly: true},
+		func(ctx context.Context, sc auth.Scope, _ *struct{}) (*CapabilitiesOutput, error) {
 			out := &CapabilitiesOutput{}
 			out.Body.WorkspaceID, out.Body.Role, out.Body.Scopes = sc.WorkspaceID(), sc.Role(), sc.Scopes()
 			out.Body.Operations = []string{}

@@ -57,7 +57,7 @@ func TestClientClosedIs499AndTheWriteStands(t *testing.T) {
 		t.Fatalf("%d error lines for a client that went away: %v", n, logs.FilterLevelExact(zap.ErrorLevel).All())
 	}
 	resp, body := b.call(t, call{method: "POST", path: "/api/v1/projects", ws: b.ws, key: "gone-1", body: `{"name":"Gone"}`})
-	if resp.StatusCode >= 300 || resp.Header.Get("Idempotency-Replayed") != "true" {
+	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotency-Replayed") != "true" {
 		t.Fatalf("retry: %d %s %v", resp.StatusCode, body, resp.Header)
 	}
 	_, list := b.call(t, call{method: "GET", path: "/api/v1/projects", ws: b.ws})

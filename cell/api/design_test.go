@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"slidecells/cell/design"
 	"slidecells/shared/ids"
 )
 
@@ -37,31 +38,7 @@ func init() {
 
 func uniqueKey() string { return "k" + strings.TrimPrefix(ids.New("x"), "x_")[:12] }
 
-type roleFont struct {
-	Source        string `json:"source"`
-	FontFamilyID  string `json:"font_family_id"`
-	FontFamily    string `json:"font_family"`
-	FontPreset    string `json:"font_preset"`
-	CSSFontFamily string `json:"css_font_family"`
-	BundleURL     string `json:"bundle_url"`
-}
-
-type themeOut struct {
-	ID         string            `json:"id"`
-	Key        string            `json:"key"`
-	Name       string            `json:"name"`
-	Colors     map[string]string `json:"colors"`
-	Spacing    []int             `json:"spacing"`
-	Radius     []int             `json:"radius"`
-	Version    int64             `json:"version"`
-	Typography struct {
-		Heading roleFont `json:"heading"`
-		Body    roleFont `json:"body"`
-		Code    roleFont `json:"code"`
-	} `json:"typography"`
-	CSSVariables map[string]string `json:"css_variables"`
-	CSS          string            `json:"css"`
-}
+type themeOut = design.ThemeView
 
 type styleOut struct {
 	ID             string            `json:"id"`
@@ -107,22 +84,24 @@ func (b *bundle) write(t *testing.T, base, ws, method, path, body string) (*http
 	return b.call(t, call{base: base, method: method, path: path, ws: ws, key: ids.New("k"), body: body})
 }
 
+// create posts a create and decodes its 201 answer.
+func create[T any](t *testing.T, b *bundle, base, ws, path, body string) T {
+	t.Helper()
+	resp, out := b.write(t, base, ws, "POST", path, body)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create %s %s: %d %s", path, body, resp.StatusCode, out)
+	}
+	return decode[T](t, out)
+}
+
 func (b *bundle) createTheme(t *testing.T, base, ws, body string) themeOut {
 	t.Helper()
-	resp, out := b.write(t, base, ws, "POST", "/api/v1/themes", body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("create theme %s: %d %s", body, resp.StatusCode, out)
-	}
-	return decode[themeOut](t, out)
+	return create[themeOut](t, b, base, ws, "/api/v1/themes", body)
 }
 
 func (b *bundle) createStyle(t *testing.T, base, ws, body string) styleOut {
 	t.Helper()
-	resp, out := b.write(t, base, ws, "POST", "/api/v1/styles", body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("create style %s: %d %s", body, resp.StatusCode, out)
-	}
-	return decode[styleOut](t, out)
+	return create[styleOut](t, b, base, ws, "/api/v1/styles", body)
 }
 
 // uploadFont stores a file with a WOFF2 signature as an asset and returns its ID and sha256.
@@ -131,7 +110,7 @@ func (b *bundle) uploadFont(t *testing.T, base, ws string) (string, string) {
 	content := "wOF2" + ids.New("font") // distinct content per call
 	resp, out := b.call(t, call{base: base, method: "POST", path: "/api/v1/assets/content", ws: ws, key: ids.New("k"),
 		contentType: "font/woff2", body: content})
-	if resp.StatusCode != 201 && resp.StatusCode != 200 {
+	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("upload font: %d %s", resp.StatusCode, out)
 	}
 	a := decode[struct {
@@ -146,11 +125,7 @@ func (b *bundle) createFace(t *testing.T, base, ws, body string) faceOut {
 	if ws == "" {
 		ws = b.ws
 	}
-	resp, out := b.write(t, base, ws, "POST", "/workspaces/"+ws+"/fonts", body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("create face %s: %d %s", body, resp.StatusCode, out)
-	}
-	return decode[faceOut](t, out)
+	return create[faceOut](t, b, base, ws, "/workspaces/"+ws+"/fonts", body)
 }
 
 // expect422 checks a 422 VALIDATION_FAILED naming every field.
@@ -261,8 +236,10 @@ func TestThemeValidation(t *testing.T) {
 		{"bad key", `{"key":"Not A Key","name":"A"}`, []string{"body.key"}},
 	}
 	for _, c := range cases {
-		resp, body := b.write(t, "", b.ws, "POST", "/api/v1/themes", c.body)
-		expect422(t, c.name, resp, body, c.fields...)
+		t.Run(c.name, func(t *testing.T) {
+			resp, body := b.write(t, "", b.ws, "POST", "/api/v1/themes", c.body)
+			expect422(t, c.name, resp, body, c.fields...)
+		})
 	}
 	_, list := b.call(t, call{method: "GET", path: "/api/v1/themes", ws: b.ws})
 	if strings.Contains(string(list), "thm_") {
@@ -362,8 +339,10 @@ func TestStyleValidation(t *testing.T) {
 		{"unknown field in A", `{"name":"S","configuration":{"presentation":{"page_width":1280,"colour":"red"}}}`, []string{"body.configuration.presentation.colour"}},
 	}
 	for _, c := range cases {
-		resp, body := b.write(t, "", b.ws, "POST", "/api/v1/styles", c.body)
-		expect422(t, c.name, resp, body, c.fields...)
+		t.Run(c.name, func(t *testing.T) {
+			resp, body := b.write(t, "", b.ws, "POST", "/api/v1/styles", c.body)
+			expect422(t, c.name, resp, body, c.fields...)
+		})
 	}
 	_, list := b.call(t, call{method: "GET", path: "/api/v1/styles", ws: b.ws})
 	if strings.Contains(string(list), "sty_") {
@@ -456,7 +435,7 @@ func TestFontFaces(t *testing.T) {
 	asset, _ := b.uploadFont(t, "", b.ws)
 	fonts := "/workspaces/" + b.ws + "/fonts"
 	resp, pdf := b.call(t, call{method: "POST", path: "/api/v1/assets/content", ws: b.ws, key: ids.New("k"), contentType: "application/pdf", body: "%PDF-1.4\n%%EOF\n"})
-	if resp.StatusCode >= 300 {
+	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("upload pdf: %d %s", resp.StatusCode, pdf)
 	}
 	notFont := decode[struct {
@@ -486,8 +465,10 @@ func TestFontFaces(t *testing.T) {
 		{"control character in family name", `{"family_name":"Brand\u0007","asset_id":"` + asset + `"}`, []string{"body.family_name"}},
 	}
 	for _, c := range cases {
-		resp, body := b.write(t, "", b.ws, "POST", fonts, c.body)
-		expect422(t, c.name, resp, body, c.fields...)
+		t.Run(c.name, func(t *testing.T) {
+			resp, body := b.write(t, "", b.ws, "POST", fonts, c.body)
+			expect422(t, c.name, resp, body, c.fields...)
+		})
 	}
 	_, list := b.call(t, call{method: "GET", path: "/workspaces/" + b.ws + "/font-families", ws: b.ws})
 	if strings.Contains(string(list), "ffam_") {
@@ -549,7 +530,7 @@ func TestFontFaces(t *testing.T) {
 	c := call{method: "POST", path: fonts, ws: b.ws, key: "face-1", body: `{"family_name":"Replay","asset_id":"` + asset + `"}`}
 	r1, b1 := b.call(t, c)
 	r2, b2 := b.call(t, c)
-	if r1.StatusCode != 200 || r2.StatusCode != 200 || string(b1) != string(b2) || r2.Header.Get("Idempotency-Replayed") != "true" {
+	if r1.StatusCode != http.StatusCreated || r2.StatusCode != http.StatusCreated || string(b1) != string(b2) || r2.Header.Get("Idempotency-Replayed") != "true" {
 		t.Fatalf("replay: %d %s / %d %s", r1.StatusCode, b1, r2.StatusCode, b2)
 	}
 	// Writes need the Idempotency-Key.
@@ -779,7 +760,7 @@ func TestFontFacesConcurrentNewFamily(t *testing.T) {
 				name = "RACE sans"
 			}
 			resp, body := b.write(t, "", b.ws, "POST", "/workspaces/"+b.ws+"/fonts", `{"family_name":"`+name+`","asset_id":"`+asset+`"}`)
-			if resp.StatusCode != 200 {
+			if resp.StatusCode != http.StatusCreated {
 				errs <- fmt.Sprintf("%d %s", resp.StatusCode, body)
 			}
 		}(i)

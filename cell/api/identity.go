@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	"slidecells/cell/auth"
 	"slidecells/shared/problem"
 )
 
@@ -115,11 +116,6 @@ type WorkspaceOutput struct {
 	Body WorkspaceView
 }
 
-// WorkspacePath names a workspace in the path.
-type WorkspacePath struct {
-	WorkspaceID string `path:"workspace_id" maxLength:"40" doc:"Workspace ID (ws_…)"`
-}
-
 func (s *Server) registerIdentity() {
 	Register(s, Operation{ID: "get-whoami", Method: http.MethodGet, Path: "/api/v1/auth/whoami",
 		Summary: "Identity of the credential", Tags: []string{"identity"}, Access: Authenticated, ReadOnly: true},
@@ -135,9 +131,7 @@ func (s *Server) registerIdentity() {
 		func(ctx context.Context, _ *struct{}) (*WorkspaceListOutput, error) {
 			ws, err := s.Dir.WorkspacesOf(ctx, PrincipalFrom(ctx).UserID)
 			if err != nil {
-				e := problem.New(problem.DirectoryUnavailable, "the directory is unavailable; retry shortly")
-				e.RetryAfter, e.Retryable, e.Cause = 2, true, err
-				return nil, e
+				return nil, problem.ErrDirectoryUnavailable(err)
 			}
 			out := &WorkspaceListOutput{}
 			out.Body.Items = make([]WorkspaceView, 0, len(ws))
@@ -146,10 +140,9 @@ func (s *Server) registerIdentity() {
 			}
 			return out, nil
 		})
-	Register(s, Operation{ID: "get-workspace", Method: http.MethodGet, Path: "/api/v1/workspaces/{workspace_id}",
-		Summary: "Workspace detail", Tags: []string{"workspaces"}, Access: InWorkspace, Scopes: []string{"workspace:read"}, ReadOnly: true},
-		func(ctx context.Context, _ *WorkspacePath) (*WorkspaceOutput, error) {
-			sc := ScopeFrom(ctx)
+	Scoped(s, Operation{ID: "get-workspace", Method: http.MethodGet, Path: "/api/v1/workspaces/{workspace_id}",
+		Summary: "Workspace detail", Tags: []string{"workspaces"}, Scopes: []auth.Permission{auth.WorkspaceRead}, ReadOnly: true},
+		func(ctx context.Context, sc auth.Scope, _ *struct{}) (*WorkspaceOutput, error) {
 			w, err := s.Dir.Workspace(ctx, sc.WorkspaceID())
 			if err != nil {
 				return nil, problem.ErrNotFound()

@@ -10,8 +10,6 @@ import (
 	"os"
 	"time"
 
-	"go.uber.org/zap"
-
 	"slidecells/cell/idempotency"
 	"slidecells/shared/cellproto"
 	"slidecells/shared/db"
@@ -53,7 +51,7 @@ func (s *Server) pipeline(op Operation, next http.HandlerFunc) http.HandlerFunc 
 				status = http.StatusOK
 			}
 			if clientGone(r) {
-				status, out.code = problem.StatusClientClosed, problem.ClientClosed
+				status, out.code = problem.StatusClientClosed, problem.ClientClosedRequest
 			}
 			s.metrics.observe(op.ID, status, out.code, time.Since(start))
 		}()
@@ -82,14 +80,10 @@ func (s *Server) pipeline(op Operation, next http.HandlerFunc) http.HandlerFunc 
 	}
 }
 
-// fail writes an error answer and logs its internal cause.
+// fail writes an error answer and logs its internal cause: the body and headers every error
+// of the cell gets (see toHuma).
 func (s *Server) fail(ctx context.Context, w http.ResponseWriter, err error) {
-	pe := problem.As(err)
-	noteError(ctx, pe.Code)
-	if pe.Code != problem.ClientClosed && (pe.Code == problem.Internal || pe.Cause != nil) {
-		s.Log.Error("request failed", zap.String("trace_id", TraceID(ctx)), zap.String("code", string(pe.Code)), zap.Error(err))
-	}
-	problem.Write(w, pe, TraceID(ctx))
+	problem.Write(w, s.logFailure(ctx, err), TraceID(ctx))
 }
 
 // clientGone reports whether the client closed the request before its answer.
@@ -104,11 +98,11 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, op Operation
 	ctx := r.Context()
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" {
-		s.fail(ctx, w, problem.New(problem.IdempotencyKeyNeeded, "this operation needs an Idempotency-Key header"))
+		s.fail(ctx, w, problem.New(problem.IdempotencyKeyRequired, "this operation needs an Idempotency-Key header"))
 		return
 	}
 	if !idempotency.ValidKey(key) {
-		s.fail(ctx, w, problem.New(problem.IdempotencyKeyBad, "Idempotency-Key must be 1-255 printable ASCII characters"))
+		s.fail(ctx, w, problem.New(problem.IdempotencyKeyInvalid, "Idempotency-Key must be 1-255 printable ASCII characters"))
 		return
 	}
 	limit := op.MaxBodyBytes

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -85,9 +87,11 @@ func New(c Config) *Server {
 	hc.DocsPath = ""
 	hc.SchemasPath = ""
 	hc.CreateHooks = nil // no $schema links in bodies
+	hc.Components.Schemas = huma.NewMapRegistry("#/components/schemas/", schemaName)
 	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", Description: "Personal access token, prefix svc_pat_"},
 	}
+	hc.Servers = []*huma.Server{{URL: "/", Description: "the public host: the router, which sends each workspace's calls to its cell"}}
 	hc.Info.Description = "Public API v1. Every path starts with /api/v1; errors are RFC 9457 problem JSON with code, message and trace_id."
 	s := &Server{
 		CellID: c.CellID, Mux: mux, DB: c.DB, Dir: c.Dir, Log: c.Log, Render: c.Render, Blobs: c.Blobs,
@@ -116,6 +120,17 @@ func New(c Config) *Server {
 	s.registerProjectStructure(st)
 	s.registerAI(st)
 	return s
+}
+
+// schemaName names component schemas as huma does, except a page of items: Page[FooView]'s
+// body is FooListBody (FooCount's too).
+func schemaName(t reflect.Type, hint string) string {
+	if item, ok := strings.CutPrefix(hint, "Page["); ok && strings.HasSuffix(item, "]Body") {
+		item = strings.TrimSuffix(item, "]Body")
+		item = strings.TrimSuffix(item[strings.LastIndex(item, ".")+1:], "View")
+		return strings.TrimSuffix(item, "Count") + "ListBody"
+	}
+	return huma.DefaultSchemaNamer(t, hint)
 }
 
 type ctxKey int
@@ -177,7 +192,8 @@ func (s *Server) authorize(ctx context.Context, r *http.Request, op Operation, p
 	return scope, scope.Require(op.Scopes...)
 }
 
-// errorBody is the problem JSON huma writes for an error.
+// errorBody is an error answer as huma writes it: the body and headers problem renders for
+// every error the cell sends (s.fail writes the same for errors raised before huma runs).
 type errorBody struct {
 	problem.Body
 	header http.Header
@@ -187,19 +203,22 @@ func (e *errorBody) Error() string             { return string(e.Code) + ": " + 
 func (e *errorBody) GetStatus() int            { return e.Status }
 func (e *errorBody) ContentType(string) string { return problem.ContentType }
 func (e *errorBody) GetHeaders() http.Header   { return e.header }
-func (s *Server) toHuma(ctx context.Context, err error) error {
+
+// logFailure logs an error's internal cause; the answer never carries it.
+func (s *Server) logFailure(ctx context.Context, err error) *problem.Error {
 	pe := problem.As(err)
 	noteError(ctx, pe.Code)
-	if pe.Code != problem.ClientClosed && (pe.Code == problem.Internal || pe.Cause != nil) {
+	if pe.Code != problem.ClientClosedRequest && (pe.Code == problem.Internal || pe.Cause != nil) {
 		s.Log.Error("request failed", zap.String("trace_id", TraceID(ctx)), zap.String("code", string(pe.Code)), zap.Error(err))
 	}
-	h := http.Header{"Cache-Control": []string{"no-store"}}
-	if pe.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(pe.RetryAfter))
-	}
-	for k, v := range pe.Header {
-		h[k] = v
-	}
+	return pe
+}
+
+// toHuma is a handler's error as huma writes it.
+func (s *Server) toHuma(ctx context.Context, err error) error {
+	pe := s.logFailure(ctx, err)
+	h := problem.Headers(pe)
+	h.Del("Content-Type") // huma sets it from ContentType
 	return &errorBody{Body: problem.BodyOf(pe, TraceID(ctx)), header: h}
 }
 
@@ -213,7 +232,7 @@ func init() {
 		case http.StatusRequestEntityTooLarge:
 			code = problem.PayloadTooLarge
 		case http.StatusUnsupportedMediaType:
-			code = problem.UnsupportedMedia
+			code = problem.UnsupportedMediaType
 		case http.StatusNotFound:
 			code = problem.NotFound
 		case http.StatusInternalServerError:
@@ -236,7 +255,9 @@ func init() {
 		}
 		b := problem.BodyOf(pe, trace)
 		b.Status = status
-		return &errorBody{Body: b, header: http.Header{"Cache-Control": []string{"no-store"}}}
+		h := problem.Headers(pe)
+		h.Del("Content-Type")
+		return &errorBody{Body: b, header: h}
 	}
 	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
 		return huma.NewErrorWithContext(nil, status, msg, errs...)
@@ -244,24 +265,47 @@ func init() {
 }
 
 // Handler returns the cell's whole HTTP handler: the API, /livez, /readyz, and problem JSON
-// for unknown paths.
+// for unknown paths (404), known paths with another method (405 with Allow) and the planned
+// OAuth endpoints (OAUTH_NOT_ENABLED).
 func (s *Server) Handler() http.Handler {
 	outer := http.NewServeMux()
 	outer.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	outer.HandleFunc("GET /readyz", s.readyz)
 	outer.Handle("GET /metrics", s.metrics.handler())
 	outer.Handle("/", s.accessLog(func(w http.ResponseWriter, r *http.Request) {
-		if _, pattern := s.Mux.Handler(r); pattern == "" {
-			start := time.Now()
-			trace := traceIDOf(r)
-			w.Header().Set(cellproto.HeaderRequestID, trace)
-			problem.Write(w, problem.ErrNotFound(), trace)
-			s.metrics.observe(unknownOperation, http.StatusNotFound, problem.NotFound, time.Since(start))
+		if _, pattern := s.Mux.Handler(r); pattern != "" {
+			s.Mux.ServeHTTP(w, r)
 			return
 		}
-		s.Mux.ServeHTTP(w, r)
+		start := time.Now()
+		ctx, out := withOutcome(context.WithValue(r.Context(), traceKey, traceIDOf(r)))
+		w.Header().Set(cellproto.HeaderRequestID, TraceID(ctx))
+		var pe *problem.Error
+		switch allow := s.allowed(r); {
+		case r.URL.Path == "/.well-known/oauth-authorization-server" || strings.HasPrefix(r.URL.Path, "/oauth/"):
+			pe = problem.ErrOAuthNotEnabled()
+		case len(allow) > 0:
+			pe = problem.ErrMethodNotAllowed(allow)
+		default:
+			pe = problem.ErrNotFound()
+		}
+		s.fail(ctx, w, pe)
+		s.metrics.observe(unknownOperation, problem.Status(pe.Code), out.code, time.Since(start))
 	}))
 	return outer
+}
+
+// allowed lists the methods the API routes at r's path.
+func (s *Server) allowed(r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.Mux.Handler(probe); pattern != "" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // statusWriter remembers the status of an answer and, when tee is set, copies its body (so an

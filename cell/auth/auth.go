@@ -60,9 +60,9 @@ func (s Scope) Scopes() []string {
 }
 
 // Require returns a 403 naming the first missing scope.
-func (s Scope) Require(names ...string) error {
+func (s Scope) Require(names ...Permission) error {
 	for _, n := range names {
-		if !s.scopes[n] {
+		if !s.scopes[string(n)] {
 			e := problem.New(problem.ScopeRequired, "this operation needs the %s scope in this workspace", n)
 			return e
 		}
@@ -134,10 +134,4 @@ func (a *Authenticator) Authorize(ctx context.Context, p Principal, workspaceID 
 	return Scope{workspaceID: workspaceID, principal: p, role: role, scopes: eff}, nil
 }
 
-func directoryDown(err error) error {
-	e := problem.New(problem.DirectoryUnavailable, "the directory is unavailable; retry shortly")
-	e.RetryAfter = 2
-	e.Retryable = true
-	e.Cause = err
-	return e
-}
+func directoryDown(err error) error { return problem.ErrDirectoryUnavailable(err) }

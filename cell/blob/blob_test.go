@@ -170,18 +170,18 @@ func TestPutRejectsBeforeWriting(t *testing.T) {
 		field    string
 		contains string
 	}{
-		{"text declared png", strings.NewReader("just some text"), PutOptions{Declared: "image/png"}, problem.UnsupportedMedia, "body", "text/plain"},
-		{"exe", bytes.NewReader(append([]byte("MZ\x90\x00\x03\x00\x00\x00"), make([]byte, 100)...)), PutOptions{}, problem.UnsupportedMedia, "body", "not accepted"},
-		{"html", strings.NewReader("<html><script>alert(1)</script></html>"), PutOptions{Declared: "text/html"}, problem.UnsupportedMedia, "body", "text/html"},
-		{"png declared jpeg", bytes.NewReader(png), PutOptions{Declared: "image/jpeg"}, problem.UnsupportedMedia, "header.Content-Type", "declared image/jpeg"},
-		{"png declared exe type", bytes.NewReader(png), PutOptions{Declared: "application/x-msdownload"}, problem.UnsupportedMedia, "header.Content-Type", "not accepted"},
-		{"png where fonts only", bytes.NewReader(png), PutOptions{Kinds: []Kind{KindFont}}, problem.UnsupportedMedia, "body", "font/woff2"},
+		{"text declared png", strings.NewReader("just some text"), PutOptions{Declared: "image/png"}, problem.UnsupportedMediaType, "body", "text/plain"},
+		{"exe", bytes.NewReader(append([]byte("MZ\x90\x00\x03\x00\x00\x00"), make([]byte, 100)...)), PutOptions{}, problem.UnsupportedMediaType, "body", "not accepted"},
+		{"html", strings.NewReader("<html><script>alert(1)</script></html>"), PutOptions{Declared: "text/html"}, problem.UnsupportedMediaType, "body", "text/html"},
+		{"png declared jpeg", bytes.NewReader(png), PutOptions{Declared: "image/jpeg"}, problem.UnsupportedMediaType, "header.Content-Type", "declared image/jpeg"},
+		{"png declared exe type", bytes.NewReader(png), PutOptions{Declared: "application/x-msdownload"}, problem.UnsupportedMediaType, "header.Content-Type", "not accepted"},
+		{"png where fonts only", bytes.NewReader(png), PutOptions{Kinds: []Kind{KindFont}}, problem.UnsupportedMediaType, "body", "font/woff2"},
 		{"empty", strings.NewReader(""), PutOptions{}, problem.ValidationFailed, "body", "empty"},
-		{"svg with script", strings.NewReader(`<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>`), PutOptions{}, problem.UnsupportedMedia, "body", "script"},
-		{"svg with handler", strings.NewReader(`<svg xmlns="http://www.w3.org/2000/svg"><rect onclick="x()"/></svg>`), PutOptions{}, problem.UnsupportedMedia, "body", "onclick"},
-		{"svg with js link", strings.NewReader(`<svg xmlns="http://www.w3.org/2000/svg"><a href=" java script:x"><text>x</text></a></svg>`), PutOptions{}, problem.UnsupportedMedia, "body", "javascript"},
-		{"svg foreignObject", strings.NewReader(`<?xml version="1.0"?><!-- c --><svg><foreignObject/></svg>`), PutOptions{}, problem.UnsupportedMedia, "body", "foreignObject"},
-		{"broken svg", strings.NewReader(`<svg xmlns="http://www.w3.org/2000/svg"><g></svg>`), PutOptions{}, problem.UnsupportedMedia, "body", "well-formed"},
+		{"svg with script", strings.NewReader(`<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>`), PutOptions{}, problem.UnsupportedMediaType, "body", "script"},
+		{"svg with handler", strings.NewReader(`<svg xmlns="http://www.w3.org/2000/svg"><rect onclick="x()"/></svg>`), PutOptions{}, problem.UnsupportedMediaType, "body", "onclick"},
+		{"svg with js link", strings.NewReader(`<svg xmlns="http://www.w3.org/2000/svg"><a href=" java script:x"><text>x</text></a></svg>`), PutOptions{}, problem.UnsupportedMediaType, "body", "javascript"},
+		{"svg foreignObject", strings.NewReader(`<?xml version="1.0"?><!-- c --><svg><foreignObject/></svg>`), PutOptions{}, problem.UnsupportedMediaType, "body", "foreignObject"},
+		{"broken svg", strings.NewReader(`<svg xmlns="http://www.w3.org/2000/svg"><g></svg>`), PutOptions{}, problem.UnsupportedMediaType, "body", "well-formed"},
 		{"body read error", io.MultiReader(bytes.NewReader(png[:8]), &failing{after: 5000}), PutOptions{}, problem.BadRequest, "", ""},
 	}
 	for _, c := range cases {

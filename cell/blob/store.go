@@ -253,7 +253,7 @@ func checkType(opts PutOptions, sniffed string) error {
 }
 
 func unsupported(field, format string, args ...any) error {
-	e := problem.New(problem.UnsupportedMedia, "the content type is not accepted")
+	e := problem.New(problem.UnsupportedMediaType, "the content type is not accepted")
 	e.Fields = []problem.FieldError{{Field: field, Message: fmt.Sprintf(format, args...)}}
 	return e
 }

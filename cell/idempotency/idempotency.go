@@ -196,13 +196,13 @@ func canonical(body []byte) []byte {
 }
 
 func inFlight() error {
-	e := problem.New(problem.IdempotencyInFlight, "a request with this Idempotency-Key is still executing; retry after it finishes")
+	e := problem.New(problem.IdempotencyKeyInFlight, "a request with this Idempotency-Key is still executing; retry after it finishes")
 	e.RetryAfter, e.Retryable = 1, true
 	return e
 }
 
 func reused() error {
-	return problem.New(problem.IdempotencyConflict, "this Idempotency-Key was used for a different request")
+	return problem.New(problem.IdempotencyKeyReused, "this Idempotency-Key was used for a different request")
 }
 
 // Storable reports whether an answer is kept for replay. Server errors are not answers to the

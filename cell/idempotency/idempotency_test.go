@@ -85,7 +85,7 @@ func TestReplayReuseAndRetention(t *testing.T) {
 		again.Header.Get("Location") != first.Header.Get("Location") || again.Header.Get("Date") != "" {
 		t.Fatalf("replay: %+v %v %v", again, replayed, err)
 	}
-	if _, _, err := f.s.Run(ctx, key("k1"), fpB, f.create("one")); code(err) != problem.IdempotencyConflict {
+	if _, _, err := f.s.Run(ctx, key("k1"), fpB, f.create("one")); code(err) != problem.IdempotencyKeyReused {
 		t.Fatalf("reuse: %v", err)
 	}
 	if n := f.projects(t, "one"); n != 1 {
@@ -173,7 +173,7 @@ func TestInFlightAndDeadExecutions(t *testing.T) {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
 	for _, fp := range [][]byte{fpA, fpB} {
-		if _, _, err := f.s.Run(ctx, key("k"), fp, f.create("p")); code(err) != problem.IdempotencyInFlight ||
+		if _, _, err := f.s.Run(ctx, key("k"), fp, f.create("p")); code(err) != problem.IdempotencyKeyInFlight ||
 			problem.As(err).RetryAfter == 0 || !problem.As(err).Retryable {
 			t.Fatalf("while held: %v", err)
 		}
@@ -236,7 +236,7 @@ func TestDuplicateDuringExecution(t *testing.T) {
 				t.Fatal("first execution did not start")
 			}
 			if !tc.replayed {
-				if _, _, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); code(err) != problem.IdempotencyInFlight {
+				if _, _, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); code(err) != problem.IdempotencyKeyInFlight {
 					t.Fatalf("duplicate: %v", err)
 				}
 				close(proceed)
@@ -388,7 +388,7 @@ func TestConcurrentSameKey(t *testing.T) {
 		go func() {
 			for ctx.Err() == nil {
 				resp, _, err := f.s.Run(ctx, key("one"), fpA, f.create("single"))
-				if code(err) == problem.IdempotencyInFlight {
+				if code(err) == problem.IdempotencyKeyInFlight {
 					time.Sleep(5 * time.Millisecond)
 					continue
 				}

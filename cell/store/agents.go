@@ -22,19 +22,11 @@ type AgentConfig struct {
 
 // AgentConfigs returns the workspace's stored agent configs by agent key.
 func (st *Store) AgentConfigs(ctx context.Context, s auth.Scope) (map[string]AgentConfig, error) {
-	if err := check(s); err != nil {
-		return nil, err
-	}
-	rows, err := st.DB.Q(ctx).Query(ctx, `SELECT agent_key, enabled, settings, version, updated_by, updated_at
-		FROM agent_configs WHERE workspace_id = $1`, s.WorkspaceID())
-	if err != nil {
-		return nil, err
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AgentConfig, error) {
+	list, err := rows(ctx, st.DB.Q(ctx), s, func(r pgx.Row) (AgentConfig, error) {
 		var c AgentConfig
 		err := r.Scan(&c.AgentKey, &c.Enabled, &c.Settings, &c.Version, &c.UpdatedBy, &c.UpdatedAt)
 		return c, err
-	})
+	}, `SELECT agent_key, enabled, settings, version, updated_by, updated_at FROM agent_configs WHERE workspace_id = $1`)
 	out := make(map[string]AgentConfig, len(list))
 	for _, c := range list {
 		out[c.AgentKey] = c

@@ -80,26 +80,12 @@ func tagsOrEmpty(t []string) []string {
 
 // GetAsset returns a live asset of the workspace, or the one 404.
 func (st *Store) GetAsset(ctx context.Context, s auth.Scope, id string) (Asset, error) {
-	if err := check(s); err != nil {
-		return Asset{}, err
-	}
 	return getAsset(ctx, st.DB.Q(ctx), s, id)
 }
 
-// GetAssetTx is GetAsset inside a write transaction, for writes that pin an asset: the row is
-// read with the transaction's snapshot, so an archive or replace that commits first makes the
-// write retry and see it.
-func GetAssetTx(ctx context.Context, tx pgx.Tx, s auth.Scope, id string) (Asset, error) {
-	return getAsset(ctx, tx, s, id)
-}
-
 func getAsset(ctx context.Context, q querier, s auth.Scope, id string) (Asset, error) {
-	a, err := scanAsset(q.QueryRow(ctx, `SELECT `+assetCols+` FROM assets
-		WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`, s.WorkspaceID(), id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Asset{}, problem.ErrNotFound()
-	}
-	return a, err
+	return row(ctx, q, s, scanAsset, `SELECT `+assetCols+` FROM assets
+		WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`, id)
 }
 
 // CreateAsset inserts an asset row for content already in the blob store.
@@ -197,22 +183,15 @@ type AssetFilter struct {
 
 // ListAssets pages through live assets ordered by ID, after cursor.
 func (st *Store) ListAssets(ctx context.Context, s auth.Scope, f AssetFilter, cursor string, limit int) ([]Asset, error) {
-	if err := check(s); err != nil {
-		return nil, err
-	}
 	types := f.ContentTypes
 	if len(types) == 0 {
 		types = nil
 	}
-	rows, err := st.DB.Q(ctx).Query(ctx, `SELECT `+assetCols+` FROM assets
+	return rows(ctx, st.DB.Q(ctx), s, scanAsset, `SELECT `+assetCols+` FROM assets
 		WHERE workspace_id = $1 AND archived_at IS NULL AND id > $2
 		  AND ($4 = '' OR $4 = ANY(tags))
 		  AND ($5::TEXT[] IS NULL OR content_type = ANY($5::TEXT[]))
-		ORDER BY id LIMIT $3`, s.WorkspaceID(), cursor, limit, f.Tag, types)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Asset, error) { return scanAsset(r) })
+		ORDER BY id LIMIT $3`, cursor, limit, f.Tag, types)
 }
 
 // TagCount is one distinct tag of live assets and how many live assets carry it.
@@ -223,18 +202,11 @@ type TagCount struct {
 
 // AssetTags lists the distinct tags of the workspace's live assets, ordered by tag, after cursor.
 func (st *Store) AssetTags(ctx context.Context, s auth.Scope, cursor string, limit int) ([]TagCount, error) {
-	if err := check(s); err != nil {
-		return nil, err
-	}
-	rows, err := st.DB.Q(ctx).Query(ctx, `SELECT t.tag, count(*) FROM assets, unnest(assets.tags) AS t(tag)
-		WHERE assets.workspace_id = $1 AND assets.archived_at IS NULL AND t.tag > $2
-		GROUP BY t.tag ORDER BY t.tag LIMIT $3`, s.WorkspaceID(), cursor, limit)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (TagCount, error) {
+	return rows(ctx, st.DB.Q(ctx), s, func(r pgx.Row) (TagCount, error) {
 		var tc TagCount
 		err := r.Scan(&tc.Tag, &tc.Count)
 		return tc, err
-	})
+	}, `SELECT t.tag, count(*) FROM assets, unnest(assets.tags) AS t(tag)
+		WHERE assets.workspace_id = $1 AND assets.archived_at IS NULL AND t.tag > $2
+		GROUP BY t.tag ORDER BY t.tag LIMIT $3`, cursor, limit)
 }

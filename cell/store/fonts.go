@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"slidecells/cell/auth"
+	cblob "slidecells/cell/blob"
 	"slidecells/shared/db"
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
@@ -27,9 +28,18 @@ type FontFamily struct {
 
 // FontFace is one face: an uploaded font asset and its @font-face descriptors.
 type FontFace struct {
-	ID           string
-	FamilyID     string
-	FamilyName   string
+	ID         string
+	FamilyID   string
+	FamilyName string
+	FaceFields
+	Version   int64
+	CreatedBy string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// FaceFields are a face's asset and descriptors.
+type FaceFields struct {
 	AssetID      string
 	WeightMin    int
 	WeightMax    int
@@ -37,27 +47,13 @@ type FontFace struct {
 	Display      string
 	UnicodeRange string
 	Enabled      bool
-	Version      int64
-	CreatedBy    string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
 }
 
 // FontFaceInput is a face to create. The caller has validated every field; FamilyName is found
 // or created (case-insensitively) in the workspace.
 type FontFaceInput struct {
-	FamilyName   string
-	AssetID      string
-	WeightMin    int
-	WeightMax    int
-	Style        string
-	Display      string
-	UnicodeRange string
-	Enabled      bool
-	// CheckAsset judges the face's asset, read inside the write transaction (so an asset
-	// archived or replaced concurrently is seen, or the write retries); err is the lookup's
-	// error (a 404 when it is not a live asset of the workspace). Nil skips the check.
-	CheckAsset func(a Asset, err error) error
+	FamilyName string
+	FaceFields
 }
 
 // FontFacePatch changes a face; nil fields keep their value. A FamilyName moves the face to
@@ -71,8 +67,36 @@ type FontFacePatch struct {
 	Display      *string
 	UnicodeRange *string
 	Enabled      *bool
-	// CheckAsset judges a new AssetID inside the transaction, as in FontFaceInput.
-	CheckAsset func(a Asset, err error) error
+}
+
+// FaceAssetError says the asset a face names is not a live font asset of the workspace: it is
+// Missing (absent, archived or foreign alike), or its content is of ContentType.
+type FaceAssetError struct {
+	Missing     bool
+	ContentType string
+}
+
+func (e *FaceAssetError) Error() string {
+	if e.Missing {
+		return "store: the face's asset is not a live asset of the workspace"
+	}
+	return "store: the face's asset is " + e.ContentType + ", not a font"
+}
+
+// checkFaceAsset reads a face's asset inside the write, so an asset archived or replaced
+// concurrently is seen (or the write retries).
+func checkFaceAsset(ctx context.Context, tx pgx.Tx, s auth.Scope, id string) error {
+	a, err := getAsset(ctx, tx, s, id)
+	if problem.As(err).Code == problem.NotFound {
+		return &FaceAssetError{Missing: true}
+	}
+	if err != nil {
+		return err
+	}
+	if cblob.KindOf(a.ContentType) != cblob.KindFont {
+		return &FaceAssetError{ContentType: a.ContentType}
+	}
+	return nil
 }
 
 // FamilyNameKey is the key under which family names are unique in a workspace: names differing
@@ -99,88 +123,54 @@ func scanFamily(r pgx.Row) (FontFamily, error) {
 	return m, err
 }
 
-// querier is what both the pool and a transaction offer.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // ListFontFamilies pages through the workspace's families ordered by ID, after cursor, each
 // with all of its faces.
 func (st *Store) ListFontFamilies(ctx context.Context, s auth.Scope, cursor string, limit int) ([]FontFamily, error) {
-	if err := check(s); err != nil {
-		return nil, err
-	}
-	rows, err := st.DB.Q(ctx).Query(ctx, `SELECT `+familyCols+` FROM font_families
-		WHERE workspace_id = $1 AND id > $2 ORDER BY id LIMIT $3`, s.WorkspaceID(), cursor, limit)
+	fams, err := rows(ctx, st.DB.Q(ctx), s, scanFamily, `SELECT `+familyCols+` FROM font_families
+		WHERE workspace_id = $1 AND id > $2 ORDER BY id LIMIT $3`, cursor, limit)
 	if err != nil {
 		return nil, err
 	}
-	fams, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (FontFamily, error) { return scanFamily(r) })
-	if err != nil || len(fams) == 0 {
-		return fams, err
-	}
+	return withFaces(ctx, st.DB.Q(ctx), s, fams)
+}
+
+// withFaces fills in each family's faces, ordered by face ID.
+func withFaces(ctx context.Context, q querier, s auth.Scope, fams []FontFamily) ([]FontFamily, error) {
 	famIDs := make([]string, len(fams))
 	for i, m := range fams {
 		famIDs[i] = m.ID
 	}
-	faces, err := facesOf(ctx, st.DB.Q(ctx), s, famIDs)
+	list, err := rows(ctx, q, s, scanFace, `SELECT `+faceCols+faceFrom+`
+		WHERE f.workspace_id = $1 AND f.family_id = ANY($2) ORDER BY f.family_id, f.id`, famIDs)
 	if err != nil {
 		return nil, err
 	}
 	for i := range fams {
-		fams[i].Faces = faces[fams[i].ID]
-		if fams[i].Faces == nil {
-			fams[i].Faces = []FontFace{}
+		fams[i].Faces = []FontFace{}
+		for _, f := range list {
+			if f.FamilyID == fams[i].ID {
+				fams[i].Faces = append(fams[i].Faces, f)
+			}
 		}
 	}
 	return fams, nil
 }
 
-// facesOf returns the faces of the given families, by family, each list ordered by face ID.
-func facesOf(ctx context.Context, q querier, s auth.Scope, familyIDs []string) (map[string][]FontFace, error) {
-	rows, err := q.Query(ctx, `SELECT `+faceCols+faceFrom+`
-		WHERE f.workspace_id = $1 AND f.family_id = ANY($2) ORDER BY f.family_id, f.id`, s.WorkspaceID(), familyIDs)
-	if err != nil {
-		return nil, err
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (FontFace, error) { return scanFace(r) })
-	if err != nil {
-		return nil, err
-	}
-	out := map[string][]FontFace{}
-	for _, f := range list {
-		out[f.FamilyID] = append(out[f.FamilyID], f)
-	}
-	return out, nil
-}
-
 // GetFontFamily returns a family of the workspace with all its faces.
 func (st *Store) GetFontFamily(ctx context.Context, s auth.Scope, id string) (FontFamily, error) {
-	if err := check(s); err != nil {
-		return FontFamily{}, err
-	}
 	return getFamily(ctx, st.DB.Q(ctx), s, id)
 }
 
 func getFamily(ctx context.Context, q querier, s auth.Scope, id string) (FontFamily, error) {
-	m, err := scanFamily(q.QueryRow(ctx, `SELECT `+familyCols+` FROM font_families WHERE workspace_id = $1 AND id = $2`,
-		s.WorkspaceID(), id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return m, problem.ErrNotFound()
-	}
+	m, err := row(ctx, q, s, scanFamily, `SELECT `+familyCols+` FROM font_families WHERE workspace_id = $1 AND id = $2`, id)
 	if err != nil {
 		return m, err
 	}
-	faces, err := facesOf(ctx, q, s, []string{id})
+	fams, err := withFaces(ctx, q, s, []FontFamily{m})
 	if err != nil {
 		return m, err
 	}
-	m.Faces = faces[id]
-	if m.Faces == nil {
-		m.Faces = []FontFace{}
-	}
-	return m, nil
+	return fams[0], nil
 }
 
 func errFamilyName(name string) error {
@@ -192,17 +182,12 @@ func errFamilyName(name string) error {
 func (st *Store) RenameFontFamily(ctx context.Context, s auth.Scope, id string, baseline int64, name string) (FontFamily, error) {
 	var m FontFamily
 	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
-		var current int64
-		err := tx.QueryRow(ctx, `SELECT version FROM font_families WHERE workspace_id = $1 AND id = $2 FOR UPDATE`,
-			s.WorkspaceID(), id).Scan(&current)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return problem.ErrNotFound()
+		current, err := lockFamily(ctx, tx, s, id)
+		if err == nil {
+			err = stale("font family", current, baseline)
 		}
 		if err != nil {
 			return err
-		}
-		if current != baseline {
-			return problem.New(problem.VersionConflict, "the font family changed since it was read (current version %d); re-read before deciding", current)
 		}
 		var clash string
 		err = tx.QueryRow(ctx, `SELECT id FROM font_families WHERE workspace_id = $1 AND name_key = $2 AND id <> $3`,
@@ -226,6 +211,14 @@ func (st *Store) RenameFontFamily(ctx context.Context, s auth.Scope, id string, 
 	return m, err
 }
 
+// lockFamily locks a family of the workspace for a write and returns its version.
+func lockFamily(ctx context.Context, tx pgx.Tx, s auth.Scope, id string) (int64, error) {
+	return row(ctx, tx, s, func(r pgx.Row) (v int64, err error) {
+		err = r.Scan(&v)
+		return v, err
+	}, `SELECT version FROM font_families WHERE workspace_id = $1 AND id = $2 FOR UPDATE`, id)
+}
+
 // familyBound reports whether a live theme binds the family for any role.
 func familyBound(ctx context.Context, tx pgx.Tx, s auth.Scope, familyID string) (bool, error) {
 	var n int
@@ -240,13 +233,7 @@ func familyBound(ctx context.Context, tx pgx.Tx, s auth.Scope, familyID string) 
 // one the specification names for font families.
 func (st *Store) DeleteFontFamily(ctx context.Context, s auth.Scope, id string) error {
 	return st.WriteTx(ctx, s, func(tx pgx.Tx) error {
-		var found string
-		err := tx.QueryRow(ctx, `SELECT id FROM font_families WHERE workspace_id = $1 AND id = $2 FOR UPDATE`,
-			s.WorkspaceID(), id).Scan(&found)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return problem.ErrNotFound()
-		}
-		if err != nil {
+		if _, err := lockFamily(ctx, tx, s, id); err != nil {
 			return err
 		}
 		var faces int
@@ -304,18 +291,11 @@ func removeIfOrphan(ctx context.Context, tx pgx.Tx, s auth.Scope, familyID strin
 }
 
 func getFace(ctx context.Context, q querier, s auth.Scope, id string) (FontFace, error) {
-	f, err := scanFace(q.QueryRow(ctx, `SELECT `+faceCols+faceFrom+` WHERE f.workspace_id = $1 AND f.id = $2`, s.WorkspaceID(), id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return f, problem.ErrNotFound()
-	}
-	return f, err
+	return row(ctx, q, s, scanFace, `SELECT `+faceCols+faceFrom+` WHERE f.workspace_id = $1 AND f.id = $2`, id)
 }
 
 // GetFontFace returns a face of the workspace.
 func (st *Store) GetFontFace(ctx context.Context, s auth.Scope, id string) (FontFace, error) {
-	if err := check(s); err != nil {
-		return FontFace{}, err
-	}
 	return getFace(ctx, st.DB.Q(ctx), s, id)
 }
 
@@ -324,10 +304,8 @@ func (st *Store) GetFontFace(ctx context.Context, s auth.Scope, id string) (Font
 func (st *Store) CreateFontFace(ctx context.Context, s auth.Scope, in FontFaceInput) (FontFace, error) {
 	var f FontFace
 	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
-		if in.CheckAsset != nil {
-			if err := in.CheckAsset(getAsset(ctx, tx, s, in.AssetID)); err != nil {
-				return err
-			}
+		if err := checkFaceAsset(ctx, tx, s, in.AssetID); err != nil {
+			return err
 		}
 		famID, err := familyByName(ctx, tx, s, in.FamilyName)
 		if err != nil {
@@ -353,14 +331,14 @@ func (st *Store) UpdateFontFace(ctx context.Context, s auth.Scope, id string, ba
 	var f FontFace
 	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
 		cur, err := getFace(ctx, tx, s, id)
+		if err == nil {
+			err = stale("font face", cur.Version, baseline)
+		}
 		if err != nil {
 			return err
 		}
-		if cur.Version != baseline {
-			return problem.New(problem.VersionConflict, "the font face changed since it was read (current version %d); re-read before deciding", cur.Version)
-		}
-		if p.AssetID != nil && p.CheckAsset != nil {
-			if err := p.CheckAsset(getAsset(ctx, tx, s, *p.AssetID)); err != nil {
+		if p.AssetID != nil {
+			if err := checkFaceAsset(ctx, tx, s, *p.AssetID); err != nil {
 				return err
 			}
 		}

@@ -9,7 +9,6 @@ import (
 
 	"slidecells/cell/auth"
 	"slidecells/shared/ids"
-	"slidecells/shared/problem"
 )
 
 // Projects is the kind of projects.
@@ -49,28 +48,14 @@ func (st *Store) CreateProject(ctx context.Context, s auth.Scope, name, descript
 
 // GetProject returns a live project of the workspace.
 func (st *Store) GetProject(ctx context.Context, s auth.Scope, id string) (Project, error) {
-	if err := check(s); err != nil {
-		return Project{}, err
-	}
-	p, err := scanProject(st.DB.Q(ctx).QueryRow(ctx, `SELECT `+projectCols+` FROM projects
-		WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`, s.WorkspaceID(), id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return p, problem.ErrNotFound()
-	}
-	return p, err
+	return row(ctx, st.DB.Q(ctx), s, scanProject, `SELECT `+projectCols+` FROM projects
+		WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`, id)
 }
 
 // ListProjects pages through live projects ordered by ID, after cursor.
 func (st *Store) ListProjects(ctx context.Context, s auth.Scope, cursor string, limit int) ([]Project, error) {
-	if err := check(s); err != nil {
-		return nil, err
-	}
-	rows, err := st.DB.Q(ctx).Query(ctx, `SELECT `+projectCols+` FROM projects
-		WHERE workspace_id = $1 AND archived_at IS NULL AND id > $2 ORDER BY id LIMIT $3`, s.WorkspaceID(), cursor, limit)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Project, error) { return scanProject(r) })
+	return rows(ctx, st.DB.Q(ctx), s, scanProject, `SELECT `+projectCols+` FROM projects
+		WHERE workspace_id = $1 AND archived_at IS NULL AND id > $2 ORDER BY id LIMIT $3`, cursor, limit)
 }
 
 // UpdateProject changes name and description if the version baseline is current.

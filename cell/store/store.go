@@ -76,7 +76,7 @@ func Locked(ctx context.Context, q pgx.Tx, k Kind, s auth.Scope, id string) erro
 	if err != nil {
 		return err
 	}
-	return problem.New(problem.VersionConflict, "the %s changed since it was read (current %s %s); re-read before deciding", singular(k), k.LockColumn, current)
+	return problem.ErrVersionConflict(singular(k), k.LockColumn, current)
 }
 
 func singular(k Kind) string {
@@ -118,3 +118,51 @@ func (st *Store) Archive(ctx context.Context, s auth.Scope, k Kind, ids []string
 
 // errAbort rolls a batch back; it becomes the one 404 answer.
 var errAbort = problem.ErrNotFound()
+
+// stale is the one optimistic-lock check of a row read under lock: a 409 naming the current
+// version when the baseline is not it.
+func stale(what string, current, baseline int64) error {
+	if current != baseline {
+		return problem.ErrVersionConflict(what, "version", current)
+	}
+	return nil
+}
+
+// querier is what both the pool and a transaction offer.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// row reads one row of the scope's workspace ($1 is its ID, args follow): no row is the one 404.
+func row[T any](ctx context.Context, q querier, s auth.Scope, scan func(pgx.Row) (T, error), sql string, args ...any) (T, error) {
+	if err := check(s); err != nil {
+		var zero T
+		return zero, err
+	}
+	t, err := scan(q.QueryRow(ctx, sql, append([]any{s.WorkspaceID()}, args...)...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, problem.ErrNotFound()
+	}
+	return t, err
+}
+
+// rows reads the rows of the scope's workspace ($1 is its ID, args follow).
+func rows[T any](ctx context.Context, q querier, s auth.Scope, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
+	if err := check(s); err != nil {
+		return nil, err
+	}
+	rs, err := q.Query(ctx, sql, append([]any{s.WorkspaceID()}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rs, func(r pgx.CollectableRow) (T, error) { return scan(r) })
+}
+
+// forUpdate locks the row read when a write reads it.
+func forUpdate(lock bool, clause string) string {
+	if lock {
+		return clause
+	}
+	return ""
+}

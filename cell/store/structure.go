@@ -29,38 +29,42 @@ var (
 
 // GetPart returns a part's JSON and version.
 func (st *Store) GetPart(ctx context.Context, s auth.Scope, projectID string, p Part) (json.RawMessage, int64, error) {
-	if err := check(s); err != nil {
-		return nil, 0, err
+	type part struct {
+		raw     []byte
+		version int64
 	}
-	var raw []byte
-	var v int64
-	err := st.DB.Q(ctx).QueryRow(ctx, fmt.Sprintf(`SELECT %s, %s FROM projects WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`,
-		p.column, p.versionColumn), s.WorkspaceID(), projectID).Scan(&raw, &v)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, 0, problem.ErrNotFound()
-	}
-	return raw, v, err
+	got, err := row(ctx, st.DB.Q(ctx), s, func(r pgx.Row) (p part, err error) {
+		err = r.Scan(&p.raw, &p.version)
+		return p, err
+	},
+		fmt.Sprintf(`SELECT %s, %s FROM projects WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`, p.column, p.versionColumn), projectID)
+	return got.raw, got.version, err
 }
 
-// PutPart replaces a part if its version baseline is current. check runs inside the
-// transaction, after the project is known to exist, to validate references against the
-// workspace's live objects.
-func (st *Store) PutPart(ctx context.Context, s auth.Scope, projectID string, p Part, baseline int64, value any,
-	check func(pgx.Tx) error) (int64, error) {
-	return st.UpdatePart(ctx, s, projectID, p, baseline, func(tx pgx.Tx, _ json.RawMessage) (any, error) {
-		if check != nil {
-			if err := check(tx); err != nil {
-				return nil, err
-			}
-		}
-		return value, nil
-	})
+// Name is the part's name in messages ("route tree").
+func (p Part) Name() string { return p.name }
+
+// Refs are the references a part's new value makes; WritePart reads them inside the write.
+type Refs struct {
+	ThemeKey string   // a theme key; "" for none
+	Pages    []string // page IDs of the project
+	Assets   []string // asset IDs of the workspace
 }
 
-// UpdatePart reads a part, lets modify compute its new value from the current one, and writes
-// it, all in one transaction and only if the version baseline is current.
-func (st *Store) UpdatePart(ctx context.Context, s auth.Scope, projectID string, p Part, baseline int64,
-	modify func(tx pgx.Tx, current json.RawMessage) (any, error)) (int64, error) {
+// Live is what WritePart found of Refs, read in the write transaction: whether the theme key
+// is live, which pages are live pages of the project, and the live assets by ID.
+type Live struct {
+	ThemeKey bool
+	Pages    map[string]bool
+	Assets   map[string]Asset
+}
+
+// WritePart replaces a part in one transaction, only if its version baseline is current: the
+// project is read under lock (404, then 409 on a stale baseline), the references are read, and
+// value computes the new value from the current one and what is live (its error aborts the
+// write). value is a pure function: the composed check is this transaction.
+func (st *Store) WritePart(ctx context.Context, s auth.Scope, projectID string, p Part, baseline int64, refs Refs,
+	value func(current json.RawMessage, live Live) (any, error)) (int64, error) {
 	var v int64
 	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
 		var current int64
@@ -73,14 +77,18 @@ func (st *Store) UpdatePart(ctx context.Context, s auth.Scope, projectID string,
 		if err != nil {
 			return err
 		}
-		if current != baseline {
-			return problem.New(problem.VersionConflict, "the project's %s changed since it was read (current version %d); re-read before deciding", p.name, current)
+		if err := stale("project's "+p.name, current, baseline); err != nil {
+			return err
 		}
-		value, err := modify(tx, raw)
+		live, err := readRefs(ctx, tx, s, projectID, refs)
 		if err != nil {
 			return err
 		}
-		next, err := json.Marshal(value)
+		nv, err := value(raw, live)
+		if err != nil {
+			return err
+		}
+		next, err := json.Marshal(nv)
 		if err != nil {
 			return problem.Wrap(err, "cannot encode "+p.name)
 		}
@@ -89,6 +97,32 @@ func (st *Store) UpdatePart(ctx context.Context, s auth.Scope, projectID string,
 			s.WorkspaceID(), projectID, next).Scan(&v)
 	})
 	return v, err
+}
+
+func readRefs(ctx context.Context, tx pgx.Tx, s auth.Scope, projectID string, refs Refs) (Live, error) {
+	live := Live{Pages: map[string]bool{}, Assets: map[string]Asset{}}
+	var err error
+	if refs.ThemeKey != "" {
+		if live.ThemeKey, err = themeKeyExists(ctx, tx, s, refs.ThemeKey); err != nil {
+			return live, err
+		}
+	}
+	if len(refs.Pages) > 0 {
+		if live.Pages, err = livePages(ctx, tx, s, projectID, refs.Pages); err != nil {
+			return live, err
+		}
+	}
+	for _, id := range refs.Assets {
+		a, err := getAsset(ctx, tx, s, id)
+		if problem.As(err).Code == problem.NotFound {
+			continue
+		}
+		if err != nil {
+			return live, err
+		}
+		live.Assets[id] = a
+	}
+	return live, nil
 }
 
 // Pages is the kind of pages.
@@ -108,27 +142,21 @@ func (st *Store) ListProjectPages(ctx context.Context, s auth.Scope, projectID, 
 	if _, err := st.GetProject(ctx, s, projectID); err != nil {
 		return nil, err
 	}
-	rows, err := st.DB.Q(ctx).Query(ctx, `SELECT id, key, title, file_type, version FROM pages
-		WHERE workspace_id = $1 AND project_id = $2 AND archived_at IS NULL AND key > $3 ORDER BY key LIMIT $4`,
-		s.WorkspaceID(), projectID, afterKey, limit)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (PageSummary, error) {
+	return rows(ctx, st.DB.Q(ctx), s, func(r pgx.Row) (PageSummary, error) {
 		var p PageSummary
 		err := r.Scan(&p.ID, &p.Key, &p.Title, &p.FileType, &p.Version)
 		return p, err
-	})
+	}, `SELECT id, key, title, file_type, version FROM pages
+		WHERE workspace_id = $1 AND project_id = $2 AND archived_at IS NULL AND key > $3 ORDER BY key LIMIT $4`, projectID, afterKey, limit)
 }
 
-// LivePages returns which of ids are live pages of the project, inside tx.
-func LivePages(ctx context.Context, tx pgx.Tx, s auth.Scope, projectID string, ids []string) (map[string]bool, error) {
-	rows, err := tx.Query(ctx, `SELECT id FROM pages WHERE workspace_id = $1 AND project_id = $2 AND id = ANY($3) AND archived_at IS NULL`,
-		s.WorkspaceID(), projectID, ids)
-	if err != nil {
-		return nil, err
-	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+// livePages returns which of ids are live pages of the project, inside tx.
+func livePages(ctx context.Context, tx pgx.Tx, s auth.Scope, projectID string, ids []string) (map[string]bool, error) {
+	found, err := rows(ctx, tx, s, func(r pgx.Row) (id string, err error) {
+		err = r.Scan(&id)
+		return id, err
+	},
+		`SELECT id FROM pages WHERE workspace_id = $1 AND project_id = $2 AND id = ANY($3) AND archived_at IS NULL`, projectID, ids)
 	if err != nil {
 		return nil, err
 	}

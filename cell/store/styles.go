@@ -10,7 +10,6 @@ import (
 
 	"slidecells/cell/auth"
 	"slidecells/shared/ids"
-	"slidecells/shared/problem"
 )
 
 // Styles is the kind of styles.
@@ -43,42 +42,20 @@ func scanStyle(r pgx.Row) (Style, error) {
 	return y, err
 }
 
-func getStyle(ctx context.Context, q querier, s auth.Scope, id string, forUpdate bool) (Style, error) {
-	sql := `SELECT ` + styleCols + ` FROM styles WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`
-	if forUpdate {
-		sql += ` FOR UPDATE`
-	}
-	y, err := scanStyle(q.QueryRow(ctx, sql, s.WorkspaceID(), id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return y, problem.ErrNotFound()
-	}
-	return y, err
+func getStyle(ctx context.Context, q querier, s auth.Scope, id string, lock bool) (Style, error) {
+	return row(ctx, q, s, scanStyle, `SELECT `+styleCols+` FROM styles WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`+
+		forUpdate(lock, ` FOR UPDATE`), id)
 }
 
 // GetStyle returns a live style of the workspace.
 func (st *Store) GetStyle(ctx context.Context, s auth.Scope, id string) (Style, error) {
-	if err := check(s); err != nil {
-		return Style{}, err
-	}
 	return getStyle(ctx, st.DB.Q(ctx), s, id, false)
 }
 
 // ListStyles pages through live styles ordered by ID, after cursor.
 func (st *Store) ListStyles(ctx context.Context, s auth.Scope, cursor string, limit int) ([]Style, error) {
-	if err := check(s); err != nil {
-		return nil, err
-	}
-	rows, err := st.DB.Q(ctx).Query(ctx, `SELECT `+styleCols+` FROM styles
-		WHERE workspace_id = $1 AND archived_at IS NULL AND id > $2 ORDER BY id LIMIT $3`, s.WorkspaceID(), cursor, limit)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Style, error) { return scanStyle(r) })
-}
-
-// CheckThemeKey returns ErrUnknownThemeKey unless key names a live theme of the workspace.
-func CheckThemeKey(ctx context.Context, tx pgx.Tx, s auth.Scope, key string) error {
-	return checkThemeKey(ctx, tx, s, key)
+	return rows(ctx, st.DB.Q(ctx), s, scanStyle, `SELECT `+styleCols+` FROM styles
+		WHERE workspace_id = $1 AND archived_at IS NULL AND id > $2 ORDER BY id LIMIT $3`, cursor, limit)
 }
 
 func checkThemeKey(ctx context.Context, tx pgx.Tx, s auth.Scope, key string) error {
@@ -120,11 +97,11 @@ func (st *Store) UpdateStyle(ctx context.Context, s auth.Scope, id string, basel
 	var out Style
 	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
 		cur, err := getStyle(ctx, tx, s, id, true)
+		if err == nil {
+			err = stale("style", cur.Version, baseline)
+		}
 		if err != nil {
 			return err
-		}
-		if cur.Version != baseline {
-			return problem.New(problem.VersionConflict, "the style changed since it was read (current version %d); re-read before deciding", cur.Version)
 		}
 		next, err := change(cur)
 		if err != nil {

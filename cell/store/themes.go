@@ -88,37 +88,20 @@ func scanTheme(r pgx.Row) (Theme, error) {
 	return t, nil
 }
 
-func getTheme(ctx context.Context, q querier, s auth.Scope, id string, forUpdate bool) (Theme, error) {
-	sql := `SELECT ` + themeCols + themeFrom + ` WHERE t.workspace_id = $1 AND t.id = $2 AND t.archived_at IS NULL`
-	if forUpdate {
-		sql += ` FOR UPDATE OF t`
-	}
-	t, err := scanTheme(q.QueryRow(ctx, sql, s.WorkspaceID(), id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return t, problem.ErrNotFound()
-	}
-	return t, err
+func getTheme(ctx context.Context, q querier, s auth.Scope, id string, lock bool) (Theme, error) {
+	return row(ctx, q, s, scanTheme, `SELECT `+themeCols+themeFrom+` WHERE t.workspace_id = $1 AND t.id = $2 AND t.archived_at IS NULL`+
+		forUpdate(lock, ` FOR UPDATE OF t`), id)
 }
 
 // GetTheme returns a live theme of the workspace.
 func (st *Store) GetTheme(ctx context.Context, s auth.Scope, id string) (Theme, error) {
-	if err := check(s); err != nil {
-		return Theme{}, err
-	}
 	return getTheme(ctx, st.DB.Q(ctx), s, id, false)
 }
 
 // ListThemes pages through live themes ordered by ID, after cursor.
 func (st *Store) ListThemes(ctx context.Context, s auth.Scope, cursor string, limit int) ([]Theme, error) {
-	if err := check(s); err != nil {
-		return nil, err
-	}
-	rows, err := st.DB.Q(ctx).Query(ctx, `SELECT `+themeCols+themeFrom+`
-		WHERE t.workspace_id = $1 AND t.archived_at IS NULL AND t.id > $2 ORDER BY t.id LIMIT $3`, s.WorkspaceID(), cursor, limit)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Theme, error) { return scanTheme(r) })
+	return rows(ctx, st.DB.Q(ctx), s, scanTheme, `SELECT `+themeCols+themeFrom+`
+		WHERE t.workspace_id = $1 AND t.archived_at IS NULL AND t.id > $2 ORDER BY t.id LIMIT $3`, cursor, limit)
 }
 
 // checkThemeFamilies returns an *UnknownFamilyError when a bound family is not in the workspace.
@@ -203,24 +186,22 @@ func (st *Store) CreateTheme(ctx context.Context, s auth.Scope, t Theme) (Theme,
 // UpdateTheme applies change to a live theme if the version baseline is current, in one
 // transaction: the theme is read, changed, its bound families checked, and written. The key is
 // not changeable (styles refer to it).
-func (st *Store) UpdateTheme(ctx context.Context, s auth.Scope, id string, baseline int64, change func(*Theme) error) (Theme, error) {
+func (st *Store) UpdateTheme(ctx context.Context, s auth.Scope, id string, baseline int64, change func(*Theme)) (Theme, error) {
 	var out Theme
 	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
 		cur, err := getTheme(ctx, tx, s, id, true)
+		if err == nil {
+			err = stale("theme", cur.Version, baseline)
+		}
 		if err != nil {
 			return err
-		}
-		if cur.Version != baseline {
-			return problem.New(problem.VersionConflict, "the theme changed since it was read (current version %d); re-read before deciding", cur.Version)
 		}
 		next := cur
 		next.Fonts = map[string]ThemeFont{}
 		for k, v := range cur.Fonts {
 			next.Fonts[k] = v
 		}
-		if err := change(&next); err != nil {
-			return err
-		}
+		change(&next)
 		if err := checkThemeFamilies(ctx, tx, s, next); err != nil {
 			return err
 		}

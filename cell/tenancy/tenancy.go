@@ -43,7 +43,7 @@ type Row struct {
 // Misdirected is the 421 answer for a workspace this cell does not serve; the owner hint
 // travels in a header. The guard and the write fence (cell/store) both answer with it.
 func Misdirected(owner string) error {
-	e := problem.New(problem.Misdirected, "this cell does not serve the workspace at the routed epoch")
+	e := problem.New(problem.WorkspaceMisdirected, "this cell does not serve the workspace at the routed epoch")
 	e.Header = http.Header{cellproto.HeaderOwningCell: []string{owner}}
 	return e
 }
@@ -92,9 +92,7 @@ func (g *Guard) adopt(ctx context.Context, workspaceID string, routedEpoch int64
 		return problem.ErrNotFound()
 	}
 	if err != nil {
-		e := problem.New(problem.DirectoryUnavailable, "the directory is unavailable; retry shortly")
-		e.RetryAfter, e.Retryable, e.Cause = 2, true, err
-		return e
+		return problem.ErrDirectoryUnavailable(err)
 	}
 	if p.CellID != g.CellID || p.State != "active" || p.Epoch < routedEpoch {
 		return Misdirected(p.CellID)

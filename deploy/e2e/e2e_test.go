@@ -299,7 +299,7 @@ func TestStalePlacementRetriesOnOwner(t *testing.T) {
 	fence(t, e.s.CellDBURL["cell-b"], ws, 3, "cell-a")
 	a = e.do(t, http.MethodPost, "/api/v1/projects", e.demo.PAT, []byte(`{"name":"Moved twice"}`),
 		"X-Workspace-ID", ws, "Idempotency-Key", "e2e-move-1", "Content-Type", "application/json")
-	if a.status != http.StatusOK || a.header.Get("X-Cell-ID") != "cell-a" || !bytes.Contains(a.body, []byte(`"name":"Moved twice"`)) {
+	if a.status != http.StatusCreated || a.header.Get("X-Cell-ID") != "cell-a" || !bytes.Contains(a.body, []byte(`"name":"Moved twice"`)) {
 		t.Fatalf("write after second move: %d %s %v", a.status, a.body, a.header)
 	}
 	// The fenced cell took no write: the project exists only on the owner.

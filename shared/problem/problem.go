@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // Code is a stable, documented error code. Clients branch on codes, never on messages.
@@ -19,68 +20,77 @@ type Code string
 
 // The public error codes. The catalogue with meanings lives in docs/errors.md.
 const (
-	BadRequest           Code = "BAD_REQUEST"
-	WorkspaceIDInvalid   Code = "WORKSPACE_ID_INVALID"
-	WorkspaceIDConflict  Code = "WORKSPACE_ID_CONFLICT"
-	WorkspaceRequired    Code = "WORKSPACE_REQUIRED"
-	IdempotencyKeyNeeded Code = "IDEMPOTENCY_KEY_REQUIRED"
-	IdempotencyKeyBad    Code = "IDEMPOTENCY_KEY_INVALID"
-	Unauthenticated      Code = "UNAUTHENTICATED"
-	ScopeRequired        Code = "SCOPE_REQUIRED"
-	Forbidden            Code = "FORBIDDEN"
-	NotFound             Code = "NOT_FOUND"
-	MethodNotAllowed     Code = "METHOD_NOT_ALLOWED"
-	VersionConflict      Code = "VERSION_CONFLICT"
-	IdempotencyConflict  Code = "IDEMPOTENCY_KEY_REUSED"
-	IdempotencyInFlight  Code = "IDEMPOTENCY_KEY_IN_FLIGHT"
-	StateConflict        Code = "STATE_CONFLICT"
-	NameConflict         Code = "NAME_CONFLICT"
-	PayloadTooLarge      Code = "PAYLOAD_TOO_LARGE"
-	UnsupportedMedia     Code = "UNSUPPORTED_MEDIA_TYPE"
-	ValidationFailed     Code = "VALIDATION_FAILED"
-	Misdirected          Code = "WORKSPACE_MISDIRECTED"
-	RateLimited          Code = "RATE_LIMITED"
-	Internal             Code = "INTERNAL"
-	CellUnavailable      Code = "CELL_UNAVAILABLE"
-	DirectoryUnavailable Code = "DIRECTORY_UNAVAILABLE"
-	BodyTooLargeToRetry  Code = "RETRY_BODY_TOO_LARGE"
-	Unavailable          Code = "SERVICE_UNAVAILABLE"
-	// ClientClosed is what logs and metrics show for a request whose client went away before
-	// the answer (nginx's 499); no client ever reads it.
-	ClientClosed Code = "CLIENT_CLOSED_REQUEST"
+	BadRequest             Code = "BAD_REQUEST"
+	WorkspaceIDInvalid     Code = "WORKSPACE_ID_INVALID"
+	WorkspaceIDConflict    Code = "WORKSPACE_ID_CONFLICT"
+	WorkspaceRequired      Code = "WORKSPACE_REQUIRED"
+	IdempotencyKeyRequired Code = "IDEMPOTENCY_KEY_REQUIRED"
+	IdempotencyKeyInvalid  Code = "IDEMPOTENCY_KEY_INVALID"
+	Unauthenticated        Code = "UNAUTHENTICATED"
+	ScopeRequired          Code = "SCOPE_REQUIRED"
+	Forbidden              Code = "FORBIDDEN"
+	NotFound               Code = "NOT_FOUND"
+	MethodNotAllowed       Code = "METHOD_NOT_ALLOWED"
+	VersionConflict        Code = "VERSION_CONFLICT"
+	IdempotencyKeyReused   Code = "IDEMPOTENCY_KEY_REUSED"
+	IdempotencyKeyInFlight Code = "IDEMPOTENCY_KEY_IN_FLIGHT"
+	StateConflict          Code = "STATE_CONFLICT"
+	NameConflict           Code = "NAME_CONFLICT"
+	PayloadTooLarge        Code = "PAYLOAD_TOO_LARGE"
+	UnsupportedMediaType   Code = "UNSUPPORTED_MEDIA_TYPE"
+	ValidationFailed       Code = "VALIDATION_FAILED"
+	WorkspaceMisdirected   Code = "WORKSPACE_MISDIRECTED"
+	RateLimited            Code = "RATE_LIMITED"
+	Internal               Code = "INTERNAL"
+	CellUnavailable        Code = "CELL_UNAVAILABLE"
+	DirectoryUnavailable   Code = "DIRECTORY_UNAVAILABLE"
+	RetryBodyTooLarge      Code = "RETRY_BODY_TOO_LARGE"
+	ServiceUnavailable     Code = "SERVICE_UNAVAILABLE"
+	OAuthNotEnabled        Code = "OAUTH_NOT_ENABLED"
+	// ClientClosedRequest is what logs and metrics show for a request whose client went away
+	// before the answer (nginx's 499); no client ever reads it.
+	ClientClosedRequest Code = "CLIENT_CLOSED_REQUEST"
 )
 
-// StatusClientClosed is the status logged for ClientClosed.
+// StatusClientClosed is the status logged for ClientClosedRequest.
 const StatusClientClosed = 499
 
 var statuses = map[Code]int{
-	BadRequest:           http.StatusBadRequest,
-	WorkspaceIDInvalid:   http.StatusBadRequest,
-	WorkspaceIDConflict:  http.StatusBadRequest,
-	WorkspaceRequired:    http.StatusBadRequest,
-	IdempotencyKeyNeeded: http.StatusBadRequest,
-	IdempotencyKeyBad:    http.StatusBadRequest,
-	Unauthenticated:      http.StatusUnauthorized,
-	ScopeRequired:        http.StatusForbidden,
-	Forbidden:            http.StatusForbidden,
-	NotFound:             http.StatusNotFound,
-	MethodNotAllowed:     http.StatusMethodNotAllowed,
-	VersionConflict:      http.StatusConflict,
-	IdempotencyConflict:  http.StatusConflict,
-	IdempotencyInFlight:  http.StatusConflict,
-	StateConflict:        http.StatusConflict,
-	NameConflict:         http.StatusConflict,
-	PayloadTooLarge:      http.StatusRequestEntityTooLarge,
-	UnsupportedMedia:     http.StatusUnsupportedMediaType,
-	ValidationFailed:     http.StatusUnprocessableEntity,
-	Misdirected:          http.StatusMisdirectedRequest,
-	RateLimited:          http.StatusTooManyRequests,
-	Internal:             http.StatusInternalServerError,
-	CellUnavailable:      http.StatusServiceUnavailable,
-	DirectoryUnavailable: http.StatusServiceUnavailable,
-	BodyTooLargeToRetry:  http.StatusServiceUnavailable,
-	Unavailable:          http.StatusServiceUnavailable,
-	ClientClosed:         StatusClientClosed,
+	BadRequest:             http.StatusBadRequest,
+	WorkspaceIDInvalid:     http.StatusBadRequest,
+	WorkspaceIDConflict:    http.StatusBadRequest,
+	WorkspaceRequired:      http.StatusBadRequest,
+	IdempotencyKeyRequired: http.StatusBadRequest,
+	IdempotencyKeyInvalid:  http.StatusBadRequest,
+	Unauthenticated:        http.StatusUnauthorized,
+	ScopeRequired:          http.StatusForbidden,
+	Forbidden:              http.StatusForbidden,
+	NotFound:               http.StatusNotFound,
+	MethodNotAllowed:       http.StatusMethodNotAllowed,
+	VersionConflict:        http.StatusConflict,
+	IdempotencyKeyReused:   http.StatusConflict,
+	IdempotencyKeyInFlight: http.StatusConflict,
+	StateConflict:          http.StatusConflict,
+	NameConflict:           http.StatusConflict,
+	PayloadTooLarge:        http.StatusRequestEntityTooLarge,
+	UnsupportedMediaType:   http.StatusUnsupportedMediaType,
+	ValidationFailed:       http.StatusUnprocessableEntity,
+	WorkspaceMisdirected:   http.StatusMisdirectedRequest,
+	RateLimited:            http.StatusTooManyRequests,
+	Internal:               http.StatusInternalServerError,
+	CellUnavailable:        http.StatusServiceUnavailable,
+	DirectoryUnavailable:   http.StatusServiceUnavailable,
+	RetryBodyTooLarge:      http.StatusServiceUnavailable,
+	ServiceUnavailable:     http.StatusServiceUnavailable,
+	OAuthNotEnabled:        http.StatusNotFound,
+	ClientClosedRequest:    StatusClientClosed,
+}
+
+// retryAfter is the one Retry-After policy of the cell's shared errors: New gives an error of
+// these codes the header (seconds) and the retryable marker. Other services set their own.
+var retryAfter = map[Code]int{
+	DirectoryUnavailable:   2,
+	IdempotencyKeyInFlight: 1,
 }
 
 // Status returns the HTTP status of a code; unknown codes are 500.
@@ -119,14 +129,18 @@ func (e *Error) Unwrap() error { return e.Cause }
 
 // New returns an Error with a code and message.
 func New(c Code, format string, args ...any) *Error {
-	return &Error{Code: c, Message: fmt.Sprintf(format, args...)}
+	e := &Error{Code: c, Message: fmt.Sprintf(format, args...)}
+	if s, ok := retryAfter[c]; ok {
+		e.RetryAfter, e.Retryable = s, true
+	}
+	return e
 }
 
 // Wrap returns an internal error whose cause is logged but never shown.
-// A context cancellation (the client went away) becomes ClientClosed instead.
+// A context cancellation (the client went away) becomes ClientClosedRequest instead.
 func Wrap(err error, msg string) *Error {
 	if errors.Is(err, context.Canceled) {
-		return &Error{Code: ClientClosed, Message: "the client closed the request", Cause: err}
+		return &Error{Code: ClientClosedRequest, Message: "the client closed the request", Cause: err}
 	}
 	return &Error{Code: Internal, Message: msg, Cause: err}
 }
@@ -140,14 +154,38 @@ func Invalid(fields ...FieldError) *Error {
 // reach: the same body whichever it is, so no caller can probe for existence.
 func ErrNotFound() *Error { return New(NotFound, "the requested resource does not exist") }
 
+// ErrDirectoryUnavailable is the one answer when the directory cannot be read and no cached
+// answer may serve: 503, retryable, Retry-After from the policy.
+func ErrDirectoryUnavailable(cause error) *Error {
+	e := New(DirectoryUnavailable, "the directory is unavailable; retry shortly")
+	e.Cause = cause
+	return e
+}
+
+// ErrVersionConflict is the one answer to a stale optimistic-lock baseline: what changed, and
+// its current baseline (named by column, e.g. version or sha256).
+func ErrVersionConflict(what, column string, current any) *Error {
+	return New(VersionConflict, "the %s changed since it was read (current %s %v); re-read before deciding", what, column, current)
+}
+
+// ErrOAuthNotEnabled answers the OAuth endpoints the specification plans: sign-in by OAuth is
+// not enabled on this service; personal access tokens are the credential.
+func ErrOAuthNotEnabled() *Error {
+	return New(OAuthNotEnabled, "OAuth sign-in is not enabled on this service; authenticate with a personal access token (Authorization: Bearer svc_pat_…)")
+}
+
+// ErrMethodNotAllowed answers a known path called with a method it does not have.
+func ErrMethodNotAllowed(allow []string) *Error {
+	e := New(MethodNotAllowed, "this path accepts %s", strings.Join(allow, ", "))
+	e.Header = http.Header{"Allow": []string{strings.Join(allow, ", ")}}
+	return e
+}
+
 // As extracts an *Error; anything else becomes an internal error.
 func As(err error) *Error {
 	var pe *Error
 	if errors.As(err, &pe) {
 		return pe
-	}
-	if errors.Is(err, context.Canceled) {
-		return &Error{Code: ClientClosed, Message: "the client closed the request", Cause: err}
 	}
 	return Wrap(err, "internal error")
 }
@@ -175,17 +213,25 @@ func BodyOf(err error, traceID string) Body {
 		Message: pe.Message, TraceID: traceID, Retryable: pe.Retryable, Errors: pe.Fields}
 }
 
-// Write renders err as problem JSON. The internal cause is not written.
-func Write(w http.ResponseWriter, err error, traceID string) {
+// Headers are the headers of err's answer: no caching, Retry-After when it has one, and its
+// extra headers.
+func Headers(err error) http.Header {
 	pe := As(err)
-	b := BodyOf(pe, traceID)
-	h := w.Header()
-	h.Set("Content-Type", ContentType)
-	h.Set("Cache-Control", "no-store")
+	h := http.Header{"Content-Type": []string{ContentType}, "Cache-Control": []string{"no-store"}}
 	if pe.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(pe.RetryAfter))
 	}
 	for k, v := range pe.Header {
+		h[k] = v
+	}
+	return h
+}
+
+// Write renders err as problem JSON. The internal cause is not written.
+func Write(w http.ResponseWriter, err error, traceID string) {
+	b := BodyOf(err, traceID)
+	h := w.Header()
+	for k, v := range Headers(err) {
 		h[k] = v
 	}
 	w.WriteHeader(b.Status)

@@ -1,0 +1,246 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"slidecells/cell/auth"
+	"slidecells/cell/store"
+	"slidecells/shared/ids"
+	"slidecells/shared/problem"
+)
+
+// The generic resource layer: typed outputs, the object named by a path, and Kind, which
+// declares the standard operations of a resource kind (get, list with cursor paging, archive,
+// batch archive) and prefills the declarations of its create and versioned update.
+// docs/adding-an-operation.md walks through it.
+
+// Single is one object.
+type Single[T any] struct {
+	Body T
+}
+
+// Created is a new object: 201 with its address in Location.
+type Created[T any] struct {
+	Location string `header:"Location"`
+	Body     T
+}
+
+// Page is one page of a collection and the cursor of the next ("" on the last page).
+type Page[T any] struct {
+	Body struct {
+		Items      []T    `json:"items"`
+		NextCursor string `json:"next_cursor,omitempty"`
+	}
+}
+
+// ListQuery pages a collection.
+type ListQuery struct {
+	Limit  int    `query:"limit" minimum:"1" maximum:"200" default:"50" doc:"page size"`
+	Cursor string `query:"cursor" maxLength:"64" doc:"next_cursor of the previous page"`
+}
+
+// paginate turns rows fetched with limit+1 into one page of views and the cursor of the next
+// page: the extra row only says that more exist.
+func paginate[T, V any](rows []T, limit int, cursor func(T) string, view func(T) (V, error)) (*Page[V], error) {
+	out := &Page[V]{}
+	out.Body.Items = make([]V, 0, min(len(rows), limit))
+	for i, r := range rows {
+		if i == limit {
+			out.Body.NextCursor = cursor(rows[i-1])
+			break
+		}
+		v, err := view(r)
+		if err != nil {
+			return nil, err
+		}
+		out.Body.Items = append(out.Body.Items, v)
+	}
+	return out, nil
+}
+
+// plain lifts a view that cannot fail.
+func plain[T, V any](f func(T) V) func(T) (V, error) {
+	return func(t T) (V, error) { return f(t), nil }
+}
+
+// ObjectID is the object an operation's path names: the last {…_id} path parameter other than
+// workspace_id, checked against its shared/ids pattern (a 422 at path.<name> otherwise). The
+// registry documents the parameter.
+type ObjectID struct{ id string }
+
+// ID is the object's ID.
+func (o *ObjectID) ID() string { return o.id }
+
+// Resolve implements huma.Resolver.
+func (o *ObjectID) Resolve(ctx huma.Context) []error {
+	ms := pathParam.FindAllStringSubmatch(ctx.Operation().Path, -1)
+	for i := len(ms) - 1; i >= 0; i-- {
+		name := ms[i][1]
+		p, ok := idParams[name]
+		if !ok || name == "workspace_id" {
+			continue
+		}
+		o.id = ctx.Param(name)
+		if !ids.Valid(p.prefix, o.id) {
+			return []error{&huma.ErrorDetail{Location: "path." + name, Value: o.id,
+				Message: "expected string to match pattern " + ids.Pattern(p.prefix)}}
+		}
+		return nil
+	}
+	return nil
+}
+
+// Kind declares a standard resource kind under /api/v1/<plural>: R is the stored row, V the view.
+type Kind[R, V any] struct {
+	Store  store.Kind // table, plural name, ID prefix
+	Single string     // singular name, e.g. "project"
+	Read   auth.Permission
+	Write  auth.Permission
+	// Get reads one live object; List a page after a cursor (limit+1 rows). A nil List leaves
+	// the list operation to the kind (e.g. one with filters).
+	Get  func(ctx context.Context, sc auth.Scope, id string) (R, error)
+	List func(ctx context.Context, sc auth.Scope, cursor string, limit int) ([]R, error)
+	// ID is a row's ID (the list cursor); View shows a row.
+	ID   func(R) string
+	View func(sc auth.Scope, r R) (V, error)
+	// CreateSummary and UpdateSummary describe the kind's create and versioned update.
+	CreateSummary, UpdateSummary string
+}
+
+// RegisterKind registers a kind's standard operations (Register) with its create (201 with
+// Location) and its versioned update; the handlers return the row written.
+func RegisterKind[R, V, C, U any](s *Server, st *store.Store, k Kind[R, V],
+	create func(context.Context, auth.Scope, *C) (R, error), update func(context.Context, auth.Scope, *U) (R, error)) {
+	k.Register(s, st)
+	Scoped(s, k.CreateOp(k.CreateSummary), func(ctx context.Context, sc auth.Scope, in *C) (*Created[V], error) {
+		r, err := create(ctx, sc, in)
+		return k.Created(sc, r, err)
+	})
+	Scoped(s, k.UpdateOp(k.UpdateSummary), func(ctx context.Context, sc auth.Scope, in *U) (*Single[V], error) {
+		r, err := update(ctx, sc, in)
+		return k.One(sc, r, err)
+	})
+}
+
+func (k Kind[R, V]) collection() string { return "/api/v1/" + k.Store.Name }
+func (k Kind[R, V]) item() string       { return k.collection() + "/{" + k.Single + "_id}" }
+
+func (k Kind[R, V]) op(id, method, path, summary string, scope auth.Permission) Operation {
+	op := Operation{ID: id, Method: method, Path: path, Summary: summary, Tags: []string{k.Store.Name},
+		Access: InWorkspace, Scopes: []auth.Permission{scope}}
+	if method == http.MethodGet {
+		op.ReadOnly = true
+	} else {
+		op.Idempotency = KeyRequired
+	}
+	return op
+}
+
+// CreateOp declares the kind's create: POST /api/v1/<plural>, 201 with Location.
+func (k Kind[R, V]) CreateOp(summary string) Operation {
+	op := k.op("create-"+k.Single, http.MethodPost, k.collection(), summary, k.Write)
+	op.Lock = CreateOnly
+	return op
+}
+
+// UpdateOp declares the kind's versioned update: PATCH /api/v1/<plural>/{id}.
+func (k Kind[R, V]) UpdateOp(summary string) Operation {
+	op := k.op("update-"+k.Single, http.MethodPatch, k.item(), summary, k.Write)
+	op.Lock = VersionLock
+	return op
+}
+
+// Created answers a new row: 201, its Location and its view.
+func (k Kind[R, V]) Created(sc auth.Scope, r R, err error) (*Created[V], error) {
+	if err != nil {
+		return nil, err
+	}
+	v, err := k.View(sc, r)
+	if err != nil {
+		return nil, err
+	}
+	return &Created[V]{Location: k.collection() + "/" + k.ID(r), Body: v}, nil
+}
+
+// One answers a row read or written: its view.
+func (k Kind[R, V]) One(sc auth.Scope, r R, err error) (*Single[V], error) {
+	return one(sc, k.View)(r, err)
+}
+
+// Page answers rows fetched with limit+1.
+func (k Kind[R, V]) Page(sc auth.Scope, rows []R, limit int, err error) (*Page[V], error) {
+	if err != nil {
+		return nil, err
+	}
+	return paginate(rows, limit, k.ID, func(r R) (V, error) { return k.View(sc, r) })
+}
+
+// Register adds the standard operations: list (when List is set), get, archive, batch archive.
+func (k Kind[R, V]) Register(s *Server, st *store.Store) {
+	title := strings.ToUpper(k.Single[:1]) + k.Single[1:]
+	if k.List != nil {
+		Scoped(s, k.op("list-"+k.Store.Name, http.MethodGet, k.collection(), "List "+k.Store.Name, k.Read),
+			func(ctx context.Context, sc auth.Scope, in *ListQuery) (*Page[V], error) {
+				rows, err := k.List(ctx, sc, in.Cursor, in.Limit+1)
+				return k.Page(sc, rows, in.Limit, err)
+			})
+	}
+	Scoped(s, k.op("get-"+k.Single, http.MethodGet, k.item(), title+" detail", k.Read),
+		func(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[V], error) {
+			r, err := k.Get(ctx, sc, in.ID())
+			return k.One(sc, r, err)
+		})
+	Scoped(s, k.op("archive-"+k.Single, http.MethodPost, k.item()+"/archive", "Archive a "+k.Single+" (no restore, no hard delete)", k.Write),
+		func(ctx context.Context, sc auth.Scope, in *ObjectID) (*ArchiveOutput, error) {
+			return archived(st.Archive(ctx, sc, k.Store, []string{in.ID()}), []string{in.ID()})
+		})
+	Scoped(s, k.op("archive-"+k.Store.Name, http.MethodPost, k.collection()+"/archive", "Archive up to 100 "+k.Store.Name+" at once, all or nothing", k.Write),
+		func(ctx context.Context, sc auth.Scope, in *ArchiveBatch) (*ArchiveOutput, error) {
+			if !in.Body.Confirm {
+				return nil, problem.Invalid(problem.FieldError{Field: "body.confirm", Message: "must be true: archived objects cannot be restored"})
+			}
+			return archived(st.Archive(ctx, sc, k.Store, in.Body.IDs), in.Body.IDs)
+		})
+}
+
+// ArchiveBatch archives several objects, all or nothing.
+type ArchiveBatch struct {
+	Body struct {
+		IDs     []string `json:"ids" minItems:"1" maxItems:"100" doc:"IDs to archive; at most 100"`
+		Confirm bool     `json:"confirm" doc:"must be true: archiving cannot be undone (there is no restore)"`
+	}
+}
+
+// ArchiveOutput reports an archive.
+type ArchiveOutput struct {
+	Body struct {
+		Archived []string `json:"archived"`
+	}
+}
+
+func archived(err error, ids []string) (*ArchiveOutput, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := &ArchiveOutput{}
+	out.Body.Archived = ids
+	return out, nil
+}
+
+// one answers a row read or written through its view.
+func one[R, V any](sc auth.Scope, view func(auth.Scope, R) (V, error)) func(R, error) (*Single[V], error) {
+	return func(r R, err error) (*Single[V], error) {
+		if err != nil {
+			return nil, err
+		}
+		v, err := view(sc, r)
+		if err != nil {
+			return nil, err
+		}
+		return &Single[V]{Body: v}, nil
+	}
+}

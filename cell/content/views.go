@@ -1,0 +1,59 @@
+package content
+
+import (
+	"encoding/json"
+	"time"
+
+	"slidecells/cell/auth"
+	cblob "slidecells/cell/blob"
+	"slidecells/cell/store"
+)
+
+// The content objects as the API shows them.
+
+// ProjectView is a project as the API shows it.
+type ProjectView struct {
+	ID          string    `json:"id"`
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	Version     int64     `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
+	CreatedBy   string    `json:"created_by"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// ProjectOf shows a stored project.
+func ProjectOf(_ auth.Scope, p store.Project) (ProjectView, error) {
+	return ProjectView{ID: p.ID, Name: p.Name, Description: p.Description, Version: p.Version,
+		CreatedBy: p.CreatedBy, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}, nil
+}
+
+// AssetView is an asset as the API shows it.
+type AssetView struct {
+	ID          string         `json:"id"`
+	Name        string         `json:"name"`
+	ContentType string         `json:"content_type" doc:"sniffed from the content; one of the allow-list"`
+	Kind        string         `json:"kind" enum:"image,font,document"`
+	ByteSize    int64          `json:"byte_size"`
+	SHA256      string         `json:"sha256" doc:"hex SHA-256 of the content: the content's ETag and the If-Match baseline of a content replacement"`
+	Tags        []string       `json:"tags"`
+	Metadata    map[string]any `json:"metadata"`
+	Version     int64          `json:"version" doc:"optimistic-lock baseline of metadata edits: send it back with PATCH"`
+	ContentURL  string         `json:"content_url" doc:"this content, immutable: /api/v1/assets/{id}/content?sha256=…"`
+	CreatedBy   string         `json:"created_by"`
+	CreatedAt   time.Time      `json:"created_at"`
+	UpdatedAt   time.Time      `json:"updated_at"`
+}
+
+// AssetOf shows a stored asset.
+func AssetOf(_ auth.Scope, a store.Asset) (AssetView, error) {
+	meta := map[string]any{}
+	_ = json.Unmarshal(a.Metadata, &meta)
+	tags := a.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	return AssetView{ID: a.ID, Name: a.Name, ContentType: a.ContentType, Kind: string(cblob.KindOf(a.ContentType)),
+		ByteSize: a.ByteSize, SHA256: a.SHA256, Tags: tags, Metadata: meta, Version: a.Version,
+		ContentURL: ContentURLOf(a), CreatedBy: a.CreatedBy, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}, nil
+}
