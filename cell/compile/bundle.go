@@ -35,7 +35,7 @@ func (c *Compiler) compileJS(ctx context.Context, req Request) (*Result, error) 
 	if g.err != nil {
 		return nil, g.err
 	}
-	res.Imports = sortedCopy(entry.imports)
+	res.Imports = sortedCopy(entry.imports())
 	res.Dependencies = dependencies(g, entry)
 	if !hasError(g.diags) {
 		g.bundle(entry, res)
@@ -143,7 +143,7 @@ func dependencies(g *graph, entry *node) []Dependency {
 	for len(queue) > 0 {
 		n := queue[0]
 		queue = queue[1:]
-		for _, k := range n.imports {
+		for _, k := range n.imports() {
 			c := g.nodes[k]
 			if _, ok := depth[c]; c != nil && !ok {
 				depth[c] = depth[n] + 1
@@ -153,10 +153,10 @@ func dependencies(g *graph, entry *node) []Dependency {
 	}
 	var out []Dependency
 	for _, n := range g.order {
-		if n == entry || n.state == missing {
+		if n == entry || n.state != resolved && n.state != wrongType {
 			continue
 		}
-		out = append(out, Dependency{Key: n.key, Version: n.mod.Version, Hash: n.mod.Hash, Depth: depth[n], Imports: sortedCopy(n.imports)})
+		out = append(out, Dependency{Key: n.key, Version: n.mod.Version, Hash: n.mod.Hash, Depth: depth[n], Imports: sortedCopy(n.imports())})
 	}
 	slices.SortFunc(out, func(a, b Dependency) int { return strings.Compare(a.Key, b.Key) })
 	return out

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/evanw/esbuild/pkg/api"
 )
@@ -17,6 +18,8 @@ const (
 	namespace       = "slidecells"
 	componentPrefix = "@components/"
 	kitPrefix       = "@kit/"
+	// levelName is the synthetic entry of a scan; no module has this name.
+	levelName = "<level>"
 )
 
 // node is one module of the import graph.
@@ -26,42 +29,53 @@ type node struct {
 	index int    // discovery order, for sorting diagnostics
 	mod   Module
 	state nodeState
-	// imports are the component keys the module imports, in source order.
-	imports []string
-	// height is the length of the longest component chain below the node,
-	// and deepest the import that starts it.
+	// refs are the component imports of the module, in source order.
+	refs []ref
+	// height is the length of the longest component chain below the node
+	// and deepest the component that starts it; set once the walk leaves
+	// the node.
 	height  int
 	deepest string
+	// done is set when the check walk leaves the node.
+	done bool
+}
+
+// ref is one "@components/<key>" import with its position.
+type ref struct {
+	key          string
+	line, column int
 }
 
 type nodeState int
 
 const (
-	scanning nodeState = iota
-	done
-	missing
+	resolved  nodeState = iota // module in hand, tsx or jsx
+	missing                    // the resolver does not know the key
+	wrongType                  // resolved, but not tsx or jsx
+	tooDeep                    // first seen beyond the depth limit: not resolved
+	overLimit                  // seen after the dependency limit: not resolved
 )
 
-// graph walks the import graph depth first. The walk happens inside esbuild's
-// resolve callbacks: each module is parsed on its own with every import left
-// external, and the callback for an "@components/<key>" import resolves and
-// parses that component before it returns. esbuild calls the callbacks of one
-// file one after another in source order, so the walk, and every call of the
-// resolver, is sequential and deterministic, and an error about an import
-// (forbidden, missing, cycle, limit) is logged by esbuild at the import's own
-// line and column.
+// graph discovers the import graph and checks it.
+//
+// Discovery goes level by level: one esbuild build parses every module of a
+// level at once with all imports left external, its resolve callback checks
+// each specifier and records the component imports, and the new components
+// are then resolved in order (level, importer, source order). A level costs
+// one build whatever its width, the resolver is called from one goroutine,
+// once per key, in a deterministic order, and esbuild logs a problem with a
+// specifier at the import's line and column. Cycles and chain lengths are
+// checked afterwards by a depth-first walk of the finished graph in source
+// order.
 type graph struct {
 	ctx   context.Context
 	req   Request
 	kit   map[string]bool
 	nodes map[string]*node // by key; the page entry under ""
 	order []*node
-	stack []*node
 	diags []located
-	// err is an infrastructure failure (resolver, context); it ends the walk.
+	// err is an infrastructure failure (resolver, context).
 	err error
-	// stopped ends the walk after the dependency limit is hit.
-	stopped bool
 	// resolved counts the components found.
 	resolved int
 }
@@ -78,49 +92,152 @@ func (g *graph) add(n *node) {
 	g.nodes[n.key] = n
 }
 
-// walk parses the entry and everything it imports.
-func (g *graph) walk(entry *node) {
-	g.add(entry)
-	g.visit(entry, true)
+func (g *graph) fileDiag(n *node, code Code, msg string) {
+	g.diags = append(g.diags, located{Diagnostic{File: n.name, Severity: SeverityError, Code: code, Message: msg}, n.index})
 }
 
-// visit parses n with its imports external, recursing into components from
-// the resolve callback.
-func (g *graph) visit(n *node, isEntry bool) {
-	g.stack = append(g.stack, n)
-	defer func() {
-		g.stack = g.stack[:len(g.stack)-1]
-		if n.state == scanning {
-			n.state = done
-		}
-	}()
+func (g *graph) refDiag(n *node, r ref, code Code, msg string) {
+	g.diags = append(g.diags, located{Diagnostic{File: n.name, Line: r.line, Column: r.column, Severity: SeverityError, Code: code, Message: msg}, n.index})
+}
 
-	limit := g.req.Limits.MaxComponentSourceBytes
-	if isEntry {
-		limit = g.req.Limits.MaxSourceBytes
+// walk discovers and checks the graph below entry.
+func (g *graph) walk(entry *node) {
+	g.add(entry)
+	level := []*node{entry}
+	for depth := 0; len(level) > 0; depth++ {
+		g.scan(level, depth == 0)
+		var next []*node
+		for _, n := range level {
+			for _, r := range n.refs {
+				if _, ok := g.nodes[r.key]; ok {
+					continue
+				}
+				child := g.resolve(r.key, depth+1)
+				if g.err != nil {
+					return
+				}
+				if child.state == resolved {
+					next = append(next, child)
+				}
+			}
+		}
+		level = next
 	}
-	if len(n.mod.Source) > limit {
-		g.fileDiag(n, CodeLimit, fmt.Sprintf("source is %d bytes; the limit is %d", len(n.mod.Source), limit))
+	g.check(entry, nil, map[*node]bool{}, &reported{})
+}
+
+// resolve asks the resolver for key, first seen at depth.
+func (g *graph) resolve(key string, depth int) *node {
+	n := &node{name: componentPrefix + key, key: key}
+	defer g.add(n)
+	limits := g.req.Limits
+	switch {
+	case depth > limits.MaxImportDepth:
+		n.state = tooDeep
+		return n
+	case g.resolved >= limits.MaxDependencies:
+		n.state = overLimit
+		return n
+	}
+	if err := g.ctx.Err(); err != nil {
+		g.err = err
+		return n
+	}
+	var err error
+	if g.req.Resolver == nil {
+		err = ErrNotFound
+	} else {
+		n.mod, err = g.req.Resolver.Component(g.ctx, key)
+	}
+	switch {
+	case errors.Is(err, ErrNotFound):
+		n.state = missing
+	case err != nil:
+		g.err = fmt.Errorf("compile: resolve component %q: %w", key, err)
+	case n.mod.FileType != TSX && n.mod.FileType != JSX:
+		n.state = wrongType
+		g.resolved++
+	default:
+		g.resolved++
+	}
+	n.mod.Key = key
+	return n
+}
+
+// importMark is the Detail of the warning the scan logs at every component
+// import; it is how the import's position comes back.
+type importMark struct{ key string }
+
+// scan parses the modules of one level with every import external, checks
+// their specifiers and records their component imports.
+func (g *graph) scan(level []*node, isEntry bool) {
+	byName := make(map[string]*node, len(level))
+	var entries []string
+	for _, n := range level {
+		limit := g.req.Limits.MaxComponentSourceBytes
+		if isEntry {
+			limit = g.req.Limits.MaxSourceBytes
+		}
+		if len(n.mod.Source) > limit {
+			g.fileDiag(n, CodeLimit, fmt.Sprintf("source is %d bytes; the limit is %d", len(n.mod.Source), limit))
+			continue
+		}
+		byName[n.name] = n
+		entries = append(entries, n.name)
+	}
+	if len(entries) == 0 {
 		return
 	}
-	depth := len(g.stack) - 1
+	// A level of components is parsed through one synthetic entry that
+	// imports them all: one output to link and print instead of one per
+	// component. Tree shaking may drop their code from that output, which is
+	// thrown away; what counts is that every module is parsed and every
+	// import resolved.
+	entry, levelSrc := entries[0], ""
+	if !isEntry {
+		entry = levelName
+		var b strings.Builder
+		for _, e := range entries {
+			fmt.Fprintf(&b, "import %q;\n", e)
+		}
+		levelSrc = b.String()
+	}
+	// keys are each module's component imports in source order: esbuild
+	// resolves the imports of one file one after another, files in parallel.
+	var mu sync.Mutex
+	keys := map[*node][]string{}
 	plugin := api.Plugin{Name: "slidecells-scan", Setup: func(pb api.PluginBuild) {
 		pb.OnResolve(api.OnResolveOptions{Filter: ".*"}, func(args api.OnResolveArgs) (api.OnResolveResult, error) {
-			if args.Kind == api.ResolveEntryPoint {
-				return api.OnResolveResult{Path: n.name, Namespace: namespace}, nil
+			if args.Kind == api.ResolveEntryPoint || args.Importer == levelName {
+				return api.OnResolveResult{Path: args.Path, Namespace: namespace}, nil
 			}
-			if msg := g.checkImport(n, depth, args); msg != nil {
+			key, msg := g.checkImport(args)
+			if msg != nil {
 				return api.OnResolveResult{Errors: []api.Message{*msg}}, nil
 			}
-			return api.OnResolveResult{Path: args.Path, External: true}, nil
+			out := api.OnResolveResult{Path: args.Path, External: true}
+			if n := byName[args.Importer]; key != "" && n != nil {
+				mu.Lock()
+				keys[n] = append(keys[n], key)
+				mu.Unlock()
+				out.Warnings = []api.Message{{Text: "component import", Detail: importMark{key}}}
+			}
+			return out, nil
 		})
-		pb.OnLoad(api.OnLoadOptions{Filter: ".*", Namespace: namespace}, func(api.OnLoadArgs) (api.OnLoadResult, error) {
+		pb.OnLoad(api.OnLoadOptions{Filter: ".*", Namespace: namespace}, func(args api.OnLoadArgs) (api.OnLoadResult, error) {
+			if args.Path == levelName {
+				return api.OnLoadResult{Contents: &levelSrc, Loader: api.LoaderJS}, nil
+			}
+			n := byName[args.Path]
+			if n == nil {
+				return api.OnLoadResult{}, fmt.Errorf("no module %q", args.Path)
+			}
 			src := string(n.mod.Source)
 			return api.OnLoadResult{Contents: &src, Loader: loaderOf(n.mod.FileType)}, nil
 		})
 	}}
 	res := api.Build(api.BuildOptions{
-		EntryPoints: []string{n.name},
+		EntryPoints: []string{entry},
 		Bundle:      true,
 		Write:       false,
 		Format:      api.FormatESModule,
@@ -142,122 +259,128 @@ func (g *graph) visit(n *node, isEntry bool) {
 		Metafile: isEntry,
 		Plugins:  []api.Plugin{plugin},
 	})
+	// Positions of the component imports, by module and key.
+	pos := map[*node]map[string]ref{}
+	owner := func(m api.Message) *node {
+		if m.Location != nil {
+			if n := byName[strings.TrimPrefix(m.Location.File, namespace+":")]; n != nil {
+				return n
+			}
+		}
+		return level[0]
+	}
 	for _, m := range res.Errors {
+		n := owner(m)
 		g.diags = append(g.diags, located{toDiagnostic(n.name, m, SeverityError, CodeSyntax), n.index})
 	}
 	for _, m := range res.Warnings {
+		n := owner(m)
+		if mark, ok := m.Detail.(importMark); ok {
+			d := toDiagnostic(n.name, m, SeverityWarning, CodeWarning)
+			if pos[n] == nil {
+				pos[n] = map[string]ref{}
+			}
+			pos[n][mark.key] = ref{key: mark.key, line: d.Line, column: d.Column}
+			continue
+		}
 		g.diags = append(g.diags, located{toDiagnostic(n.name, m, SeverityWarning, CodeWarning), n.index})
 	}
+	for _, n := range level {
+		for _, k := range keys[n] {
+			r, ok := pos[n][k]
+			if !ok {
+				r = ref{key: k}
+			}
+			n.refs = append(n.refs, r)
+		}
+	}
 	if isEntry && len(res.Errors) == 0 && !hasDefaultExport(res.Metafile) {
-		g.fileDiag(n, CodeEntry, "the entry has no default export; the standard asks for a default-exported React component")
+		g.fileDiag(level[0], CodeEntry, "the entry has no default export; the standard asks for a default-exported React component")
 	}
 }
 
-func (g *graph) fileDiag(n *node, code Code, msg string) {
-	g.diags = append(g.diags, located{Diagnostic{File: n.name, Severity: SeverityError, Code: code, Message: msg}, n.index})
-}
-
-// checkImport decides one import of n. It returns the error to log at the
-// import, or nil to leave the import external.
-func (g *graph) checkImport(n *node, depth int, args api.OnResolveArgs) *api.Message {
-	if g.err != nil || g.stopped {
-		return nil
-	}
+// checkImport decides one import specifier. It returns the component key of
+// an allowed "@components/<key>", or the error to log at the import.
+func (g *graph) checkImport(args api.OnResolveArgs) (string, *api.Message) {
 	spec := args.Path
 	if args.Kind != api.ResolveJSImportStatement {
-		return importError(CodeImportForbidden, fmt.Sprintf("%s is not allowed; modules are imported with static import declarations only", kindText(args.Kind, spec)))
+		return "", importError(CodeImportForbidden, fmt.Sprintf("%s is not allowed; modules are imported with static import declarations only", kindText(args.Kind, spec)))
 	}
 	switch {
 	case spec == "react":
-		return nil
+		return "", nil
 	case strings.HasPrefix(spec, kitPrefix):
 		item := spec[len(kitPrefix):]
 		if g.kit[item] {
-			return nil
+			return "", nil
 		}
 		known := make([]string, 0, len(g.kit))
 		for k := range g.kit {
 			known = append(known, k)
 		}
 		slices.Sort(known)
-		return importError(CodeImportForbidden, fmt.Sprintf("import %q is forbidden: %q is not a runtime kit item (known: %s)", spec, item, strings.Join(known, ", ")))
+		return "", importError(CodeImportForbidden, fmt.Sprintf("import %q is forbidden: %q is not a runtime kit item (known: %s)", spec, item, strings.Join(known, ", ")))
 	case strings.HasPrefix(spec, componentPrefix):
 		key := spec[len(componentPrefix):]
 		if !keyPattern.MatchString(key) || len(key) > g.req.Limits.MaxKeyLength {
-			return importError(CodeImportForbidden, fmt.Sprintf("import %q is forbidden: a component key matches %s and has at most %d characters", spec, keyPattern, g.req.Limits.MaxKeyLength))
+			return "", importError(CodeImportForbidden, fmt.Sprintf("import %q is forbidden: a component key matches %s and has at most %d characters", spec, keyPattern, g.req.Limits.MaxKeyLength))
 		}
-		return g.component(n, depth, key)
+		return key, nil
 	default:
-		return importError(CodeImportForbidden, fmt.Sprintf("import %q is forbidden: %s", spec, forbiddenReason(spec)))
+		return "", importError(CodeImportForbidden, fmt.Sprintf("import %q is forbidden: %s", spec, forbiddenReason(spec)))
 	}
 }
 
-// component handles n's import of the component key at depth+1.
-func (g *graph) component(n *node, depth int, key string) *api.Message {
-	if !slices.Contains(n.imports, key) {
-		n.imports = append(n.imports, key)
-	}
+// reported keeps the walk from repeating a diagnostic that is about the
+// whole compile rather than one import.
+type reported struct{ overLimit bool }
+
+// check walks the graph depth first in source order, reporting at each
+// import what is wrong with it: a missing component, a cycle, a chain over
+// the depth limit, a component beyond the dependency limit, a wrong file
+// type. It sets height and deepest on the way out.
+func (g *graph) check(n *node, stack []*node, onStack map[*node]bool, rep *reported) {
+	stack = append(stack, n)
+	onStack[n] = true
+	defer delete(onStack, n)
 	limits := g.req.Limits
-	if child, ok := g.nodes[key]; ok {
+	for _, r := range n.refs {
+		child := g.nodes[r.key]
+		switch {
+		case child == nil:
+			continue
+		case onStack[child]:
+			i := slices.Index(stack, child)
+			g.refDiag(n, r, CodeImportCycle, "import cycle: "+chain(stack[i:], child.name))
+			continue
+		}
 		switch child.state {
-		case scanning:
-			i := slices.Index(g.stack, child)
-			return importError(CodeImportCycle, "import cycle: "+chain(g.stack[i:], child.name))
 		case missing:
-			return importError(CodeComponentMissing, fmt.Sprintf("component %q does not exist", key))
+			g.refDiag(n, r, CodeComponentMissing, fmt.Sprintf("component %q does not exist", r.key))
+			continue
+		case wrongType:
+			g.refDiag(n, r, CodeFileType, fmt.Sprintf("component %q is of file type %q; components are tsx or jsx", r.key, child.mod.FileType))
+			continue
+		case overLimit:
+			if !rep.overLimit {
+				rep.overLimit = true
+				g.refDiag(n, r, CodeLimit, fmt.Sprintf("more than %d components; the limit is %d", limits.MaxDependencies, limits.MaxDependencies))
+			}
+			continue
+		case tooDeep:
+			g.refDiag(n, r, CodeLimit, fmt.Sprintf("import chain of %d components exceeds the limit of %d: %s", len(stack), limits.MaxImportDepth, chain(stack, child.name)))
+			continue
 		}
-		if d := depth + 1 + child.height; d > limits.MaxImportDepth {
-			return importError(CodeLimit, fmt.Sprintf("import chain of %d components exceeds the limit of %d: %s", d, limits.MaxImportDepth, chain(g.stack, g.below(child)...)))
+		if !child.done {
+			g.check(child, stack, onStack, rep)
+		} else if d := len(stack) + child.height; d > limits.MaxImportDepth {
+			g.refDiag(n, r, CodeLimit, fmt.Sprintf("import chain of %d components exceeds the limit of %d: %s", d, limits.MaxImportDepth, chain(stack, g.below(child)...)))
 		}
-		g.grow(n, child)
-		return nil
+		if child.height+1 > n.height {
+			n.height, n.deepest = child.height+1, child.key
+		}
 	}
-	if depth+1 > limits.MaxImportDepth {
-		return importError(CodeLimit, fmt.Sprintf("import chain of %d components exceeds the limit of %d: %s", depth+1, limits.MaxImportDepth, chain(g.stack, componentPrefix+key)))
-	}
-	if g.resolved >= limits.MaxDependencies {
-		g.stopped = true
-		return importError(CodeLimit, fmt.Sprintf("more than %d components; the limit is %d", limits.MaxDependencies, limits.MaxDependencies))
-	}
-	if err := g.ctx.Err(); err != nil {
-		g.err = err
-		return nil
-	}
-	child := &node{name: componentPrefix + key, key: key}
-	var mod Module
-	var err error
-	if g.req.Resolver == nil {
-		err = ErrNotFound
-	} else {
-		mod, err = g.req.Resolver.Component(g.ctx, key)
-	}
-	if errors.Is(err, ErrNotFound) {
-		child.state = missing
-		g.add(child)
-		return importError(CodeComponentMissing, fmt.Sprintf("component %q does not exist", key))
-	}
-	if err != nil {
-		g.err = fmt.Errorf("compile: resolve component %q: %w", key, err)
-		return nil
-	}
-	mod.Key = key
-	child.mod = mod
-	g.add(child)
-	g.resolved++
-	if mod.FileType != TSX && mod.FileType != JSX {
-		child.state = done
-		return importError(CodeFileType, fmt.Sprintf("component %q is of file type %q; components are tsx or jsx", key, mod.FileType))
-	}
-	g.visit(child, false)
-	g.grow(n, child)
-	return nil
-}
-
-// grow records that n imports child for the longest chain below n.
-func (g *graph) grow(n, child *node) {
-	if child.height+1 > n.height {
-		n.height, n.deepest = child.height+1, child.key
-	}
+	n.done = true
 }
 
 // below is the longest chain from n down.
@@ -370,4 +493,15 @@ func hasDefaultExport(metafile string) bool {
 		}
 	}
 	return false
+}
+
+// imports are the keys of n's component imports.
+func (n *node) imports() []string {
+	out := make([]string, 0, len(n.refs))
+	for _, r := range n.refs {
+		if !slices.Contains(out, r.key) {
+			out = append(out, r.key)
+		}
+	}
+	return out
 }
