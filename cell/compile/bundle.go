@@ -35,6 +35,9 @@ func (c *Compiler) compileJS(ctx context.Context, req Request) (*Result, error) 
 	if g.err != nil {
 		return nil, g.err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	res.Imports = sortedCopy(entry.imports())
 	res.Dependencies = dependencies(g, entry)
 	if !hasError(g.diags) {

@@ -209,8 +209,16 @@ type Result struct {
 	Imports []string
 	// Dependencies are all components bundled, recursively, sorted by key.
 	Dependencies []Dependency
-	Diagnostics  []Diagnostic
+	// Diagnostics are sorted by file (entry first, then components in the
+	// order they were found), line and column; at most MaxDiagnostics.
+	Diagnostics []Diagnostic
+	// DiagnosticsOmitted counts the diagnostics beyond MaxDiagnostics.
+	DiagnosticsOmitted int
 }
+
+// MaxDiagnostics bounds Result.Diagnostics: a source full of errors gives a
+// bounded answer.
+const MaxDiagnostics = 100
 
 // OK reports whether the compile produced a module.
 func (r *Result) OK() bool {
@@ -286,14 +294,27 @@ func (c *Compiler) Compile(ctx context.Context, req Request) (*Result, error) {
 	}
 	req.Limits = req.Limits.withDefaults(req.Kind)
 	switch req.Kind {
-	case KindPage, KindComponent:
+	case KindPage:
+	case KindComponent:
+		if !keyPattern.MatchString(req.Entry.Key) || len(req.Entry.Key) > req.Limits.MaxKeyLength {
+			return nil, fmt.Errorf("compile: entry key %q is not a component key", req.Entry.Key)
+		}
 	default:
 		return nil, fmt.Errorf("compile: unknown kind %q", req.Kind)
 	}
+	var res *Result
 	if req.Entry.FileType == HTML && req.Kind == KindPage {
-		return compileHTML(req), nil
+		res = compileHTML(req)
+	} else {
+		var err error
+		if res, err = c.compileJS(ctx, req); err != nil {
+			return nil, err
+		}
 	}
-	return c.compileJS(ctx, req)
+	if n := len(res.Diagnostics); n > MaxDiagnostics {
+		res.Diagnostics, res.DiagnosticsOmitted = res.Diagnostics[:MaxDiagnostics:MaxDiagnostics], n-MaxDiagnostics
+	}
+	return res, nil
 }
 
 func entryName(req Request) string {

@@ -216,6 +216,15 @@ func TestCompile(t *testing.T) {
 			comps: components{"card": tsx("// the card\nimport x from 'left-pad'\nexport default x\n")},
 			want:  []diag{{"@components/card", 2, 15, compile.CodeImportForbidden, "packages are not available"}},
 			deps:  []compile.Dependency{{Key: "card", Version: 1, Depth: 1, Imports: []string{}}}},
+		{name: "forbidden import attributes", entry: tsx("import { Title } from '@kit/text' with { type: 'css' }\nexport default Title\n"),
+			want: []diag{{"page.tsx", 1, 23, compile.CodeImportForbidden, "import attributes"}}},
+		{name: "forbidden import with unused bindings", entry: tsx("import _ from 'lodash'\nexport default () => null\n"),
+			want: []diag{{"page.tsx", 1, 15, compile.CodeImportForbidden, "packages are not available"}}},
+		{name: "import type is erased before the check", entry: tsx("import type { Dict } from 'lodash'\nexport default (d: Dict) => d\n")},
+		{name: "unused component import is a dependency", entry: tsx("import Badge from '@components/badge'\nexport default () => null\n"),
+			comps:   components{"badge": tsx(badge)},
+			deps:    []compile.Dependency{{Key: "badge", Version: 1, Depth: 1, Imports: []string{}}},
+			notCode: []string{"function Badge"}},
 		{name: "every forbidden import is reported", entry: tsx("import a from './a'\nimport b from 'b'\nexport default [a, b]\n"),
 			want: []diag{{"page.tsx", 1, 15, compile.CodeImportForbidden, "relative"}, {"page.tsx", 2, 15, compile.CodeImportForbidden, "packages"}}},
 
@@ -623,5 +632,43 @@ func TestNew(t *testing.T) {
 	}
 	if _, err := newCompiler(t, 1).Compile(context.Background(), compile.Request{Kind: "slide", Entry: tsx(simple)}); err == nil {
 		t.Error("unknown kind accepted")
+	}
+	if _, err := newCompiler(t, 1).Compile(context.Background(), compile.Request{Kind: compile.KindComponent, Entry: compile.Module{Key: "Bad Key", FileType: compile.TSX, Source: []byte(simple)}}); err == nil {
+		t.Error("component entry with an invalid key accepted")
+	}
+}
+
+func TestDiagnosticsAreBounded(t *testing.T) {
+	t.Parallel()
+	var js, doc strings.Builder
+	for i := range compile.MaxDiagnostics + 50 {
+		fmt.Fprintf(&js, "import x%d from 'pkg-%d'\n", i, i)
+		doc.WriteString("<link href=x>\n")
+	}
+	js.WriteString("export default 1\n")
+	c := newCompiler(t, 1)
+	for _, m := range []compile.Module{tsx(js.String()), {FileType: compile.HTML, Source: []byte(doc.String())}} {
+		res, err := c.Compile(context.Background(), compile.Request{Kind: compile.KindPage, Entry: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Diagnostics) != compile.MaxDiagnostics || res.DiagnosticsOmitted != 50 || res.OK() {
+			t.Errorf("%s: %d diagnostics, %d omitted", m.FileType, len(res.Diagnostics), res.DiagnosticsOmitted)
+		}
+	}
+}
+
+func TestCancelledDuringCompile(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := compile.ResolverFunc(func(context.Context, string) (compile.Module, error) {
+		cancel()
+		return tsx("import C from '@components/c'\nexport default C\n"), nil
+	})
+	_, err := newCompiler(t, 1).Compile(ctx, compile.Request{Kind: compile.KindPage,
+		Entry: tsx("import B from '@components/b'\nexport default B\n"), Resolver: r})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Compile = %v, want context.Canceled", err)
 	}
 }

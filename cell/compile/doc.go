@@ -22,8 +22,12 @@
 //     [Limits.MaxKeyLength] bytes long; bundled into the output.
 //
 // Relative and absolute paths, URLs, node builtins, other bare packages,
-// subpaths ("react/jsx-runtime", "@kit/text/x"), require() and import() are
-// COMPILE_IMPORT_FORBIDDEN. A component the resolver does not know is
+// subpaths ("react/jsx-runtime", "@kit/text/x"), import attributes, require()
+// and import() are COMPILE_IMPORT_FORBIDDEN. Every import an author wrote is
+// checked, including one whose bindings are unused (TypeScript would drop it
+// as possibly type-only); only "import type" is exempt. So a component
+// imported but unused is still resolved and listed as a dependency, though
+// the bundle leaves its code out. A component the resolver does not know is
 // COMPILE_COMPONENT_MISSING; a component that imports itself, directly or
 // through others, is COMPILE_IMPORT_CYCLE with the chain in the message.
 // Source size per module, the number of distinct components and the length of
@@ -47,7 +51,10 @@
 // # Failures
 //
 // A source that does not compile is not a Go error: Compile returns a Result
-// whose Diagnostics say where and why, each with a stable [Code]. A Go error
+// whose Diagnostics say where and why, each with a stable [Code], the file
+// ("page.tsx", "@components/<key>"), and a 1-based line and UTF-16 column
+// (an import problem points at the import's specifier). All problems found
+// are reported, up to [MaxDiagnostics]. A Go error
 // means the compile could not be attempted or finished: the context ended,
 // or the resolver failed for a reason other than [ErrNotFound].
 //
@@ -58,6 +65,11 @@
 // through [Options] and [Request]. Sources reach esbuild only through an
 // in-memory plugin namespace. Compiles run in a bounded number of slots shared
 // by every caller of one [Compiler]; waiting for a slot honours the context.
-// The resolver is called from one goroutine at a time per compile, in a
-// deterministic order, so it may run inside a database transaction.
+// The resolver is called from one goroutine at a time per compile, once per
+// key, in a deterministic order (level by level from the entry, each level in
+// source order), so it may run inside a database transaction.
+//
+// A compile costs one esbuild build per import level plus one for the bundle;
+// esbuild parses the modules of a level in parallel, so one slot may use
+// more than one core for a moment.
 package compile

@@ -306,6 +306,9 @@ func (g *graph) checkImport(args api.OnResolveArgs) (string, *api.Message) {
 	if args.Kind != api.ResolveJSImportStatement {
 		return "", importError(CodeImportForbidden, fmt.Sprintf("%s is not allowed; modules are imported with static import declarations only", kindText(args.Kind, spec)))
 	}
+	if len(args.With) > 0 {
+		return "", importError(CodeImportForbidden, fmt.Sprintf("import %q is forbidden: import attributes (with { … }) are not allowed", spec))
+	}
 	switch {
 	case spec == "react":
 		return "", nil
