@@ -64,8 +64,6 @@ func (g *graph) bundle(entry *node, res *Result) {
 	plugin := api.Plugin{Name: "slidecells", Setup: func(pb api.PluginBuild) {
 		pb.OnResolve(api.OnResolveOptions{Filter: ".*"}, func(args api.OnResolveArgs) (api.OnResolveResult, error) {
 			switch spec := args.Path; {
-			case args.Kind == api.ResolveEntryPoint:
-				return api.OnResolveResult{Path: entry.name, Namespace: namespace}, nil
 			case spec == "react" || spec == "react/jsx-runtime":
 				return api.OnResolveResult{Path: spec, External: true}, nil
 			case strings.HasPrefix(spec, kitPrefix) && g.kit[spec[len(kitPrefix):]]:
@@ -89,7 +87,7 @@ func (g *graph) bundle(entry *node, res *Result) {
 		})
 	}}
 	out := api.Build(api.BuildOptions{
-		EntryPoints:     []string{entry.name},
+		Stdin:           &api.StdinOptions{Contents: string(entry.mod.Source), Sourcefile: entry.name, Loader: loaderOf(entry.mod.FileType)},
 		Bundle:          true,
 		Write:           false,
 		Format:          api.FormatESModule,

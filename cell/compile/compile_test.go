@@ -161,7 +161,7 @@ func TestCompile(t *testing.T) {
 			entry: compile.Module{Key: "card", FileType: compile.TSX, Source: []byte(card)},
 			comps: components{"badge": tsx(badge)},
 			deps:  []compile.Dependency{{Key: "badge", Version: 1, Depth: 1, Imports: []string{}}},
-			code:  []string{"// slidecells:@components/card", "Card as default"},
+			code:  []string{"// @components/card", "Card as default"},
 		},
 		{
 			name:  "export from a component is an import",

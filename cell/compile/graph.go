@@ -188,19 +188,22 @@ func (g *graph) scan(level []*node, isEntry bool) {
 	if len(entries) == 0 {
 		return
 	}
-	// A level of components is parsed through one synthetic entry that
-	// imports them all: one output to link and print instead of one per
-	// component. Tree shaking may drop their code from that output, which is
-	// thrown away; what counts is that every module is parsed and every
-	// import resolved.
-	entry, levelSrc := entries[0], ""
-	if !isEntry {
-		entry = levelName
+	// The entry comes in as esbuild's stdin, not as an entry point: esbuild
+	// looks entry point paths up in its working directory, stdin it does not.
+	// A level of components is parsed through a synthetic stdin that imports
+	// them all: one output to link and print instead of one per component.
+	// Tree shaking may drop their code from that output, which is thrown away;
+	// what counts is that every module is parsed and every import resolved.
+	stdin := &api.StdinOptions{Sourcefile: levelName, Loader: api.LoaderJS}
+	if isEntry {
+		n := byName[entries[0]]
+		stdin.Contents, stdin.Sourcefile, stdin.Loader = string(n.mod.Source), n.name, loaderOf(n.mod.FileType)
+	} else {
 		var b strings.Builder
 		for _, e := range entries {
 			fmt.Fprintf(&b, "import %q;\n", e)
 		}
-		levelSrc = b.String()
+		stdin.Contents = b.String()
 	}
 	// keys are each module's component imports in source order: esbuild
 	// resolves the imports of one file one after another, files in parallel.
@@ -208,7 +211,7 @@ func (g *graph) scan(level []*node, isEntry bool) {
 	keys := map[*node][]string{}
 	plugin := api.Plugin{Name: "slidecells-scan", Setup: func(pb api.PluginBuild) {
 		pb.OnResolve(api.OnResolveOptions{Filter: ".*"}, func(args api.OnResolveArgs) (api.OnResolveResult, error) {
-			if args.Kind == api.ResolveEntryPoint || args.Importer == levelName {
+			if !isEntry && args.Importer == levelName && args.Namespace == "" {
 				return api.OnResolveResult{Path: args.Path, Namespace: namespace}, nil
 			}
 			key, msg := g.checkImport(args)
@@ -225,9 +228,6 @@ func (g *graph) scan(level []*node, isEntry bool) {
 			return out, nil
 		})
 		pb.OnLoad(api.OnLoadOptions{Filter: ".*", Namespace: namespace}, func(args api.OnLoadArgs) (api.OnLoadResult, error) {
-			if args.Path == levelName {
-				return api.OnLoadResult{Contents: &levelSrc, Loader: api.LoaderJS}, nil
-			}
 			n := byName[args.Path]
 			if n == nil {
 				return api.OnLoadResult{}, fmt.Errorf("no module %q", args.Path)
@@ -237,12 +237,12 @@ func (g *graph) scan(level []*node, isEntry bool) {
 		})
 	}}
 	res := api.Build(api.BuildOptions{
-		EntryPoints: []string{entry},
-		Bundle:      true,
-		Write:       false,
-		Format:      api.FormatESModule,
-		Platform:    api.PlatformBrowser,
-		Target:      api.ES2020,
+		Stdin:    stdin,
+		Bundle:   true,
+		Write:    false,
+		Format:   api.FormatESModule,
+		Platform: api.PlatformBrowser,
+		Target:   api.ES2020,
 		// Preserve: the automatic runtime would add a "react/jsx-runtime"
 		// import here that no author wrote and the check would reject.
 		JSX: api.JSXPreserve,
