@@ -233,7 +233,7 @@ func TestCompile(t *testing.T) {
 			want: []diag{{"page.tsx", 1, 18, compile.CodeComponentMissing, `component "nope" does not exist`}}},
 		{name: "missing nested component", entry: tsx("import Card from '@components/card'\nexport default Card\n"),
 			comps: components{"card": tsx("export { default } from '@components/gone'\n")},
-			want:  []diag{{"@components/card", 1, 25, compile.CodeComponentMissing, `component "gone" does not exist`}},
+			want:  []diag{{"@components/card", 1, 25, compile.CodeComponentMissing, `component "gone" does not exist: page.tsx → @components/card → @components/gone`}},
 			deps:  []compile.Dependency{{Key: "card", Version: 1, Depth: 1, Imports: []string{"gone"}}}},
 		{name: "cycle self", entry: tsx("import A from '@components/a'\nexport default A\n"),
 			comps: components{"a": tsx("import A from '@components/a'\nexport default A\n")},

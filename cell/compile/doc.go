@@ -54,20 +54,25 @@
 // whose Diagnostics say where and why, each with a stable [Code], the file
 // ("page.tsx", "@components/<key>"), and a 1-based line and UTF-16 column
 // (an import problem points at the import's specifier). All problems found
-// are reported, up to [MaxDiagnostics]. A Go error
-// means the compile could not be attempted or finished: the context ended,
-// or the resolver failed for a reason other than [ErrNotFound].
+// are reported, up to [MaxDiagnostics]. A Go error means the compile could
+// not be attempted or finished: an invalid request (unknown kind, a
+// component entry without a valid key), the context ended, or the resolver
+// failed for a reason other than [ErrNotFound].
 //
 // # What it must not do
 //
 // The package touches no file system, database or network and knows nothing
 // of HTTP, workspaces or the API's standards: limits and kit items come in
-// through [Options] and [Request]. Sources reach esbuild only through an
-// in-memory plugin namespace. Compiles run in a bounded number of slots shared
-// by every caller of one [Compiler]; waiting for a slot honours the context.
-// The resolver is called from one goroutine at a time per compile, once per
-// key, in a deterministic order (level by level from the entry, each level in
-// source order), so it may run inside a database transaction.
+// through [Options] and [Request]. Sources reach esbuild only as stdin and
+// through an in-memory plugin namespace that resolves every import, so
+// esbuild never looks at its working directory (verified with strace: a
+// compile makes no file system call).
+//
+// Compiles run in a bounded number of slots shared by every caller of one
+// [Compiler]; waiting for a slot honours the context. The resolver is called
+// from one goroutine at a time per compile, once per key, in a deterministic
+// order (level by level from the entry, each level in source order), so it
+// may run inside a database transaction.
 //
 // A compile costs one esbuild build per import level plus one for the bundle;
 // esbuild parses the modules of a level in parallel, so one slot may use

@@ -359,7 +359,7 @@ func (g *graph) check(n *node, stack []*node, onStack map[*node]bool, rep *repor
 		}
 		switch child.state {
 		case missing:
-			g.refDiag(n, r, CodeComponentMissing, fmt.Sprintf("component %q does not exist", r.key))
+			g.refDiag(n, r, CodeComponentMissing, fmt.Sprintf("component %q does not exist: %s", r.key, chain(stack, child.name)))
 			continue
 		case wrongType:
 			g.refDiag(n, r, CodeFileType, fmt.Sprintf("component %q is of file type %q; components are tsx or jsx", r.key, child.mod.FileType))
