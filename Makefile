@@ -53,6 +53,14 @@ lint: ## gofmt, go vet
 bench-router: ## Router vs direct vs nginx benchmark (see BENCHMARKS.md)
 	$(GO) run ./loadtest/routerbench
 
+.PHONY: bench-compile
+bench-compile: ## Compile benchmark: a page importing 20 components, p50/p99 per compile
+	$(GO) test ./cell/compile -run '^$$' -bench CompilePage20 -benchtime 1000x -count 3
+
+.PHONY: fuzz-compile
+fuzz-compile: ## Fuzz the compiler with arbitrary source for a minute
+	$(GO) test ./cell/compile -run '^$$' -fuzz FuzzCompile -fuzztime 60s
+
 .PHONY: clean
 clean: ## Remove binaries (keeps .run data)
 	rm -rf $(BIN)

@@ -7,6 +7,7 @@ require (
 	github.com/chromedp/chromedp v0.14.2
 	github.com/cockroachdb/cockroach-go/v2 v2.4.2
 	github.com/danielgtaylor/huma/v2 v2.37.2
+	github.com/evanw/esbuild v0.25.0
 	github.com/golang-migrate/migrate/v4 v4.20.1
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/jackc/pgx/v5 v5.12.0
