@@ -499,3 +499,25 @@ func joinPhases(ps []Phase) string {
 	}
 	return strings.Join(s, ",")
 }
+
+// TestMissingCgroupsFailWithWhatIsMissing: without usable cgroups there is
+// no weaker mode; the error names what is missing.
+func TestMissingCgroupsFailWithWhatIsMissing(t *testing.T) {
+	saved := cgroupMount
+	defer func() { cgroupMount = saved }()
+	cgroupMount = t.TempDir() // not a cgroup file system at all
+	_, err := OpenCgroups("", "x")
+	if err == nil || !strings.Contains(err.Error(), "memory, pids, cpu, freezer") {
+		t.Fatalf("OpenCgroups without cgroups = %v", err)
+	}
+	var st syscall.Statfs_t
+	if syscall.Statfs(filepath.Join(saved, "unified"), &st) == nil && st.Type == 0x63677270 {
+		// A cgroup v2 mount without delegated controllers (the hybrid
+		// layout of these machines).
+		cgroupMount = filepath.Join(saved, "unified")
+		_, err := OpenCgroups("", "x")
+		if err == nil || !strings.Contains(err.Error(), `controller "memory" is not delegated`) {
+			t.Fatalf("OpenCgroups on a v2 mount without controllers = %v", err)
+		}
+	}
+}

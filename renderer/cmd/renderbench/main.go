@@ -192,7 +192,7 @@ func run(bin string, n int, dsf float64) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\nisolation set-up per attempt (mean over %d attempts and launch probes, from /metrics):\n", iso.count)
+	fmt.Printf("\nisolation set-up per child start (mean over %d: attempts, warm-up and launch probe; from /metrics):\n", iso.count)
 	for _, st := range []string{"isolation_cgroup", "isolation_namespaces", "isolation_cgroup_join", "isolation_egress"} {
 		fmt.Printf("- %s: %.2f ms\n", st, iso.mean[st]*1000)
 	}
@@ -232,9 +232,9 @@ func isolationCosts(base string) (costs, error) {
 	for k, n := range cnt {
 		if n > 0 {
 			c.mean[k] = sum[k] / n
-			c.count = int(n)
 		}
 	}
+	c.count = int(cnt["isolation_namespaces"])
 	return c, sc.Err()
 }
 

@@ -3,7 +3,16 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net"
 
 	"io"
 	"net/http"
@@ -499,4 +508,82 @@ func TestStartAfterAKilledEpoch(t *testing.T) {
 	}
 	waitReady(t, base2)
 	_ = logs
+}
+
+// TestTLS: with RENDER_TLS_CERT_FILE and RENDER_TLS_KEY_FILE the control API
+// speaks TLS only, and still wants the credential.
+func TestTLS(t *testing.T) {
+	rendertest.RequireBrowser(t)
+	rendertest.RequireRoot(t)
+	bin := build(t)
+	dir := t.TempDir()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "renderer"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	_ = os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	_ = os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	root, err := os.MkdirTemp("/tmp", "rtls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	signer, _ := ticket.GenerateSigner("k1")
+	base, cmd, _, exited := runBinary(t, bin, []string{
+		"PATH=/usr/bin:/bin",
+		"RENDER_WORKER_ID=" + rendertest.Name("w-tls-"),
+		"RENDER_TICKET_PUBLIC_KEYS=" + signer.PublicKey().String(),
+		"RENDER_PREVIEW_BASE_URL=http://127.0.0.1:9/preview/",
+		"RENDER_TEMP_ROOT=" + root,
+		"RENDER_LISTEN_ADDR=127.0.0.1:0",
+		"RENDER_MIN_FREE_DISK_MB=1",
+		"RENDER_SERVICE_CREDENTIAL_FILE=" + writeCredential(t, dir),
+		"RENDER_TLS_CERT_FILE=" + certPath,
+		"RENDER_TLS_KEY_FILE=" + keyPath,
+	})
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+	}()
+	https := "https://" + strings.TrimPrefix(base, "http://")
+	pool := x509.NewCertPool()
+	pool.AddCert(mustParse(t, der))
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
+	if resp, err := http.Get(base + "/livez"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatal("plain HTTP answered on a TLS listener")
+		}
+	}
+	for _, c := range []struct {
+		path, auth string
+		want       int
+	}{{"/livez", "", 200}, {rc.APIRoot + "/capabilities", "", 401}, {rc.APIRoot + "/capabilities", "Bearer " + credential, 200}} {
+		req, _ := http.NewRequest("GET", https+c.path, nil)
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Fatalf("GET %s = %d, want %d", c.path, resp.StatusCode, c.want)
+		}
+	}
+}
+
+func mustParse(t *testing.T, der []byte) *x509.Certificate {
+	t.Helper()
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
