@@ -105,6 +105,8 @@ var idParams = map[string]idParam{
 	"asset_id":     {ids.Asset, "Asset ID (ast_…)"},
 	"family_id":    {ids.FontFamily, "Font family ID (ffam_…)"},
 	"font_id":      {ids.FontFace, "Font face ID (ffac_…)"},
+	"page_id":      {ids.Page, "Page ID (pg_…)"},
+	"job_id":       {ids.Job, "Mutation job ID (job_…)"},
 }
 
 var pathParam = regexp.MustCompile(`\{([a-z_]+)\}`)
@@ -174,6 +176,9 @@ func checkDeclaration[I, O any](op Operation) {
 	in, out := reflect.TypeFor[I](), reflect.TypeFor[O]()
 	if op.Status == http.StatusCreated && !hasField(out, "header", "Location") {
 		fail("a 201 answer needs a Location header (use Created[T])")
+	}
+	if op.Status == http.StatusAccepted && !hasField(out, "header", "Location") {
+		fail("a 202 answer needs a Location header to poll (use Accepted[T])")
 	}
 	switch op.Lock {
 	case VersionLock:

@@ -29,6 +29,12 @@ type Created[T any] struct {
 	Body     T
 }
 
+// Accepted is work accepted for later: 202 with the address to poll in Location.
+type Accepted[T any] struct {
+	Location string `header:"Location"`
+	Body     T
+}
+
 // Page is one page of a collection and the cursor of the next ("" on the last page).
 type Page[T any] struct {
 	Body struct {

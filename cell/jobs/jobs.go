@@ -42,7 +42,7 @@ const (
 )
 
 // IDPrefix is the prefix of job IDs.
-const IDPrefix = "job"
+const IDPrefix = ids.Job
 
 // Defaults.
 const (
@@ -198,7 +198,8 @@ type NewJob struct {
 }
 
 // Enqueue inserts a pending job owned by the scope's user. Inside an Atomic transaction (an
-// idempotent request) it commits with that request's answer; call Notify after the commit.
+// idempotent request) it commits with that request's answer, and this replica's workers are
+// woken after that commit.
 func (q *Queue) Enqueue(ctx context.Context, s auth.Scope, n NewJob) (Job, error) {
 	if s.WorkspaceID() == "" {
 		return Job{}, problem.Wrap(errors.New("jobs: no workspace scope"), "internal error")
@@ -234,6 +235,9 @@ func (q *Queue) Enqueue(ctx context.Context, s auth.Scope, n NewJob) (Job, error
 			s.WorkspaceID(), ids.New(IDPrefix), n.Kind, s.Principal().UserID, input, n.MaxAttempts, retryOf, now))
 		return err
 	})
+	if err == nil {
+		db.AfterCommit(ctx, q.Notify) // wake this replica's workers once the job is visible
+	}
 	return j, err
 }
 

@@ -376,3 +376,12 @@ func (r *Run) Commit(ctx context.Context, fn func(ctx context.Context, s auth.Sc
 
 // String names a run in logs.
 func (r *Run) String() string { return fmt.Sprintf("%s/%s", r.Job.WorkspaceID, r.Job.ID) }
+
+// Scope authorizes the job's owner now (Pool.Authorize) and returns the workspace scope that
+// the run's reads (before its Commit) go through.
+func (r *Run) Scope(ctx context.Context) (auth.Scope, error) {
+	if r.pool.Authorize == nil {
+		return auth.Scope{}, errors.New("jobs: Pool.Authorize is not set")
+	}
+	return r.pool.Authorize(ctx, r.Job)
+}

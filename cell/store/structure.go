@@ -125,7 +125,8 @@ func readRefs(ctx context.Context, tx pgx.Tx, s auth.Scope, projectID string, re
 	return live, nil
 }
 
-// Pages is the kind of pages.
+// Pages is the kind of pages. Their source is locked by version, and only mutation jobs change
+// it (see pages.go).
 var Pages = Kind{Name: "pages", Table: "pages", Prefix: ids.Page, LockColumn: "version"}
 
 // PageSummary is a page as listed under its project.

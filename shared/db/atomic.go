@@ -31,7 +31,8 @@ type ambientKey struct{}
 // ambient is the transaction of an Atomic call, carried in the context so that every Tx and Q
 // made with that context joins it.
 type ambient struct {
-	tx pgx.Tx
+	tx    pgx.Tx
+	after []func()
 	// doom is set when a statement failed in a way that only a restart of the whole transaction
 	// can cure (a serialization failure, a failed savepoint); Atomic then restarts or fails.
 	doom error
@@ -69,14 +70,34 @@ func (d *DB) Atomic(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx)
 	if ambientFrom(ctx) != nil {
 		return errors.New("db: Atomic inside Atomic")
 	}
-	return d.Tx(ctx, func(tx pgx.Tx) error {
+	var last *ambient
+	err := d.Tx(ctx, func(tx pgx.Tx) error {
 		a := &ambient{tx: tx}
+		last = a
 		err := fn(context.WithValue(ctx, ambientKey{}, a), tx)
 		if a.doom != nil {
 			return a.doom
 		}
 		return err
 	})
+	if err == nil && last != nil {
+		for _, f := range last.after {
+			f()
+		}
+	}
+	return err
+}
+
+// AfterCommit runs f once the Atomic transaction ctx carries has committed (not at all if it
+// rolls back; the hooks of a restarted attempt are dropped with it), or at once when ctx carries
+// none. It is for signals that must not run ahead of the data, such as waking the workers of a
+// job just enqueued.
+func AfterCommit(ctx context.Context, f func()) {
+	if a := ambientFrom(ctx); a != nil {
+		a.after = append(a.after, f)
+		return
+	}
+	f()
 }
 
 // RolledBack is Atomic's error when a Tx inside it failed: the transaction was rolled back.

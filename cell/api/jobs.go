@@ -1,0 +1,134 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"slidecells/cell/auth"
+	"slidecells/cell/authoring"
+	"slidecells/cell/jobs"
+	"slidecells/shared/problem"
+)
+
+// JobView is a mutation job as clients poll it: GET /api/v1/jobs/mutations/{job_id} is the only
+// progress channel.
+type JobView struct {
+	JobID           string          `json:"job_id"`
+	Kind            string          `json:"kind"`
+	WorkspaceID     string          `json:"workspace_id"`
+	OwnerID         string          `json:"owner_id"`
+	Status          string          `json:"status" enum:"pending,running,succeeded,failed,canceled"`
+	AttemptCount    int             `json:"attempt_count" doc:"automatic retries already run"`
+	MaxAttempts     int             `json:"max_attempts" doc:"including the first run"`
+	RetryOfJobID    string          `json:"retry_of_job_id,omitempty" doc:"set on a job created by a manual retry: the original job"`
+	Stage           string          `json:"stage"`
+	Progress        int             `json:"progress" minimum:"0" maximum:"100"`
+	CancelRequested bool            `json:"cancel_requested"`
+	ErrorCode       string          `json:"error_code,omitempty" doc:"business error code of a failed job"`
+	ErrorSummary    string          `json:"error_summary,omitempty" doc:"diagnostic summary of a failed job (compile errors with file:line:column)"`
+	Result          json.RawMessage `json:"result,omitempty" doc:"on success: object_id and version written"`
+	CreatedAt       time.Time       `json:"created_at"`
+	StartedAt       *time.Time      `json:"started_at,omitempty"`
+	FinishedAt      *time.Time      `json:"finished_at,omitempty"`
+	UpdatedAt       time.Time       `json:"updated_at"`
+}
+
+func jobView(j jobs.Job) JobView {
+	return JobView{JobID: j.ID, Kind: j.Kind, WorkspaceID: j.WorkspaceID, OwnerID: j.OwnerID, Status: j.Status,
+		AttemptCount: j.AttemptCount, MaxAttempts: j.MaxAttempts, RetryOfJobID: j.RetryOfJobID, Stage: j.Stage,
+		Progress: j.Progress, CancelRequested: j.CancelRequested, ErrorCode: j.ErrorCode, ErrorSummary: j.ErrorSummary,
+		Result: j.Result, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, UpdatedAt: j.UpdatedAt}
+}
+
+const jobsPath = "/api/v1/jobs/mutations"
+
+func accepted(j jobs.Job, err error) (*Accepted[JobView], error) {
+	if err != nil {
+		return nil, err
+	}
+	return &Accepted[JobView]{Location: jobsPath + "/" + j.ID, Body: jobView(j)}, nil
+}
+
+// kindScopes are the scopes reading and changing a job of a kind need (the job operations
+// declare workspace:read; the kind's own scope is checked once the job is loaded).
+func kindScopes(kind string) (read, write auth.Permission) {
+	if strings.HasPrefix(kind, "component.") {
+		return auth.ComponentRead, auth.ComponentWrite
+	}
+	return auth.PageRead, auth.PageWrite
+}
+
+type jobsAPI struct {
+	q   *jobs.Queue
+	svc *authoring.Service
+}
+
+type jobIn = struct{ ObjectID }
+
+func (s *Server) registerJobs(q *jobs.Queue, svc *authoring.Service) {
+	h := &jobsAPI{q: q, svc: svc}
+	tags := []string{"jobs"}
+	Scoped(s, Operation{ID: "get-mutation-job", Method: http.MethodGet, Path: jobsPath + "/{job_id}", Tags: tags, ReadOnly: true,
+		Summary: "Mutation job status (poll it: the only progress channel); needs the read scope of the job's kind", Scopes: []auth.Permission{auth.WorkspaceRead}},
+		h.get)
+	Scoped(s, Operation{ID: "cancel-mutation-job", Method: http.MethodPost, Path: jobsPath + "/{job_id}/cancel", Tags: tags, Idempotency: KeyRequired,
+		Summary: "Cancel a job: a pending one at once, a running one cooperatively before any write; a finished one is 409", Scopes: []auth.Permission{auth.WorkspaceRead}},
+		h.cancel)
+	Scoped(s, Operation{ID: "retry-mutation-job", Method: http.MethodPost, Path: jobsPath + "/{job_id}/retry", Tags: tags, Idempotency: KeyRequired,
+		Status: http.StatusAccepted, Summary: "Retry a failed or canceled job manually: a new job linked by retry_of_job_id", Scopes: []auth.Permission{auth.WorkspaceRead}},
+		h.retry)
+}
+
+// load reads a job and checks the caller holds scope of its kind; a job the caller may not see
+// at all is the one 404.
+func (h *jobsAPI) load(ctx context.Context, sc auth.Scope, id string, write bool) (jobs.Job, error) {
+	j, err := h.q.Get(ctx, sc, id)
+	if err != nil {
+		return j, err
+	}
+	read, w := kindScopes(j.Kind)
+	if err := sc.Require(read); err != nil {
+		return jobs.Job{}, err
+	}
+	if write {
+		return j, sc.Require(w)
+	}
+	return j, nil
+}
+
+func (h *jobsAPI) get(ctx context.Context, sc auth.Scope, in *jobIn) (*Single[JobView], error) {
+	j, err := h.load(ctx, sc, in.ID(), false)
+	if err != nil {
+		return nil, err
+	}
+	return &Single[JobView]{Body: jobView(j)}, nil
+}
+
+func (h *jobsAPI) cancel(ctx context.Context, sc auth.Scope, in *jobIn) (*Single[JobView], error) {
+	if _, err := h.load(ctx, sc, in.ID(), true); err != nil {
+		return nil, err
+	}
+	j, err := h.q.Cancel(ctx, sc, in.ID())
+	if err != nil {
+		return nil, err
+	}
+	return &Single[JobView]{Body: jobView(j)}, nil
+}
+
+func (h *jobsAPI) retry(ctx context.Context, sc auth.Scope, in *jobIn) (*Accepted[JobView], error) {
+	if _, err := h.load(ctx, sc, in.ID(), true); err != nil {
+		return nil, err
+	}
+	return accepted(h.q.Retry(ctx, sc, in.ID()))
+}
+
+// jobOptions are what every job submission may add.
+type jobOptions struct {
+	MaxAttempts int  `json:"max_attempts,omitempty" minimum:"1" maximum:"10" doc:"including the first run; default 3"`
+	RenderCheck bool `json:"render_check,omitempty" doc:"block the write unless the render check passes (while no renderer can run it, the job fails with RENDER_SERVICE_UNAVAILABLE)"`
+}
+
+var _ = problem.ErrNotFound

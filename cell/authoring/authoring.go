@@ -1,0 +1,284 @@
+// Package authoring changes page and component source, which happens only through persisted
+// mutation jobs (spec rule 3): it validates and checks a submission, enqueues its job in the
+// request's transaction, and runs the job kinds: compile (cell/compile, with the components the
+// workspace has published), store the compiled module by its content address, and commit the
+// next immutable version in one transaction (cell/jobs Run.Commit) that rechecks permission,
+// cancellation, the baseline and the workspace's write fence.
+//
+// It knows neither HTTP nor SQL: cell/api calls Submit*, cell/store does the reads and writes.
+package authoring
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"slidecells/cell/auth"
+	"slidecells/cell/blob"
+	"slidecells/cell/catalog"
+	"slidecells/cell/compile"
+	"slidecells/cell/jobs"
+	"slidecells/cell/store"
+	"slidecells/shared/problem"
+)
+
+// Job kinds.
+const (
+	KindPageCreate = "page.create"
+	KindPageEdit   = "page.edit"
+)
+
+// Codes a page job fails with besides the compile's.
+const (
+	// CodeCompileFailed: the source has errors; the summary lists them with file, line and column.
+	CodeCompileFailed = "COMPILE_FAILED"
+	// CodeRenderUnavailable: the job asked for a render check and no renderer can run it yet; the
+	// write is blocked (retry manually once rendering is available). Never "source has errors".
+	CodeRenderUnavailable = "RENDER_SERVICE_UNAVAILABLE"
+)
+
+// Service runs page and component authoring.
+type Service struct {
+	Store    *store.Store
+	Jobs     *jobs.Queue
+	Compiler *compile.Compiler
+	Modules  *blob.Store
+}
+
+// KitItems are the runtime kit's item names, the @kit/<item> a module may import.
+func KitItems() []string {
+	out := make([]string, 0, len(catalog.RuntimeKit))
+	for _, k := range catalog.RuntimeKit {
+		out = append(out, k.Name)
+	}
+	return out
+}
+
+var pageKey = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
+
+// PageCreate is the input of a page-create job.
+type PageCreate struct {
+	ProjectID   string `json:"project_id"`
+	Key         string `json:"key"`
+	Title       string `json:"title"`
+	FileType    string `json:"file_type"`
+	Source      string `json:"source"`
+	RenderCheck bool   `json:"render_check,omitempty"`
+}
+
+// PageEdit is the input of a page-edit job.
+type PageEdit struct {
+	PageID      string `json:"page_id"`
+	Version     int64  `json:"version"`
+	FileType    string `json:"file_type,omitempty"`
+	Source      string `json:"source"`
+	RenderCheck bool   `json:"render_check,omitempty"`
+}
+
+func checkSource(fileType, source string) []problem.FieldError {
+	var fe []problem.FieldError
+	std := catalog.Standards["page"]
+	ok := false
+	for _, t := range std.FileTypes {
+		ok = ok || t == fileType
+	}
+	if !ok {
+		fe = append(fe, problem.FieldError{Field: "body.file_type", Message: "must be one of " + strings.Join(std.FileTypes, ", ")})
+	}
+	if strings.TrimSpace(source) == "" {
+		fe = append(fe, problem.FieldError{Field: "body.source", Message: "must not be empty"})
+	}
+	if len(source) > std.Limits.MaxSourceBytes {
+		fe = append(fe, problem.FieldError{Field: "body.source", Message: fmt.Sprintf("is larger than %d bytes", std.Limits.MaxSourceBytes)})
+	}
+	return fe
+}
+
+// SubmitPageCreate checks a page create (422 for bad input; 404 for a project that is not live;
+// 409 NAME_CONFLICT for a taken key) and enqueues its job in the request's transaction.
+func (s *Service) SubmitPageCreate(ctx context.Context, sc auth.Scope, in PageCreate, maxAttempts int) (jobs.Job, error) {
+	fe := checkSource(in.FileType, in.Source)
+	if !pageKey.MatchString(in.Key) {
+		fe = append(fe, problem.FieldError{Field: "body.key", Message: "1-64 of a-z, 0-9 and '-', starting with a letter"})
+	}
+	if len(in.Title) > 200 {
+		fe = append(fe, problem.FieldError{Field: "body.title", Message: "at most 200 characters"})
+	}
+	if len(fe) > 0 {
+		return jobs.Job{}, problem.Invalid(fe...)
+	}
+	if err := s.Store.CheckNewPage(ctx, sc, in.ProjectID, in.Key); err != nil {
+		return jobs.Job{}, err
+	}
+	return s.Jobs.Enqueue(ctx, sc, jobs.NewJob{Kind: KindPageCreate, Input: in, MaxAttempts: maxAttempts})
+}
+
+// SubmitPageEdit checks a page edit (a stale baseline is a 409 now, and the commit checks it
+// again) and enqueues its job in the request's transaction.
+func (s *Service) SubmitPageEdit(ctx context.Context, sc auth.Scope, in PageEdit, maxAttempts int) (jobs.Job, error) {
+	p, err := s.Store.CheckPageBaseline(ctx, sc, in.PageID, in.Version)
+	if err != nil {
+		return jobs.Job{}, err
+	}
+	if in.FileType == "" {
+		in.FileType = p.FileType
+	}
+	if fe := checkSource(in.FileType, in.Source); len(fe) > 0 {
+		return jobs.Job{}, problem.Invalid(fe...)
+	}
+	return s.Jobs.Enqueue(ctx, sc, jobs.NewJob{Kind: KindPageEdit, Input: in, MaxAttempts: maxAttempts})
+}
+
+// Handlers are the job kinds this service runs.
+func (s *Service) Handlers() map[string]jobs.Handler {
+	return map[string]jobs.Handler{KindPageCreate: s.runPageCreate, KindPageEdit: s.runPageEdit}
+}
+
+// Result is what a page job stores on success: the object and version it wrote.
+type Result struct {
+	ObjectID       string `json:"object_id"`
+	Version        int64  `json:"version"`
+	CompiledDigest string `json:"compiled_digest"`
+}
+
+func (s *Service) runPageCreate(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
+	var in PageCreate
+	if err := json.Unmarshal(r.Job.Input, &in); err != nil {
+		return nil, jobs.Fail("JOB_INPUT_INVALID", "the job input cannot be read: %v", err)
+	}
+	src, err := s.build(ctx, r, in.FileType, in.Source, in.RenderCheck)
+	if err != nil {
+		return nil, err
+	}
+	var res Result
+	err = r.Commit(ctx, func(ctx context.Context, sc auth.Scope, _ pgx.Tx) (json.RawMessage, error) {
+		p, err := s.Store.CreatePage(ctx, sc, in.ProjectID, in.Key, in.Title, src)
+		if err != nil {
+			return nil, err
+		}
+		res = Result{ObjectID: p.ID, Version: p.Version, CompiledDigest: src.CompiledDigest}
+		return json.Marshal(res)
+	})
+	return nil, commitFailure(err)
+}
+
+func (s *Service) runPageEdit(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
+	var in PageEdit
+	if err := json.Unmarshal(r.Job.Input, &in); err != nil {
+		return nil, jobs.Fail("JOB_INPUT_INVALID", "the job input cannot be read: %v", err)
+	}
+	src, err := s.build(ctx, r, in.FileType, in.Source, in.RenderCheck)
+	if err != nil {
+		return nil, err
+	}
+	err = r.Commit(ctx, func(ctx context.Context, sc auth.Scope, _ pgx.Tx) (json.RawMessage, error) {
+		p, err := s.Store.EditPage(ctx, sc, in.PageID, in.Version, src)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(Result{ObjectID: p.ID, Version: p.Version, CompiledDigest: src.CompiledDigest})
+	})
+	return nil, commitFailure(err)
+}
+
+// build compiles a page source against the workspace's published components and stores the
+// module by its content address; compile errors fail the job (not retried).
+func (s *Service) build(ctx context.Context, r *jobs.Run, fileType, source string, renderCheck bool) (store.NewSource, error) {
+	sc, err := r.Scope(ctx)
+	if err != nil {
+		return store.NewSource{}, commitFailure(err)
+	}
+	if err := r.Progress(ctx, "compile", 20); err != nil {
+		return store.NewSource{}, err
+	}
+	ids := map[string]string{}
+	resolver := compile.ResolverFunc(func(ctx context.Context, key string) (compile.Module, error) {
+		c, err := s.Store.PublishedComponent(ctx, sc, key)
+		if problem.As(err).Code == problem.NotFound {
+			return compile.Module{}, fmt.Errorf("%w: no published component %q", compile.ErrNotFound, key)
+		}
+		if err != nil {
+			return compile.Module{}, err
+		}
+		ids[key] = c.ID
+		return compile.Module{Key: c.Key, FileType: compile.FileType(c.FileType), Source: []byte(c.Source), Version: c.Version}, nil
+	})
+	std := catalog.Standards["page"].Limits
+	res, err := s.Compiler.Compile(ctx, compile.Request{Kind: compile.KindPage, Resolver: resolver,
+		Entry:  compile.Module{FileType: compile.FileType(fileType), Source: []byte(source)},
+		Limits: compile.Limits{MaxSourceBytes: std.MaxSourceBytes, MaxDependencies: std.MaxDependencies, MaxImportDepth: std.MaxImportDepth, MaxKeyLength: std.MaxKeyLength}})
+	if err != nil {
+		return store.NewSource{}, err // infrastructure: retried
+	}
+	if !res.OK() {
+		return store.NewSource{}, jobs.Fail(CodeCompileFailed, "%s", diagnostics(res))
+	}
+	if renderCheck {
+		// The render control plane is not built yet: a requested render check cannot run, so the
+		// write is blocked with an infrastructure code (never "passed", never "source has errors").
+		return store.NewSource{}, jobs.Fail(CodeRenderUnavailable, "the render check cannot run: no render capacity is available; retry the job later")
+	}
+	if err := r.Progress(ctx, "store", 60); err != nil {
+		return store.NewSource{}, err
+	}
+	if s.Modules != nil {
+		if _, err := s.Modules.PutModule(ctx, sc, res.Digest, res.Code); err != nil {
+			return store.NewSource{}, err
+		}
+	}
+	deps := make([]store.Dependency, 0, len(res.Dependencies))
+	for _, d := range res.Dependencies {
+		deps = append(deps, store.Dependency{ComponentID: ids[d.Key], Key: d.Key, Version: d.Version, Depth: d.Depth})
+	}
+	sum := sha256.Sum256([]byte(source))
+	if err := r.Progress(ctx, "commit", 80); err != nil {
+		return store.NewSource{}, err
+	}
+	return store.NewSource{FileType: fileType, Source: source, SourceDigest: "sha256:" + hex.EncodeToString(sum[:]),
+		CompiledDigest: res.Digest, Dependencies: deps, JobID: r.Job.ID}, nil
+}
+
+// diagnostics renders compile errors as the job's summary: one "file:line:col: CODE: message"
+// per line.
+func diagnostics(res *compile.Result) string {
+	var b strings.Builder
+	for _, d := range res.Diagnostics {
+		if d.Severity != compile.SeverityError {
+			continue
+		}
+		fmt.Fprintf(&b, "%s:%d:%d: %s: %s\n", d.File, d.Line, d.Column, d.Code, d.Message)
+	}
+	if res.DiagnosticsOmitted > 0 {
+		fmt.Fprintf(&b, "… %d more\n", res.DiagnosticsOmitted)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// commitFailure turns a business error of the commit (the baseline moved, the key was taken,
+// the project or the owner's permission went away) into the job's failure; other errors stay
+// infrastructure errors and are retried.
+func commitFailure(err error) error {
+	if err == nil || errors.Is(err, jobs.ErrCanceled) || errors.Is(err, jobs.ErrLeaseLost) {
+		return err
+	}
+	var f *jobs.Failure
+	if errors.As(err, &f) {
+		return f
+	}
+	var pe *problem.Error
+	if errors.As(err, &pe) && pe.Code == problem.WorkspaceMisdirected {
+		// The workspace is being moved: this cell takes no more writes for it. Retried.
+		return &jobs.Failure{Code: string(pe.Code), Summary: pe.Message, Retryable: true}
+	}
+	if errors.As(err, &pe) && pe.Code != problem.Internal && pe.Code != problem.DirectoryUnavailable && pe.Code != problem.ClientClosedRequest {
+		return jobs.Fail(string(pe.Code), "%s", pe.Message)
+	}
+	return err
+}
