@@ -463,11 +463,11 @@ func TestAssetCopyPatchTagsArchive(t *testing.T) {
 		t.Fatalf("tags %q", got)
 	}
 	resp, body = b.call(t, call{method: "GET", path: "/api/v1/assets/tags?limit=1", ws: b.ws})
-	if !strings.Contains(string(body), `"next_cursor":"brand"`) {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"next_cursor":"brand"`) {
 		t.Fatalf("tag page: %s", body)
 	}
 	resp, body = b.call(t, call{method: "GET", path: "/api/v1/assets?tag=hero", ws: b.ws})
-	if strings.Count(string(body), `"id":"ast_`) != 1 || !strings.Contains(string(body), x.ID) {
+	if resp.StatusCode != http.StatusOK || strings.Count(string(body), `"id":"ast_`) != 1 || !strings.Contains(string(body), x.ID) {
 		t.Fatalf("tag filter: %s", body)
 	}
 	resp, body = b.call(t, call{method: "GET", path: "/api/v1/assets?limit=1", ws: b.ws})
@@ -475,7 +475,7 @@ func TestAssetCopyPatchTagsArchive(t *testing.T) {
 		NextCursor string `json:"next_cursor"`
 	}
 	_ = json.Unmarshal(body, &page)
-	if page.NextCursor == "" {
+	if resp.StatusCode != http.StatusOK || page.NextCursor == "" {
 		t.Fatalf("no next cursor: %s", body)
 	}
 

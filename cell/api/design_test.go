@@ -653,6 +653,9 @@ func TestFontBundle(t *testing.T) {
 	// left out of the bundle with a comment.
 	a4, sha4 := b.uploadFont(t, "", b.ws)
 	resp, pdf := b.call(t, call{method: "POST", path: "/api/v1/assets/content", ws: b.ws, key: ids.New("k"), contentType: "application/pdf", body: "%PDF-1.4\n%%EOF\n"})
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("upload pdf: %d %s", resp.StatusCode, pdf)
+	}
 	notFont := decode[struct {
 		ID string `json:"id"`
 	}](t, pdf).ID

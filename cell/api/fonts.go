@@ -121,13 +121,7 @@ const (
 )
 
 func fontOp(id, method, path, summary string, scope auth.Permission) Operation {
-	op := Operation{ID: id, Method: method, Path: path, Summary: summary, Tags: []string{"fonts"}, Scopes: []auth.Permission{scope}}
-	if method == http.MethodGet {
-		op.ReadOnly = true
-	} else {
-		op.Idempotency = KeyRequired
-	}
-	return op
+	return Op(id, method, path, summary, "fonts", scope)
 }
 
 func (s *Server) registerFonts(st *store.Store) {

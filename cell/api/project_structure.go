@@ -58,10 +58,9 @@ type projectStructure struct {
 
 // partOp declares the read or the versioned replacement of a project part.
 func partOp(method, name, summary string, scopes ...auth.Permission) Operation {
-	op := Operation{ID: "get-project-" + name, Method: method, Path: "/api/v1/projects/{project_id}/" + name, Summary: summary,
-		Tags: []string{"projects"}, Access: InWorkspace, Scopes: scopes, ReadOnly: true}
+	op := Op("get-project-"+name, method, "/api/v1/projects/{project_id}/"+name, summary, "projects", scopes...)
 	if method != http.MethodGet {
-		op.ID, op.ReadOnly, op.Idempotency, op.Lock = "put-project-"+name, false, KeyRequired, VersionLock
+		op.ID, op.Lock = "put-project-"+name, VersionLock
 	}
 	return op
 }

@@ -111,6 +111,18 @@ var idParams = map[string]idParam{
 
 var pathParam = regexp.MustCompile(`\{([a-z_]+)\}`)
 
+// Op declares a workspace operation with the usual rules: a GET is read-only, any other method
+// writes and needs an Idempotency-Key. Set Lock, Status or bodies on the result as needed.
+func Op(id, method, path, summary, tag string, scopes ...auth.Permission) Operation {
+	op := Operation{ID: id, Method: method, Path: path, Summary: summary, Tags: []string{tag}, Access: InWorkspace, Scopes: scopes}
+	if method == http.MethodGet {
+		op.ReadOnly = true
+	} else {
+		op.Idempotency = KeyRequired
+	}
+	return op
+}
+
 // Register declares an operation and its handler. It panics on an inconsistent declaration so a
 // bad registry never starts.
 func Register[I, O any](s *Server, op Operation, h func(context.Context, *I) (*O, error)) {

@@ -136,14 +136,7 @@ func (k Kind[R, V]) collection() string { return "/api/v1/" + k.Store.Name }
 func (k Kind[R, V]) item() string       { return k.collection() + "/{" + k.Single + "_id}" }
 
 func (k Kind[R, V]) op(id, method, path, summary string, scope auth.Permission) Operation {
-	op := Operation{ID: id, Method: method, Path: path, Summary: summary, Tags: []string{k.Store.Name},
-		Access: InWorkspace, Scopes: []auth.Permission{scope}}
-	if method == http.MethodGet {
-		op.ReadOnly = true
-	} else {
-		op.Idempotency = KeyRequired
-	}
-	return op
+	return Op(id, method, path, summary, k.Store.Name, scope)
 }
 
 // CreateOp declares the kind's create: POST /api/v1/<plural>, 201 with Location.
