@@ -81,6 +81,15 @@ func setup(t *testing.T) *bundle {
 		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: time.Nanosecond, MaxStale: time.Minute})})
 	b.srvB = httptest.NewServer(apiB.Handler())
 	t.Cleanup(b.srvB.Close)
+	// Each cell runs its mutation-job workers, as cell/cmd/cell does.
+	for _, a := range []*api.Server{b.api, apiB} {
+		pctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		p := a.Workers(2)
+		p.PollInterval, p.ShutdownGrace = 50*time.Millisecond, time.Second
+		go func() { _ = p.Run(pctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
 	return b
 }
 

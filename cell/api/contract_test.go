@@ -266,6 +266,8 @@ func TestRegistryRejectsBadDeclarations(t *testing.T) {
 			Scopes: []auth.Permission{auth.ProjectWrite}, Idempotency: api.KeyRequired, Lock: api.CreateOnly}},
 		{"write without idempotency", api.Operation{ID: "x", Method: http.MethodPost, Path: "/api/v1/projects",
 			Scopes: []auth.Permission{auth.ProjectWrite}}},
+		{"accepted without Location", api.Operation{ID: "x", Method: http.MethodPost, Path: "/api/v1/projects",
+			Scopes: []auth.Permission{auth.ProjectWrite}, Idempotency: api.KeyRequired, Status: http.StatusAccepted}},
 		{"unknown ID parameter", api.Operation{ID: "x", Method: http.MethodGet, Path: "/api/v1/things/{thing_id}",
 			Scopes: []auth.Permission{auth.ProjectRead}, ReadOnly: true}},
 	}
@@ -293,7 +295,7 @@ func TestIDPatternsFromSharedIDs(t *testing.T) {
 	}
 	prefixOf := func(name string) string {
 		for suffix, p := range map[string]string{"workspace_id": ids.Workspace, "project_id": ids.Project, "theme_id": ids.Theme,
-			"style_id": ids.Style, "asset_id": ids.Asset, "family_id": ids.FontFamily, "font_id": ids.FontFace, "page_id": ids.Page} {
+			"style_id": ids.Style, "asset_id": ids.Asset, "family_id": ids.FontFamily, "font_id": ids.FontFace, "page_id": ids.Page, "job_id": ids.Job} {
 			if strings.HasSuffix(name, suffix) {
 				return p
 			}

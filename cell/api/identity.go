@@ -28,7 +28,15 @@ type HealthOutput struct {
 		Cell      string            `json:"cell"`
 		UptimeSec int64             `json:"uptime_seconds"`
 		Checks    map[string]Health `json:"checks"`
+		Jobs      *JobsHealth       `json:"jobs,omitempty" doc:"the mutation-job queue of this cell"`
 	}
+}
+
+// JobsHealth is the depth of the mutation-job queue.
+type JobsHealth struct {
+	Pending              int     `json:"pending" doc:"runnable jobs waiting for a worker"`
+	Running              int     `json:"running"`
+	OldestPendingSeconds float64 `json:"oldest_pending_seconds" doc:"how long the oldest runnable job has waited"`
 }
 
 func (s *Server) registerSystem() {
@@ -61,6 +69,11 @@ func (s *Server) registerSystem() {
 				out.Body.Checks["render"] = s.Render(cctx)
 			} else {
 				out.Body.Checks["render"] = Health{Status: "unavailable", Detail: "no renderer is configured for this cell"}
+			}
+			if s.Jobs != nil {
+				if st, err := s.Jobs.Stats(cctx); err == nil {
+					out.Body.Jobs = &JobsHealth{Pending: st.Pending, Running: st.Running, OldestPendingSeconds: st.OldestPending.Seconds()}
+				}
 			}
 			out.Body.Status = "ok"
 			for _, h := range out.Body.Checks {

@@ -125,8 +125,8 @@ func (h *jobsAPI) retry(ctx context.Context, sc auth.Scope, in *jobIn) (*Accepte
 	return accepted(h.q.Retry(ctx, sc, in.ID()))
 }
 
-// jobOptions are what every job submission may add.
-type jobOptions struct {
+// JobOptions are what every job submission may add.
+type JobOptions struct {
 	MaxAttempts int  `json:"max_attempts,omitempty" minimum:"1" maximum:"10" doc:"including the first run; default 3"`
 	RenderCheck bool `json:"render_check,omitempty" doc:"block the write unless the render check passes (while no renderer can run it, the job fails with RENDER_SERVICE_UNAVAILABLE)"`
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"slidecells/cell/jobs"
 	"slidecells/shared/db"
 	"slidecells/shared/problem"
 )
@@ -24,6 +25,7 @@ type metrics struct {
 	duration    *prometheus.HistogramVec
 	idempotency *prometheus.CounterVec
 	txRetries   *prometheus.CounterVec
+	jobs        *prometheus.CounterVec
 }
 
 // unknownOperation labels requests that matched no operation.
@@ -54,7 +56,11 @@ func newMetrics(d *db.DB) *metrics {
 			Help: "Database transactions run again after a serialization failure or deadlock, by operation.",
 		}, []string{"operation"}),
 	}
-	m.reg.MustRegister(m.requests, m.errors, m.duration, m.idempotency, m.txRetries,
+	m.jobs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cell_jobs_total",
+		Help: "Mutation-job state changes made by this replica's workers, by kind and state entered (running, succeeded, failed, canceled, pending: an automatic retry).",
+	}, []string{"kind", "state"})
+	m.reg.MustRegister(m.requests, m.errors, m.duration, m.idempotency, m.txRetries, m.jobs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if d != nil {
 		m.reg.MustRegister(poolCollector{d})
@@ -87,6 +93,33 @@ func opLabel(ctx context.Context) string {
 		return op
 	}
 	return unknownOperation
+}
+
+func (m *metrics) jobState(kind, state string) { m.jobs.WithLabelValues(kind, state).Inc() }
+
+// queueCollector reports the job queue's depth at each scrape.
+type queueCollector struct{ q *jobs.Queue }
+
+var (
+	queueDepth  = prometheus.NewDesc("cell_jobs_queue", "Mutation jobs by state: pending (runnable) and running.", []string{"state"}, nil)
+	queueOldest = prometheus.NewDesc("cell_jobs_oldest_pending_seconds", "Age of the oldest runnable pending job.", nil, nil)
+)
+
+func (queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- queueDepth
+	ch <- queueOldest
+}
+
+func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := c.q.Stats(ctx)
+	if err != nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(queueDepth, prometheus.GaugeValue, float64(st.Pending), "pending")
+	ch <- prometheus.MustNewConstMetric(queueDepth, prometheus.GaugeValue, float64(st.Running), "running")
+	ch <- prometheus.MustNewConstMetric(queueOldest, prometheus.GaugeValue, st.OldestPending.Seconds())
 }
 
 // poolCollector reports the cell database pool.

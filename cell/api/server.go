@@ -17,7 +17,11 @@ import (
 	"gocloud.dev/blob"
 
 	"slidecells/cell/auth"
+	"slidecells/cell/authoring"
+	cblob "slidecells/cell/blob"
+	"slidecells/cell/compile"
 	"slidecells/cell/idempotency"
+	"slidecells/cell/jobs"
 	"slidecells/cell/store"
 	"slidecells/cell/tenancy"
 	"slidecells/shared/cellproto"
@@ -54,6 +58,10 @@ type Server struct {
 	StartedAt time.Time
 
 	Idem *idempotency.Store
+	// Jobs is the cell's mutation-job queue; Workers runs it.
+	Jobs *jobs.Queue
+	// Authoring creates and edits page and component source through jobs.
+	Authoring *authoring.Service
 
 	ops       []Operation
 	byPattern map[string]Operation
@@ -73,6 +81,8 @@ type Config struct {
 	Blobs *blob.Bucket
 	// IdempotencyRetention is how long Idempotency-Key answers are replayed (default 24h).
 	IdempotencyRetention time.Duration
+	// CompileSlots bounds concurrent compiles in this process (default 2).
+	CompileSlots int
 	// BenchWithoutIdempotency runs Idempotency-Key operations without the idempotency layer
 	// (keys ignored, no exactly-once): only for the benchmark that measures what the layer
 	// costs. cell/cmd/cell accepts it only for cells whose ID starts with "bench-".
@@ -119,7 +129,35 @@ func New(c Config) *Server {
 	s.registerDesign(st)
 	s.registerProjectStructure(st)
 	s.registerAI(st)
+	s.Jobs = &jobs.Queue{DB: c.DB}
+	s.Jobs.Init()
+	compiler, err := compile.New(compile.Options{Slots: max(1, c.CompileSlots), KitItems: authoring.KitItems()})
+	if err != nil {
+		panic("api: compiler: " + err.Error()) // static options: a bad one is a programming error
+	}
+	s.Authoring = &authoring.Service{Store: st, Jobs: s.Jobs, Compiler: compiler, Modules: &cblob.Store{Bucket: c.Blobs}}
+	s.registerJobs(s.Jobs, s.Authoring)
+	s.registerPages(st, s.Authoring)
+	if c.DB != nil {
+		s.metrics.reg.MustRegister(queueCollector{s.Jobs})
+	}
 	return s
+}
+
+// Workers returns the pool that runs this cell's mutation jobs (start it with Run): slots jobs
+// at once, each committed under its owner's current permission.
+func (s *Server) Workers(slots int) *jobs.Pool {
+	return &jobs.Pool{Queue: s.Jobs, Handlers: s.Authoring.Handlers(), Slots: slots, Log: s.Log,
+		Observe: s.metrics.jobState,
+		Authorize: func(ctx context.Context, j jobs.Job) (auth.Scope, error) {
+			// Accepted jobs outlive their token: what counts now is the owner's membership and role.
+			sc, err := s.Auth.Authorize(ctx, auth.Principal{UserID: j.OwnerID, Scopes: directory.Scopes}, j.WorkspaceID)
+			if err != nil {
+				return sc, err
+			}
+			_, write := kindScopes(j.Kind)
+			return sc, sc.Require(write)
+		}}
 }
 
 // schemaName names component schemas as huma does, except a page of items: Page[FooView]'s

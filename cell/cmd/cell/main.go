@@ -52,6 +52,8 @@ type settings struct {
 	Failpoints         failpoint.Points
 	BenchNoIdem        bool
 	LogLevel           string
+	JobSlots           int
+	CompileSlots       int
 }
 
 func load() (settings, error) {
@@ -68,6 +70,8 @@ func load() (settings, error) {
 		BlobURL:       l.String("CELL_BLOB_URL", "", true),
 		RendererURLs:  l.URLs("CELL_RENDERER_URLS", "http", "https"),
 		LogLevel:      l.LogLevel(),
+		JobSlots:      l.Int("CELL_JOB_SLOTS", 4, 1, 64),
+		CompileSlots:  l.Int("CELL_COMPILE_SLOTS", 2, 1, 16),
 	}
 	if s.BlobURL != "" && !strings.HasPrefix(s.BlobURL, "file://") && !strings.HasPrefix(s.BlobURL, "s3://") && !strings.HasPrefix(s.BlobURL, "mem://") {
 		l.Fail("CELL_BLOB_URL", "use file:///path, s3://bucket or mem://")
@@ -150,8 +154,8 @@ func run() error {
 	}
 	srv := api.New(api.Config{
 		CellID: s.CellID, DB: cellDB, Log: log, Render: render, IdempotencyRetention: s.IdemRetention, Blobs: bucket,
-		BenchWithoutIdempotency: s.BenchNoIdem,
-		Dir:                     directory.NewCached(dir, directory.CacheOptions{TTL: s.AuthTTL, MaxStale: s.AuthMaxStale}),
+		BenchWithoutIdempotency: s.BenchNoIdem, CompileSlots: s.CompileSlots,
+		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: s.AuthTTL, MaxStale: s.AuthMaxStale}),
 	})
 	if len(s.Failpoints) > 0 {
 		log.Warn("failpoints set: for fault tests only", zap.Any("failpoints", s.Failpoints))
@@ -161,6 +165,10 @@ func run() error {
 		Idempotency: srv.Idem, Temps: &cblob.Store{Bucket: bucket}, Log: log,
 	})
 	go housekeeping.Run(ctx)
+	workers := srv.Workers(s.JobSlots)
+	workersDone := make(chan struct{})
+	go func() { _ = workers.Run(ctx); close(workersDone) }()
+	defer func() { <-workersDone }() // running jobs finish or return to the queue
 	ln, err := net.Listen("tcp", s.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("CELL_LISTEN_ADDR: %w", err)

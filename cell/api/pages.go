@@ -1,0 +1,215 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"slidecells/cell/auth"
+	"slidecells/cell/authoring"
+	"slidecells/cell/store"
+)
+
+// PageView is a page: its metadata and the number of its current source version.
+type PageView struct {
+	ID              string    `json:"id"`
+	ProjectID       string    `json:"project_id"`
+	Key             string    `json:"key"`
+	Title           string    `json:"title"`
+	Description     string    `json:"description"`
+	Tags            []string  `json:"tags"`
+	FileType        string    `json:"file_type" enum:"tsx,jsx,html"`
+	Version         int64     `json:"version" doc:"current source version: the baseline a page edit carries"`
+	MetadataVersion int64     `json:"metadata_version"`
+	CreatedBy       string    `json:"created_by"`
+	CreatedAt       time.Time `json:"created_at"`
+	UpdatedAt       time.Time `json:"updated_at"`
+}
+
+func pageView(_ auth.Scope, p store.Page) (PageView, error) {
+	tags := p.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	return PageView{ID: p.ID, ProjectID: p.ProjectID, Key: p.Key, Title: p.Title, Description: p.Description, Tags: tags,
+		FileType: p.FileType, Version: p.Version, MetadataVersion: p.MetadataVersion, CreatedBy: p.CreatedBy,
+		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}, nil
+}
+
+// DependencyView is a component a version was compiled with.
+type DependencyView struct {
+	ComponentID string `json:"component_id"`
+	Key         string `json:"key"`
+	Version     int64  `json:"version" doc:"the published version resolved"`
+	Depth       int    `json:"depth" doc:"1 for a direct import"`
+}
+
+// VersionView is one immutable source version; Source is omitted in history lists.
+type VersionView struct {
+	Version        int64            `json:"version"`
+	FileType       string           `json:"file_type"`
+	Source         string           `json:"source,omitempty"`
+	SourceDigest   string           `json:"source_digest"`
+	CompiledDigest string           `json:"compiled_digest" doc:"content address of the compiled module the preview host loads"`
+	Dependencies   []DependencyView `json:"dependencies"`
+	JobID          string           `json:"job_id" doc:"the mutation job that wrote it"`
+	CreatedBy      string           `json:"created_by"`
+	CreatedAt      time.Time        `json:"created_at"`
+}
+
+func versionView(v store.SourceVersion, withSource bool) VersionView {
+	out := VersionView{Version: v.Version, FileType: v.FileType, SourceDigest: v.SourceDigest, CompiledDigest: v.CompiledDigest,
+		JobID: v.JobID, CreatedBy: v.CreatedBy, CreatedAt: v.CreatedAt, Dependencies: []DependencyView{}}
+	if withSource {
+		out.Source = v.Source
+	}
+	for _, d := range v.Dependencies {
+		out.Dependencies = append(out.Dependencies, DependencyView(d))
+	}
+	return out
+}
+
+type pagesAPI struct {
+	st  *store.Store
+	svc *authoring.Service
+}
+
+var pagesKind = Kind[store.Page, PageView]{Store: store.Pages, Single: "page", Read: auth.PageRead, Write: auth.PageWrite,
+	ID: func(p store.Page) string { return p.ID }, View: pageView}
+
+func (s *Server) registerPages(st *store.Store, svc *authoring.Service) {
+	h := &pagesAPI{st: st, svc: svc}
+	k := pagesKind
+	k.Get, k.List = st.GetPage, st.ListPages
+	k.Register(s, st)
+	tags := []string{"pages"}
+	read := []auth.Permission{auth.PageRead}
+	write := []auth.Permission{auth.PageWrite}
+	Scoped(s, Operation{ID: "get-page-source", Method: http.MethodGet, Path: "/api/v1/pages/{page_id}/source", Tags: tags, ReadOnly: true,
+		Summary: "Current source of a page, or one version of it (?version=N)", Scopes: read}, h.source)
+	Scoped(s, Operation{ID: "list-page-versions", Method: http.MethodGet, Path: "/api/v1/pages/{page_id}/versions", Tags: tags, ReadOnly: true,
+		Summary: "History of a page's source versions, newest first", Scopes: read}, h.versions)
+	Scoped(s, Operation{ID: "get-page-dependencies", Method: http.MethodGet, Path: "/api/v1/pages/{page_id}/dependencies", Tags: tags, ReadOnly: true,
+		Summary: "Components the current version uses, recursively, with the versions resolved", Scopes: read}, h.dependencies)
+	submit := func(id, path, summary string) Operation {
+		return Operation{ID: id, Method: http.MethodPost, Path: path, Tags: tags, Idempotency: KeyRequired, Status: http.StatusAccepted,
+			Summary: summary, Scopes: write, MaxBodyBytes: 1 << 20}
+	}
+	Scoped(s, submit("create-page", "/api/v1/pages", "Create a page through a mutation job (202; poll the job at Location)"), h.create)
+	Scoped(s, submit("submit-page-create-job", jobsPath+"/pages", "Create a page through a mutation job"), h.create)
+	edit := submit("edit-page", "/api/v1/pages/{page_id}/edits", "Edit a page's source through a mutation job; carries the version it read (stale: 409)")
+	edit.Lock = VersionLock
+	Scoped(s, edit, h.edit)
+	editJob := submit("submit-page-edit-job", jobsPath+"/pages/edits", "Edit a page's source through a mutation job; carries page_id and the version it read")
+	editJob.Lock = VersionLock
+	Scoped(s, editJob, h.editJob)
+}
+
+type sourceIn = struct {
+	ObjectID
+	Version int64 `query:"version" minimum:"0" doc:"a version number; 0 or absent: the current one"`
+}
+
+func (h *pagesAPI) source(ctx context.Context, sc auth.Scope, in *sourceIn) (*Single[VersionView], error) {
+	v, err := h.st.PageVersion(ctx, sc, in.ID(), in.Version)
+	if err != nil {
+		return nil, err
+	}
+	return &Single[VersionView]{Body: versionView(v, true)}, nil
+}
+
+type versionsIn = struct {
+	ObjectID
+	Limit  int   `query:"limit" minimum:"1" maximum:"200" default:"50" doc:"page size"`
+	Before int64 `query:"before" minimum:"0" doc:"next_before of the previous page: versions below it"`
+}
+
+// VersionPage is one page of a history.
+type VersionPage struct {
+	Body struct {
+		Items      []VersionView `json:"items"`
+		NextBefore int64         `json:"next_before,omitempty"`
+	}
+}
+
+func (h *pagesAPI) versions(ctx context.Context, sc auth.Scope, in *versionsIn) (*VersionPage, error) {
+	vs, err := h.st.PageVersions(ctx, sc, in.ID(), in.Before, in.Limit+1)
+	if err != nil {
+		return nil, err
+	}
+	out := &VersionPage{}
+	out.Body.Items = []VersionView{}
+	for i, v := range vs {
+		if i == in.Limit {
+			out.Body.NextBefore = vs[i-1].Version
+			break
+		}
+		out.Body.Items = append(out.Body.Items, versionView(v, false))
+	}
+	return out, nil
+}
+
+// DependenciesView lists what a page's current version was compiled with.
+type DependenciesView struct {
+	PageID       string           `json:"page_id"`
+	Version      int64            `json:"version"`
+	Dependencies []DependencyView `json:"dependencies"`
+}
+
+func (h *pagesAPI) dependencies(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[DependenciesView], error) {
+	v, err := h.st.PageVersion(ctx, sc, in.ID(), 0)
+	if err != nil {
+		return nil, err
+	}
+	return &Single[DependenciesView]{Body: DependenciesView{PageID: in.ID(), Version: v.Version, Dependencies: versionView(v, false).Dependencies}}, nil
+}
+
+type createPageIn = struct {
+	Body struct {
+		ProjectID string `json:"project_id" pattern:"^prj_[a-z2-7]{26}$" doc:"the page's project"`
+		Key       string `json:"key" pattern:"^[a-z][a-z0-9-]{0,63}$" doc:"names the page within its project"`
+		Title     string `json:"title,omitempty" maxLength:"200"`
+		FileType  string `json:"file_type" enum:"tsx,jsx,html"`
+		Source    string `json:"source" minLength:"1" maxLength:"524288"`
+		JobOptions
+	}
+}
+
+func (h *pagesAPI) create(ctx context.Context, sc auth.Scope, in *createPageIn) (*Accepted[JobView], error) {
+	b := in.Body
+	return accepted(h.svc.SubmitPageCreate(ctx, sc, authoring.PageCreate{ProjectID: b.ProjectID, Key: b.Key, Title: b.Title,
+		FileType: b.FileType, Source: b.Source, RenderCheck: b.RenderCheck}, b.MaxAttempts))
+}
+
+// PageEditBody is a page edit: the baseline it carries and the new source.
+type PageEditBody struct {
+	Version  int64  `json:"version" minimum:"1" doc:"the page version you read; a stale one is 409"`
+	FileType string `json:"file_type,omitempty" enum:"tsx,jsx,html" doc:"default: the page's current file type"`
+	Source   string `json:"source" minLength:"1" maxLength:"524288"`
+	JobOptions
+}
+
+type editPageIn = struct {
+	ObjectID
+	Body PageEditBody
+}
+
+func (h *pagesAPI) edit(ctx context.Context, sc auth.Scope, in *editPageIn) (*Accepted[JobView], error) {
+	return h.submitEdit(ctx, sc, in.ID(), in.Body)
+}
+
+type editPageJobIn = struct {
+	Body struct {
+		PageID string `json:"page_id" pattern:"^pg_[a-z2-7]{26}$"`
+		PageEditBody
+	}
+}
+
+func (h *pagesAPI) editJob(ctx context.Context, sc auth.Scope, in *editPageJobIn) (*Accepted[JobView], error) {
+	return h.submitEdit(ctx, sc, in.Body.PageID, in.Body.PageEditBody)
+}
+
+func (h *pagesAPI) submitEdit(ctx context.Context, sc auth.Scope, pageID string, b PageEditBody) (*Accepted[JobView], error) {
+	return accepted(h.svc.SubmitPageEdit(ctx, sc, authoring.PageEdit{PageID: pageID, Version: b.Version, FileType: b.FileType,
+		Source: b.Source, RenderCheck: b.RenderCheck}, b.MaxAttempts))
+}

@@ -1,0 +1,246 @@
+package api_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"slidecells/shared/ids"
+)
+
+func init() {
+	isoFixtures["page_id"] = isoFixture{prefix: ids.Page, make: func(t *testing.T, b *bundle, base, ws string) string {
+		prj, _ := b.createProject(t, base, ws, "Pages")
+		job := b.submitPage(t, base, ws, prj, "foreign", `export default function P() { return <div>x</div> }`)
+		return b.waitJob(t, base, ws, job.JobID, "succeeded").Result.ObjectID
+	}}
+	isoFixtures["job_id"] = isoFixture{prefix: ids.Job, make: func(t *testing.T, b *bundle, base, ws string) string {
+		prj, _ := b.createProject(t, base, ws, "Jobs")
+		return b.submitPage(t, base, ws, prj, "job-fixture", `export default () => null`).JobID
+	}}
+	isoBodies["edit-page"] = `{"version":1,"file_type":"tsx","source":"export default () => null"}`
+	isoBodies["cancel-mutation-job"] = `{}`
+	isoBodies["retry-mutation-job"] = `{}`
+}
+
+type jobAnswer struct {
+	JobID        string `json:"job_id"`
+	Kind         string `json:"kind"`
+	Status       string `json:"status"`
+	AttemptCount int    `json:"attempt_count"`
+	MaxAttempts  int    `json:"max_attempts"`
+	RetryOf      string `json:"retry_of_job_id"`
+	Stage        string `json:"stage"`
+	Progress     int    `json:"progress"`
+	ErrorCode    string `json:"error_code"`
+	ErrorSummary string `json:"error_summary"`
+	Result       struct {
+		ObjectID string `json:"object_id"`
+		Version  int64  `json:"version"`
+	} `json:"result"`
+}
+
+func decodeJob(t *testing.T, body []byte) jobAnswer {
+	t.Helper()
+	var j jobAnswer
+	if err := json.Unmarshal(body, &j); err != nil {
+		t.Fatalf("job body: %v: %s", err, body)
+	}
+	return j
+}
+
+func (b *bundle) submitPage(t *testing.T, base, ws, projectID, key, source string) jobAnswer {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"project_id": projectID, "key": key, "file_type": "tsx", "source": source})
+	resp, got := b.call(t, call{base: base, method: "POST", path: "/api/v1/pages", ws: ws, key: ids.New("k"), body: string(body)})
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("submit page: %d %s", resp.StatusCode, got)
+	}
+	j := decodeJob(t, got)
+	if resp.Header.Get("Location") != "/api/v1/jobs/mutations/"+j.JobID {
+		t.Fatalf("Location %q", resp.Header.Get("Location"))
+	}
+	return j
+}
+
+// waitJob polls a job until it reaches a terminal state, which must be want.
+func (b *bundle) waitJob(t *testing.T, base, ws, id, want string) jobAnswer {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, body := b.call(t, call{base: base, method: "GET", path: "/api/v1/jobs/mutations/" + id, ws: ws})
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("job %s: %d %s", id, resp.StatusCode, body)
+		}
+		j := decodeJob(t, body)
+		switch j.Status {
+		case "succeeded", "failed", "canceled":
+			if j.Status != want {
+				t.Fatalf("job %s ended %s (%s: %s), want %s", id, j.Status, j.ErrorCode, j.ErrorSummary, want)
+			}
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s still %s", id, j.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestPagesThroughMutationJobs(t *testing.T) {
+	b := setup(t)
+	prj, _ := b.createProject(t, "", b.ws, "Deck")
+	base := ""
+
+	// A component the page imports, published at version 3 (components arrive through jobs in a
+	// later step; here the row is written directly).
+	if _, err := b.api.DB.Pool.Exec(t.Context(), `INSERT INTO components (workspace_id, id, key, file_type, draft_source, draft_hash, published_version, created_by)
+		VALUES ($1, $2, 'badge', 'tsx', '', 'h', 3, 'u')`, b.ws, "cmp_aaaaaaaaaaaaaaaaaaaaaaaaaa"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.api.DB.Pool.Exec(t.Context(), `INSERT INTO component_versions (workspace_id, component_id, version, file_type, source, source_digest, compiled_digest, job_id, created_by)
+		VALUES ($1, 'cmp_aaaaaaaaaaaaaaaaaaaaaaaaaa', 3, 'tsx', 'export default function Badge() { return <b>new</b> }', 'd', 'c', 'job', 'u')`, b.ws); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("create, read, history, dependencies", func(t *testing.T) {
+		j := b.submitPage(t, base, b.ws, prj, "intro", `import Badge from "@components/badge"
+import { Title } from "@kit/text"
+export default function Intro() { return <div><Title>Hi</Title><Badge /></div> }`)
+		if j.Status != "pending" || j.Kind != "page.create" || j.MaxAttempts != 3 || j.AttemptCount != 0 {
+			t.Fatalf("accepted: %+v", j)
+		}
+		done := b.waitJob(t, base, b.ws, j.JobID, "succeeded")
+		if done.Result.Version != 1 || done.Progress != 100 || !ids.Valid(ids.Page, done.Result.ObjectID) {
+			t.Fatalf("done: %+v", done)
+		}
+		page := done.Result.ObjectID
+		resp, body := b.call(t, call{method: "GET", path: "/api/v1/pages/" + page, ws: b.ws})
+		if resp.StatusCode != 200 || !strings.Contains(string(body), `"key":"intro"`) || !strings.Contains(string(body), `"version":1`) {
+			t.Fatalf("get page: %d %s", resp.StatusCode, body)
+		}
+		resp, body = b.call(t, call{method: "GET", path: "/api/v1/pages/" + page + "/dependencies", ws: b.ws})
+		if resp.StatusCode != 200 || !strings.Contains(string(body), `"key":"badge","version":3,"depth":1`) {
+			t.Fatalf("dependencies: %d %s", resp.StatusCode, body)
+		}
+		resp, body = b.call(t, call{method: "GET", path: "/api/v1/projects/" + prj + "/pages", ws: b.ws})
+		if resp.StatusCode != 200 || !strings.Contains(string(body), page) {
+			t.Fatalf("project pages: %d %s", resp.StatusCode, body)
+		}
+
+		// A stale baseline is refused at submission.
+		resp, body = b.call(t, call{method: "POST", path: "/api/v1/pages/" + page + "/edits", ws: b.ws, key: ids.New("k"),
+			body: `{"version":7,"source":"export default () => null"}`})
+		if resp.StatusCode != http.StatusConflict || code(t, body) != "VERSION_CONFLICT" {
+			t.Fatalf("stale edit: %d %s", resp.StatusCode, body)
+		}
+		// Two edits on one baseline: both accepted, exactly one wins, the other fails with a conflict.
+		var jobs []string
+		for _, src := range []string{"export default () => <p>a</p>", "export default () => <p>b</p>"} {
+			body, _ := json.Marshal(map[string]any{"version": 1, "source": src})
+			resp, got := b.call(t, call{method: "POST", path: "/api/v1/pages/" + page + "/edits", ws: b.ws, key: ids.New("k"), body: string(body)})
+			if resp.StatusCode != http.StatusAccepted {
+				t.Fatalf("edit: %d %s", resp.StatusCode, got)
+			}
+			jobs = append(jobs, decodeJob(t, got).JobID)
+		}
+		var won, lost int
+		for _, id := range jobs {
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				_, got := b.call(t, call{method: "GET", path: "/api/v1/jobs/mutations/" + id, ws: b.ws})
+				j := decodeJob(t, got)
+				if j.Status == "succeeded" {
+					won++
+					break
+				}
+				if j.Status == "failed" {
+					if j.ErrorCode != "VERSION_CONFLICT" {
+						t.Fatalf("loser failed with %s: %s", j.ErrorCode, j.ErrorSummary)
+					}
+					lost++
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("edit job %s stuck %s", id, j.Status)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		if won != 1 || lost != 1 {
+			t.Fatalf("racing edits: %d won, %d lost", won, lost)
+		}
+		resp, body = b.call(t, call{method: "GET", path: "/api/v1/pages/" + page + "/versions", ws: b.ws})
+		if resp.StatusCode != 200 || strings.Count(string(body), `"job_id"`) != 2 || strings.Contains(string(body), `"source"`) {
+			t.Fatalf("history: %d %s", resp.StatusCode, body)
+		}
+		resp, body = b.call(t, call{method: "GET", path: "/api/v1/pages/" + page + "/source?version=1", ws: b.ws})
+		if resp.StatusCode != 200 || !strings.Contains(string(body), `@components/badge`) {
+			t.Fatalf("source v1: %d %s", resp.StatusCode, body)
+		}
+	})
+
+	t.Run("compile errors fail the job with positions; manual retry", func(t *testing.T) {
+		j := b.submitPage(t, base, b.ws, prj, "broken", "export default function P() {\n  return <div>\n}\n")
+		done := b.waitJob(t, base, b.ws, j.JobID, "failed")
+		if done.ErrorCode != "COMPILE_FAILED" || !strings.Contains(done.ErrorSummary, "page.tsx:3:") || !strings.Contains(done.ErrorSummary, "COMPILE_SYNTAX") || done.AttemptCount != 0 {
+			t.Fatalf("compile failure: %+v", done)
+		}
+		j = b.submitPage(t, base, b.ws, prj, "missing", `import X from "@components/nope"
+export default () => <X />`)
+		done = b.waitJob(t, base, b.ws, j.JobID, "failed")
+		if !strings.Contains(done.ErrorSummary, "COMPILE_COMPONENT_MISSING") {
+			t.Fatalf("missing component: %+v", done)
+		}
+		resp, body := b.call(t, call{method: "POST", path: "/api/v1/jobs/mutations/" + j.JobID + "/retry", ws: b.ws, key: ids.New("k"), body: `{}`})
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("retry: %d %s", resp.StatusCode, body)
+		}
+		retry := decodeJob(t, body)
+		if retry.RetryOf != j.JobID || retry.JobID == j.JobID || retry.AttemptCount != 0 {
+			t.Fatalf("retry lineage: %+v", retry)
+		}
+		b.waitJob(t, base, b.ws, retry.JobID, "failed") // the component is still missing
+		resp, body = b.call(t, call{method: "POST", path: "/api/v1/jobs/mutations/" + j.JobID + "/cancel", ws: b.ws, key: ids.New("k"), body: `{}`})
+		if resp.StatusCode != http.StatusConflict || code(t, body) != "STATE_CONFLICT" {
+			t.Fatalf("cancel of a failed job: %d %s", resp.StatusCode, body)
+		}
+	})
+
+	t.Run("a requested render check blocks the write while no renderer can run it", func(t *testing.T) {
+		resp, body := b.call(t, call{method: "POST", path: "/api/v1/jobs/mutations/pages", ws: b.ws, key: ids.New("k"),
+			body: `{"project_id":"` + prj + `","key":"checked","file_type":"tsx","source":"export default () => null","render_check":true}`})
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("submit: %d %s", resp.StatusCode, body)
+		}
+		done := b.waitJob(t, base, b.ws, decodeJob(t, body).JobID, "failed")
+		if done.ErrorCode != "RENDER_SERVICE_UNAVAILABLE" {
+			t.Fatalf("render check: %+v", done)
+		}
+		resp, body = b.call(t, call{method: "GET", path: "/api/v1/projects/" + prj + "/pages", ws: b.ws})
+		if strings.Contains(string(body), `"key":"checked"`) {
+			t.Fatalf("the blocked page was written: %s", body)
+		}
+	})
+
+	t.Run("bad input and taken keys are refused at submission", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, body, code string
+			status           int
+		}{
+			{"bad key", `{"project_id":"` + prj + `","key":"Bad Key","file_type":"tsx","source":"x"}`, "VALIDATION_FAILED", 422},
+			{"bad file type", `{"project_id":"` + prj + `","key":"k","file_type":"py","source":"x"}`, "VALIDATION_FAILED", 422},
+			{"taken key", `{"project_id":"` + prj + `","key":"intro","file_type":"tsx","source":"x"}`, "NAME_CONFLICT", 409},
+			{"foreign project", `{"project_id":"` + ids.New(ids.Project) + `","key":"k","file_type":"tsx","source":"x"}`, "NOT_FOUND", 404},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				resp, body := b.call(t, call{method: "POST", path: "/api/v1/pages", ws: b.ws, key: ids.New("k"), body: tc.body})
+				if resp.StatusCode != tc.status || code(t, body) != tc.code {
+					t.Fatalf("%d %s", resp.StatusCode, body)
+				}
+			})
+		}
+	})
+}
