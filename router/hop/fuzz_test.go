@@ -3,12 +3,16 @@ package hop
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // FuzzWriteRequest checks the request writer against net/http's request parser, as a cell
@@ -101,6 +105,58 @@ func FuzzWriteRequest(f *testing.F) {
 			if !slices.Equal(g, vs) {
 				t.Fatalf("header %s = %q, want %q", k, got.Header[k], vs)
 			}
+		}
+	})
+}
+
+// FuzzRoundTripAnswer sends a request to a cell that answers with arbitrary bytes and then
+// closes the connection: the transport must neither panic nor hang, must hand back a final
+// (non-1xx) answer or an error, and once the body is read or closed must hold no connection
+// other than idle ones (every connection it opened is pooled or closed, none leaked).
+func FuzzRoundTripAnswer(f *testing.F) {
+	f.Add([]byte(okResponse))
+	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nok"))
+	f.Add([]byte("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\nHTTP/1.1 200 OK\r\n"))
+	f.Add([]byte("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n"))
+	f.Add([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n"))
+	f.Add([]byte("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end"))
+	f.Add([]byte("HTTP/1.0 304 Not Modified\r\nContent-Length: 10\r\n\r\n"))
+	f.Add([]byte("garbage\r\n\r\n"))
+	f.Add([]byte{})
+
+	var payload atomic.Pointer[[]byte]
+	addr, _ := rawServer(f, func(_ int, c net.Conn) {
+		if _, err := readRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		_, _ = c.Write(*payload.Load())
+		// The deferred Close ends the answer: no answer waits on a timeout.
+	})
+	tr, _ := newTransport(f, addr, func(c *Config) { c.ResponseHeaderTimeout = 5 * time.Second })
+	f.Fuzz(func(t *testing.T, answer []byte) {
+		payload.Store(&answer)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := tr.RoundTrip(req)
+		if err == nil {
+			if res.StatusCode < 200 {
+				t.Fatalf("a %d informational answer was returned as final", res.StatusCode)
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("round trip took the whole 10 s deadline (hang) for %q", answer)
+		}
+		tr.mu.Lock()
+		open, idle := len(tr.conns), len(tr.idle)
+		tr.mu.Unlock()
+		if open != idle {
+			t.Fatalf("%d connections open but only %d idle after the answer was consumed: one leaked", open, idle)
 		}
 	})
 }

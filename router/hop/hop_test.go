@@ -47,7 +47,7 @@ func newServer(t *testing.T, h http.HandlerFunc) *server {
 	return s
 }
 
-func newTransport(t *testing.T, addr string, mod func(*Config)) (*Transport, *countingFallback) {
+func newTransport(t testing.TB, addr string, mod func(*Config)) (*Transport, *countingFallback) {
 	t.Helper()
 	fb := &countingFallback{rt: &http.Transport{}}
 	cfg := Config{Addr: addr, DialTimeout: time.Second, MaxIdle: 8, IdleTimeout: time.Minute,
@@ -209,7 +209,7 @@ func TestRequestsWithBodiesGoToTheFallback(t *testing.T) {
 }
 
 // rawServer accepts connections on loopback and gives each to serve.
-func rawServer(t *testing.T, serve func(n int, c net.Conn)) (string, *atomic.Int32) {
+func rawServer(t testing.TB, serve func(n int, c net.Conn)) (string, *atomic.Int32) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
