@@ -144,11 +144,10 @@ func (s *Store) Put(ctx context.Context, sc auth.Scope, r io.Reader, opts PutOpt
 // create-if-absent write (not Bucket.Copy, which has no precondition), re-hashed on the way so a
 // corrupted temporary blob never becomes content.
 func (s *Store) promote(ctx context.Context, tmp string, obj Object) (bool, error) {
-	exists, err := s.Bucket.Exists(ctx, obj.Key)
-	if err != nil {
-		return false, problem.Wrap(err, "the content could not be stored")
-	}
-	if exists {
+	// An error here is not final: the local file driver reads an attributes file that a
+	// concurrent writer of the same key may be half-way through (a bare EOF). The
+	// create-if-absent write below decides either way.
+	if exists, err := s.Bucket.Exists(ctx, obj.Key); err == nil && exists {
 		return false, nil
 	}
 	rd, err := s.Bucket.NewReader(ctx, tmp, nil)
