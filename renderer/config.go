@@ -13,6 +13,7 @@ import (
 
 	"slidecells/renderer/chromium"
 	"slidecells/renderer/supervisor"
+	"slidecells/shared/config"
 	rc "slidecells/shared/rendercontract"
 	"slidecells/shared/ticket"
 )
@@ -173,10 +174,9 @@ var legacyVariables = map[string]string{
 // LoadConfig reads the configuration from the environment (getenv is
 // os.Getenv in production). Every error names the setting.
 func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
-	var errs []error
-	bad := func(name, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
-	}
+	l := &config.Loader{Getenv: getenv}
+	bad := l.Fail
+	get := func(name string) string { return l.String(name, "", false) }
 	var legacy []string
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
@@ -186,31 +186,31 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 	}
 	if len(legacy) > 0 {
 		sort.Strings(legacy)
-		errs = append(errs, fmt.Errorf("old browser variables are set; remove them (replacements: %s)", strings.Join(legacy, "; ")))
+		bad("(environment)", "old browser variables are set; remove them (replacements: %s)", strings.Join(legacy, "; "))
 	}
 	c := Config{
-		WorkerID:         getenv("RENDER_WORKER_ID"),
-		ListenAddr:       orDefault(getenv("RENDER_LISTEN_ADDR"), DefaultListenAddr),
-		BrowserPath:      orDefault(getenv("RENDER_BROWSER_PATH"), chromium.DefaultBrowserPath),
-		TempRoot:         orDefault(getenv("RENDER_TEMP_ROOT"), DefaultTempRoot),
-		ManifestPath:     getenv("RENDER_PROFILE_MANIFEST"),
-		BrowserLog:       getenv("RENDER_BROWSER_LOG") == "1",
+		WorkerID:         get("RENDER_WORKER_ID"),
+		ListenAddr:       l.Addr("RENDER_LISTEN_ADDR", DefaultListenAddr, false),
+		BrowserPath:      l.String("RENDER_BROWSER_PATH", chromium.DefaultBrowserPath, false),
+		TempRoot:         l.String("RENDER_TEMP_ROOT", DefaultTempRoot, false),
+		ManifestPath:     get("RENDER_PROFILE_MANIFEST"),
+		BrowserLog:       get("RENDER_BROWSER_LOG") == "1",
 		MinFreeDiskBytes: DefaultMinFreeDiskBytes,
 	}
 	if !rc.ValidID(c.WorkerID) {
 		bad("RENDER_WORKER_ID", "required: 1 to %d characters of letters, digits, '_' and '-'", rc.MaxIDLength)
 	}
-	if ks, err := ticket.ParseKeySet(getenv("RENDER_TICKET_PUBLIC_KEYS")); err != nil {
+	if ks, err := ticket.ParseKeySet(get("RENDER_TICKET_PUBLIC_KEYS")); err != nil {
 		bad("RENDER_TICKET_PUBLIC_KEYS", "required, as kid:base64 public keys separated by commas: %v", err)
 	} else {
 		c.TicketKeys = ks
 	}
-	if u, err := parseBase(getenv("RENDER_PREVIEW_BASE_URL")); err != nil {
+	if u, err := parseBase(get("RENDER_PREVIEW_BASE_URL")); err != nil {
 		bad("RENDER_PREVIEW_BASE_URL", "%v", err)
 	} else {
 		c.PreviewBaseURL = u
 	}
-	for _, o := range splitList(getenv("RENDER_ASSET_ORIGINS")) {
+	for _, o := range splitList(get("RENDER_ASSET_ORIGINS")) {
 		u, err := url.Parse(o)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
 			bad("RENDER_ASSET_ORIGINS", "%q is not scheme://host[:port]", o)
@@ -224,28 +224,10 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 	if !filepath.IsAbs(c.TempRoot) || len(c.TempRoot) > maxTempRootLen {
 		bad("RENDER_TEMP_ROOT", "must be an absolute path of at most %d characters (browser socket paths live below it)", maxTempRootLen)
 	}
-	var err error
-	if c.CleanupGrace, err = seconds(getenv("RENDER_CLEANUP_GRACE_SECONDS"), DefaultCleanupGrace); err != nil {
-		bad("RENDER_CLEANUP_GRACE_SECONDS", "%v", err)
-	}
-	if c.ResultTTL, err = seconds(getenv("RENDER_RESULT_TTL_SECONDS"), DefaultResultTTL); err != nil {
-		bad("RENDER_RESULT_TTL_SECONDS", "%v", err)
-	}
-	if c.MarkRetention, err = seconds(getenv("RENDER_MARK_RETENTION_SECONDS"), DefaultMarkRetention); err != nil {
-		bad("RENDER_MARK_RETENTION_SECONDS", "%v", err)
-	}
-	mb := func(name string, def uint64) uint64 {
-		v := getenv(name)
-		if v == "" {
-			return def
-		}
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || n == 0 {
-			bad(name, "%q is not a positive whole number", v)
-			return def
-		}
-		return n
-	}
+	c.CleanupGrace = l.Seconds("RENDER_CLEANUP_GRACE_SECONDS", DefaultCleanupGrace, 86400)
+	c.ResultTTL = l.Seconds("RENDER_RESULT_TTL_SECONDS", DefaultResultTTL, 86400)
+	c.MarkRetention = l.Seconds("RENDER_MARK_RETENTION_SECONDS", DefaultMarkRetention, 86400)
+	mb := l.Positive
 	c.Limits = supervisor.Limits{
 		DataBytes: supervisor.DefaultDataBytes,
 		Processes: supervisor.DefaultUserProcesses,
@@ -257,7 +239,7 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 		Processes:   mb("RENDER_CHILD_MAX_PROCESSES", supervisor.DefaultProcesses),
 		CPUs:        supervisor.DefaultCPUs,
 	}
-	if v := getenv("RENDER_CHILD_CPUS"); v != "" {
+	if v := get("RENDER_CHILD_CPUS"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f < 0.1 || f > 256 {
 			bad("RENDER_CHILD_CPUS", "%q is not a number of cores between 0.1 and 256", v)
@@ -275,13 +257,11 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 	if c.ChildTempBytes < 64<<20 {
 		bad("RENDER_CHILD_TEMP_DISK_MB", "must be at least 64 (the browser profile and a capture live there)")
 	}
-	if c.LaunchProbeInterval, err = seconds(getenv("RENDER_LAUNCH_PROBE_INTERVAL_SECONDS"), DefaultLaunchProbe); err != nil {
-		bad("RENDER_LAUNCH_PROBE_INTERVAL_SECONDS", "%v", err)
-	}
-	c.CgroupParent = getenv("RENDER_CGROUP_PARENT")
+	c.LaunchProbeInterval = l.Seconds("RENDER_LAUNCH_PROBE_INTERVAL_SECONDS", DefaultLaunchProbe, 86400)
+	c.CgroupParent = get("RENDER_CGROUP_PARENT")
 	c.ChildUIDs = supervisor.UIDPool{First: supervisor.DefaultUIDFirst, Last: supervisor.DefaultUIDLast,
-		LockDir: orDefault(getenv("RENDER_CHILD_UID_LOCK_DIR"), supervisor.DefaultUIDLockDir)}
-	if v := getenv("RENDER_CHILD_UID_RANGE"); v != "" {
+		LockDir: l.String("RENDER_CHILD_UID_LOCK_DIR", supervisor.DefaultUIDLockDir, false)}
+	if v := get("RENDER_CHILD_UID_RANGE"); v != "" {
 		a, b, ok := strings.Cut(v, "-")
 		first, err1 := strconv.ParseUint(a, 10, 32)
 		last, err2 := strconv.ParseUint(b, 10, 32)
@@ -298,7 +278,7 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 	if c.Limits.FileBytes < rc.MaxPNGBytes*2 {
 		bad("RENDER_CHILD_MAX_FILE_MB", "must allow at least %d MiB (the browser buffers a full capture)", rc.MaxPNGBytes*2>>20)
 	}
-	if p := getenv("RENDER_SERVICE_CREDENTIAL_FILE"); p == "" {
+	if p := get("RENDER_SERVICE_CREDENTIAL_FILE"); p == "" {
 		bad("RENDER_SERVICE_CREDENTIAL_FILE", "required: a file with the control API's service credential (one per line; two during a rotation)")
 	} else if toks, err := ReadCredentials(p); err != nil {
 		bad("RENDER_SERVICE_CREDENTIAL_FILE", "%v", err)
@@ -306,7 +286,7 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 		c.ServiceTokens = toks
 		c.HidePaths = append(c.HidePaths, p)
 	}
-	c.TLSCertFile, c.TLSKeyFile = getenv("RENDER_TLS_CERT_FILE"), getenv("RENDER_TLS_KEY_FILE")
+	c.TLSCertFile, c.TLSKeyFile = get("RENDER_TLS_CERT_FILE"), get("RENDER_TLS_KEY_FILE")
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		bad("RENDER_TLS_CERT_FILE", "RENDER_TLS_CERT_FILE and RENDER_TLS_KEY_FILE go together")
 	}
@@ -315,13 +295,13 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 	}
 	c.MaxReceipts = int(mb("RENDER_MAX_RECEIPTS", DefaultMaxReceipts))
 	c.MaxCancelMarks = int(mb("RENDER_MAX_CANCEL_MARKS", DefaultMaxCancelMarks))
-	if getenv("RENDER_CHILD_USER") != "" {
+	if get("RENDER_CHILD_USER") != "" {
 		bad("RENDER_CHILD_USER", "replaced by RENDER_CHILD_UID_RANGE: every attempt runs as a user of its own")
 	}
 	if os.Geteuid() != 0 {
 		bad("(process)", "the renderer must run as root to give every attempt its own PID, network and mount namespaces, cgroup and user; run it as root in a user namespace of its own (Kubernetes: hostUsers: false) rather than unprivileged. There is no weaker mode")
 	}
-	return c, errors.Join(errs...)
+	return c, l.Err()
 }
 
 // ReadCredentials reads a credential file: one credential per line (blank
@@ -358,23 +338,7 @@ func parseBase(s string) (*url.URL, error) {
 	return u, nil
 }
 
-func seconds(v string, def time.Duration) (time.Duration, error) {
-	if v == "" {
-		return def, nil
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f <= 0 || f > 86400 {
-		return 0, fmt.Errorf("%q is not a number of seconds between 0 and 86400", v)
-	}
-	return time.Duration(f * float64(time.Second)), nil
-}
 
-func orDefault(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
-}
 
 func splitList(s string) []string {
 	var out []string

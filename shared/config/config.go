@@ -1,7 +1,7 @@
 // Package config is the one loader of static configuration: settings come from environment
 // variables, each with a default, and every bad value is collected so a binary fails start-up
-// with one message naming all bad settings. The router, the cell, cellctl and devstack read
-// their settings through it (the renderer still has its own, renderer.LoadConfig).
+// with one message naming all bad settings. The router, the cell, cellctl, devstack and the
+// renderer read their settings through it.
 //
 // It parses and checks the shape of single values (a duration, a host:port, a list of URLs);
 // rules that relate settings to each other stay with the binary that has them.
@@ -135,6 +135,34 @@ func (l *Loader) Int(name string, def, min, max int) int {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < min || n > max {
 		l.Fail(name, "%q is not an integer between %d and %d", v, min, max)
+		return def
+	}
+	return n
+}
+
+// Seconds parses a number of seconds (fractions allowed) greater than zero and at most max.
+func (l *Loader) Seconds(name string, def time.Duration, max float64) time.Duration {
+	v := l.get(name)
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f <= 0 || f > max {
+		l.Fail(name, "%q is not a number of seconds between 0 and %g", v, max)
+		return def
+	}
+	return time.Duration(f * float64(time.Second))
+}
+
+// Positive parses a whole number greater than zero.
+func (l *Loader) Positive(name string, def uint64) uint64 {
+	v := l.get(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n == 0 {
+		l.Fail(name, "%q is not a positive whole number", v)
 		return def
 	}
 	return n
