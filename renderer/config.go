@@ -338,8 +338,6 @@ func parseBase(s string) (*url.URL, error) {
 	return u, nil
 }
 
-
-
 func splitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
