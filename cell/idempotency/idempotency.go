@@ -78,7 +78,8 @@ const (
 
 // Failpoints are named moments of Run where Store.Failpoint is consulted, for fault tests.
 const (
-	// BeforeCommit: inside the transaction, after the answer is written; an error rolls it all back.
+	// BeforeCommit: inside the transaction, after the request ran and its answer was queued for
+	// the commit; an error rolls it all back.
 	BeforeCommit = "idempotency.before-commit"
 	// AfterCommit: after the commit, before the answer is returned; an error stands for a lost
 	// response (the client sees a server error; its retry must replay).
@@ -301,6 +302,8 @@ func (s *Store) Run(ctx context.Context, k Key, fp []byte, exec Exec) (resp Resp
 			}
 			s.observe(ctx, Replayed)
 			return stored.Response, true, nil
+		case db.IsUniqueViolation(err):
+			continue // the deferred answer met an answer already there: read it next round
 		case isLockTimeout(err):
 			s.observe(ctx, InFlight)
 			return Response{}, false, inFlight()
@@ -318,16 +321,16 @@ type answer struct {
 }
 
 // claim inserts k's lock in tx; it waits at most InFlightWait on another transaction holding
-// the key. It returns false when the key has a live answer (an expired lock is taken over).
+// the key. It returns false when the key has a live answer. A lock whose answer expired is taken
+// over, and that answer removed, so the new answer can be a plain insert.
 func (s *Store) claim(ctx context.Context, tx pgx.Tx, k Key) (bool, error) {
 	now := s.now()
 	b := &pgx.Batch{}
 	b.Queue(`SET LOCAL lock_timeout = '` + strconv.FormatInt(max(1, s.inFlightWait().Milliseconds()), 10) + `ms'`)
 	b.Queue(`
 		INSERT INTO idempotency_locks (workspace_id, user_id, operation_id, idem_key, expires_at) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (workspace_id, user_id, operation_id, idem_key) DO UPDATE SET expires_at = excluded.expires_at
-		WHERE idempotency_locks.expires_at <= $6`,
-		k.WorkspaceID, k.UserID, k.OperationID, k.Key, now.Add(s.retention()), now)
+		ON CONFLICT (workspace_id, user_id, operation_id, idem_key) DO NOTHING`,
+		k.WorkspaceID, k.UserID, k.OperationID, k.Key, now.Add(s.retention()))
 	b.Queue(`SET LOCAL lock_timeout = DEFAULT`)
 	br := tx.SendBatch(ctx, b)
 	_, err := br.Exec()
@@ -341,7 +344,21 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, k Key) (bool, error) {
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	return err == nil && tag.RowsAffected() == 1, err
+	if err != nil || tag.RowsAffected() == 1 {
+		return err == nil, err
+	}
+	// The key has a committed lock: a live answer, or one past its retention not purged yet.
+	tag, err = tx.Exec(ctx, `
+		UPDATE idempotency_locks SET expires_at = $5
+		WHERE workspace_id = $1 AND user_id = $2 AND operation_id = $3 AND idem_key = $4 AND expires_at <= $6`,
+		k.WorkspaceID, k.UserID, k.OperationID, k.Key, now.Add(s.retention()), now)
+	if err != nil || tag.RowsAffected() == 0 {
+		return false, err
+	}
+	_, err = tx.Exec(ctx, `
+		DELETE FROM idempotency_keys WHERE workspace_id = $1 AND user_id = $2 AND operation_id = $3 AND idem_key = $4`,
+		k.WorkspaceID, k.UserID, k.OperationID, k.Key)
+	return err == nil, err
 }
 
 // read returns the committed answer of k.
@@ -367,8 +384,9 @@ func (s *Store) read(ctx context.Context, tx pgx.Tx, k Key) (*answer, error) {
 // volatileHeaders are not stored: they describe one transmission, not the answer.
 var volatileHeaders = []string{"Date", "Content-Length"}
 
-// complete inserts the answer of k, whose lock this transaction holds (an expired answer is
-// replaced).
+// complete writes the answer of k, whose lock this transaction holds. The insert is deferred to
+// the commit's round trip (db.Defer): nothing reads its result, and a key that somehow had an
+// answer without its lock fails the commit on the unique key rather than answering twice.
 func (s *Store) complete(ctx context.Context, tx pgx.Tx, k Key, fp []byte, resp Response) error {
 	stored := resp.Header.Clone()
 	for _, h := range volatileHeaders {
@@ -382,19 +400,14 @@ func (s *Store) complete(ctx context.Context, tx pgx.Tx, k Key, fp []byte, resp 
 		return err
 	}
 	now := s.now()
-	tag, err := tx.Exec(ctx, `
+	if err := db.Defer(ctx, tx, `
 		INSERT INTO idempotency_keys (workspace_id, user_id, operation_id, idem_key, fingerprint, state, lease_until, status, headers, body, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, 'done', $6, $7, $8, $9, $6, $10)
-		ON CONFLICT (workspace_id, user_id, operation_id, idem_key) DO UPDATE SET
-			fingerprint = excluded.fingerprint, state = 'done', lease_until = excluded.lease_until, status = excluded.status,
-			headers = excluded.headers, body = excluded.body, created_at = excluded.created_at, expires_at = excluded.expires_at
-		WHERE idempotency_keys.expires_at <= $6`,
-		k.WorkspaceID, k.UserID, k.OperationID, k.Key, fp, now, resp.Status, headers, resp.Body, now.Add(s.retention()))
-	if err != nil {
+		VALUES ($1, $2, $3, $4, $5, 'done', $6, $7, $8, $9, $6, $10)`,
+		k.WorkspaceID, k.UserID, k.OperationID, k.Key, fp, now, resp.Status, headers, resp.Body, now.Add(s.retention())); err != nil {
+		if db.IsUniqueViolation(err) {
+			return errAnswered
+		}
 		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return errAnswered // a live answer without its lock (cannot happen after migration 0010)
 	}
 	return s.failpoint(BeforeCommit)
 }
@@ -405,21 +418,40 @@ func isLockTimeout(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "55P03"
 }
 
-// Purge deletes up to limit answers past their retention and returns how many it deleted.
+// Purge deletes up to limit answers past their retention, with their locks, and returns how
+// many it deleted.
 func (s *Store) Purge(ctx context.Context, limit int) (int, error) {
-	var n int64
+	var n int
 	err := s.DB.ReadCommitted(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `
+		now := s.now()
+		rows, err := tx.Query(ctx, `
 			DELETE FROM idempotency_keys WHERE (workspace_id, user_id, operation_id, idem_key) IN (
-				SELECT workspace_id, user_id, operation_id, idem_key FROM idempotency_keys WHERE expires_at < $1 LIMIT $2)`, s.now(), limit)
+				SELECT workspace_id, user_id, operation_id, idem_key FROM idempotency_keys WHERE expires_at < $1 LIMIT $2)
+			RETURNING workspace_id, user_id, operation_id, idem_key`, now, limit)
 		if err != nil {
 			return err
 		}
-		n = tag.RowsAffected()
-		_, err = tx.Exec(ctx, `
-			DELETE FROM idempotency_locks WHERE (workspace_id, user_id, operation_id, idem_key) IN (
-				SELECT workspace_id, user_id, operation_id, idem_key FROM idempotency_locks WHERE expires_at < $1 LIMIT $2)`, s.now(), limit)
-		return err
+		var ws, users, ops, keys []string
+		for rows.Next() {
+			var k Key
+			if err := rows.Scan(&k.WorkspaceID, &k.UserID, &k.OperationID, &k.Key); err != nil {
+				return err
+			}
+			ws, users, ops, keys = append(ws, k.WorkspaceID), append(users, k.UserID), append(ops, k.OperationID), append(keys, k.Key)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		n = len(keys)
+		for i := range keys {
+			// A lock whose answer was taken over in the meantime has a later expiry: it stays.
+			if _, err := tx.Exec(ctx, `DELETE FROM idempotency_locks
+				WHERE workspace_id = $1 AND user_id = $2 AND operation_id = $3 AND idem_key = $4 AND expires_at < $5`,
+				ws[i], users[i], ops[i], keys[i], now); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
-	return int(n), err
+	return n, err
 }

@@ -3,7 +3,8 @@
 -- uncommitted lock makes a duplicate wait, then answer "in flight"; if it dies, the lock goes
 -- with it; once it commits, lock and answer exist together and a duplicate replays the answer.
 -- Both are plain inserts (no read of either table at SERIALIZABLE), so distinct keys never
--- conflict. A lock expires with its answer and the purger deletes both.
+-- conflict. A lock expires with its answer and the purger deletes both (the answers' expiry
+-- index finds them; a lock needs no index of its own beyond its key).
 CREATE TABLE idempotency_locks (
     workspace_id  TEXT NOT NULL,
     user_id       TEXT NOT NULL,
@@ -12,5 +13,3 @@ CREATE TABLE idempotency_locks (
     expires_at    TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (workspace_id, user_id, operation_id, idem_key)
 );
-
-CREATE INDEX idempotency_locks_expiry_idx ON idempotency_locks (expires_at);

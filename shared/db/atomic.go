@@ -248,3 +248,16 @@ func (d *DB) oneRC(ctx context.Context, sql string, args []any, scan func(pgx.Ro
 	_, err = br.Exec()
 	return tag, err
 }
+
+// Defer queues a writing statement to run at the end of tx, right before its COMMIT and in the
+// same round trip (on PostgreSQL; elsewhere it runs at once). Its failure fails the commit, and
+// a serialization failure restarts the transaction like any other. Use it for a transaction's
+// last statements whose results nothing reads.
+func Defer(ctx context.Context, tx pgx.Tx, sql string, args ...any) error {
+	if t, ok := tx.(*pgTx); ok && t.begun && !t.released {
+		t.deferred = append(t.deferred, &pgx.QueuedQuery{SQL: sql, Arguments: args})
+		return nil
+	}
+	_, err := tx.Exec(ctx, sql, args...)
+	return err
+}

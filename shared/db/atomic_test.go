@@ -182,3 +182,52 @@ func TestExecAndReadCommitted(t *testing.T) {
 		t.Fatalf("isolation %q %v", level, err)
 	}
 }
+
+// Deferred statements run at the commit, in order, after the transaction's own statements; one
+// that fails fails the commit and nothing of the transaction stays.
+func TestDeferRunsAtCommit(t *testing.T) {
+	d := atomicDB(t)
+	ctx := context.Background()
+	err := d.Tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO items VALUES (1, 0)"); err != nil {
+			return err
+		}
+		if err := db.Defer(ctx, tx, "UPDATE items SET n = n + 10 WHERE id = $1", 1); err != nil {
+			return err
+		}
+		if err := db.Defer(ctx, tx, "INSERT INTO items VALUES ($1, 0)", 2); err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRow(ctx, "SELECT n FROM items WHERE id = 1").Scan(&n); err != nil || n != 0 {
+			t.Errorf("deferred statement ran early: n = %d %v", n, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := d.Pool.QueryRow(ctx, "SELECT n FROM items WHERE id = 1").Scan(&n); err != nil || n != 10 {
+		t.Fatalf("after commit: n = %d %v", n, err)
+	}
+	if c := count(t, d.Pool, ctx); c != 2 {
+		t.Fatalf("%d rows, want 2", c)
+	}
+	err = d.Tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO items VALUES (3, 0)"); err != nil {
+			return err
+		}
+		return db.Defer(ctx, tx, "INSERT INTO items VALUES ($1, 0)", 1) // duplicate key at commit
+	})
+	if !db.IsUniqueViolation(err) {
+		t.Fatalf("want the deferred statement's unique violation, got %v", err)
+	}
+	if c := count(t, d.Pool, ctx); c != 2 {
+		t.Fatalf("%d rows after a failed commit, want 2", c)
+	}
+	// The connection went back clean: the pool still works.
+	if err := insert(ctx, d, 4); err != nil {
+		t.Fatal(err)
+	}
+}

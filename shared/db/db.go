@@ -133,33 +133,55 @@ func IsForeignKeyViolation(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "23503"
 }
 
-// pgRestartConn begins pgRestartTx transactions so that crdbpgxv5.ExecuteTx works on PostgreSQL.
+// pgRestartConn begins pgTx transactions so that crdbpgxv5.ExecuteTx works on PostgreSQL.
 type pgRestartConn struct{ pool *pgxpool.Pool }
 
 func (c pgRestartConn) Begin(ctx context.Context) (pgx.Tx, error) {
 	return c.BeginTx(ctx, pgx.TxOptions{})
 }
 
+// BeginTx takes a connection but sends no BEGIN yet: it goes out with the transaction's first
+// statement (in the same round trip when that is a batch).
 func (c pgRestartConn) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
-	tx, err := c.pool.BeginTx(ctx, opts)
+	conn, err := c.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &pgRestartTx{Tx: tx, pool: c.pool, opts: opts}, nil
+	return &pgTx{conn: conn, begin: beginSQL(opts)}, nil
 }
 
-// pgRestartTx maps CockroachDB's client-side retry protocol onto PostgreSQL:
+func beginSQL(o pgx.TxOptions) string {
+	s := "BEGIN"
+	if o.IsoLevel != "" {
+		s += " ISOLATION LEVEL " + string(o.IsoLevel)
+	}
+	if o.AccessMode != "" {
+		s += " " + string(o.AccessMode)
+	}
+	if o.DeferrableMode != "" {
+		s += " " + string(o.DeferrableMode)
+	}
+	return s
+}
+
+// pgTx is a transaction on one pooled connection that maps CockroachDB's client-side retry
+// protocol onto PostgreSQL:
 //
 //   - SAVEPOINT cockroach_restart: nothing to do.
 //   - RELEASE SAVEPOINT cockroach_restart: the real COMMIT, so a serialization failure at commit
 //     reaches the retry loop (crdb ignores the error of its own later Commit call).
-//   - ROLLBACK TO SAVEPOINT cockroach_restart: roll back and begin again, because PostgreSQL keeps
-//     the old snapshot across a savepoint rollback and the retry would fail forever.
-type pgRestartTx struct {
-	pgx.Tx
-	pool      *pgxpool.Pool
-	opts      pgx.TxOptions
-	committed bool
+//   - ROLLBACK TO SAVEPOINT cockroach_restart: roll back and begin again (lazily), because
+//     PostgreSQL keeps the old snapshot across a savepoint rollback and the retry would fail
+//     forever.
+//
+// BEGIN is sent lazily with the first statement: a transaction whose first step is a batch (an
+// idempotent request's key lock) saves a round trip.
+type pgTx struct {
+	conn     *pgxpool.Conn
+	begin    string
+	begun    bool
+	released bool
+	deferred []*pgx.QueuedQuery
 }
 
 const (
@@ -168,38 +190,159 @@ const (
 	spRollback = "ROLLBACK TO SAVEPOINT cockroach_restart"
 )
 
-func (t *pgRestartTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+func (t *pgTx) start(ctx context.Context) error {
+	if t.released {
+		return pgx.ErrTxClosed
+	}
+	if t.begun {
+		return nil
+	}
+	if _, err := t.conn.Exec(ctx, t.begin); err != nil {
+		return err
+	}
+	t.begun = true
+	return nil
+}
+
+// end sends COMMIT or ROLLBACK when a transaction is open; the connection stays for a restart.
+// A COMMIT goes out in one round trip with the statements Defer queued, which run first.
+func (t *pgTx) end(ctx context.Context, sql string) error {
+	deferred := t.deferred
+	t.deferred = nil
+	if t.released || !t.begun {
+		return nil
+	}
+	t.begun = false
+	if sql != "COMMIT" || len(deferred) == 0 {
+		tag, err := t.conn.Exec(ctx, sql)
+		if err == nil && sql == "COMMIT" && tag.String() == "ROLLBACK" {
+			return pgx.ErrTxCommitRollback
+		}
+		return err
+	}
+	b := &pgx.Batch{QueuedQueries: deferred}
+	b.Queue("COMMIT")
+	br := t.conn.SendBatch(ctx, b)
+	var err error
+	for range deferred {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		var tag pgconn.CommandTag
+		if tag, err = br.Exec(); err == nil && tag.String() == "ROLLBACK" {
+			err = pgx.ErrTxCommitRollback
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		// A deferred statement failed: the pipeline skipped the COMMIT; end the transaction.
+		_, _ = t.conn.Exec(ctx, "ROLLBACK")
+	}
+	return err
+}
+
+func (t *pgTx) release() {
+	if !t.released {
+		t.released = true
+		t.conn.Release()
+	}
+}
+
+func (t *pgTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	switch sql {
 	case spStart:
 		return pgconn.CommandTag{}, nil
 	case spRelease:
-		if err := t.Tx.Commit(ctx); err != nil {
-			return pgconn.CommandTag{}, err
-		}
-		t.committed = true
-		return pgconn.CommandTag{}, nil
+		return pgconn.CommandTag{}, t.end(ctx, "COMMIT")
 	case spRollback:
-		_ = t.Tx.Rollback(ctx)
-		tx, err := t.pool.BeginTx(ctx, t.opts)
-		if err != nil {
-			return pgconn.CommandTag{}, err
-		}
-		t.Tx = tx
-		return pgconn.CommandTag{}, nil
+		return pgconn.CommandTag{}, t.end(ctx, "ROLLBACK")
 	}
-	return t.Tx.Exec(ctx, sql, args...)
+	if err := t.start(ctx); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return t.conn.Exec(ctx, sql, args...)
 }
 
-func (t *pgRestartTx) Commit(ctx context.Context) error {
-	if t.committed {
-		return nil
+func (t *pgTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := t.start(ctx); err != nil {
+		return nil, err
 	}
-	return t.Tx.Commit(ctx)
+	return t.conn.Query(ctx, sql, args...)
 }
 
-func (t *pgRestartTx) Rollback(ctx context.Context) error {
-	if t.committed {
-		return nil
+func (t *pgTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if err := t.start(ctx); err != nil {
+		return errRow{err}
 	}
-	return t.Tx.Rollback(ctx)
+	return t.conn.QueryRow(ctx, sql, args...)
 }
+
+func (t *pgTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if t.released {
+		return errBatch{pgx.ErrTxClosed}
+	}
+	if t.begun {
+		return t.conn.SendBatch(ctx, b)
+	}
+	withBegin := &pgx.Batch{}
+	withBegin.Queue(t.begin)
+	withBegin.QueuedQueries = append(withBegin.QueuedQueries, b.QueuedQueries...)
+	br := t.conn.SendBatch(ctx, withBegin)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return errBatch{err}
+	}
+	t.begun = true
+	return br
+}
+
+func (t *pgTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	if err := t.start(ctx); err != nil {
+		return 0, err
+	}
+	return t.conn.CopyFrom(ctx, table, cols, src)
+}
+
+func (t *pgTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	return t.conn.Conn().Prepare(ctx, name, sql)
+}
+
+func (t *pgTx) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} }
+
+func (t *pgTx) Conn() *pgx.Conn { return t.conn.Conn() }
+
+// Begin would start a savepoint; nothing here uses them (Atomic composes without).
+func (t *pgTx) Begin(ctx context.Context) (pgx.Tx, error) {
+	return nil, errors.New("db: nested transactions are not supported")
+}
+
+// Commit ends the transaction (crdb calls it after RELEASE, which committed already) and gives
+// the connection back.
+func (t *pgTx) Commit(ctx context.Context) error {
+	err := t.end(ctx, "COMMIT")
+	t.release()
+	return err
+}
+
+// Rollback ends the transaction and gives the connection back.
+func (t *pgTx) Rollback(ctx context.Context) error {
+	err := t.end(ctx, "ROLLBACK")
+	t.release()
+	return err
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+type errBatch struct{ err error }
+
+func (b errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
+func (b errBatch) Query() (pgx.Rows, error)         { return nil, b.err }
+func (b errBatch) QueryRow() pgx.Row                { return errRow{b.err} }
+func (b errBatch) Close() error                     { return b.err }
+func (b errBatch) Tx() pgx.Tx                       { return nil }
