@@ -25,6 +25,7 @@ type bundle struct {
 	srvB     *httptest.Server // cell-b, its own database
 	dir      *directory.Directory
 	api      *api.Server
+	apiB     *api.Server // cell-b
 	user     directory.User
 	ws       string // on cell-a, demo user is owner
 	wsOther  string // on cell-a, demo user is not a member
@@ -79,6 +80,7 @@ func setup(t *testing.T) *bundle {
 	t.Cleanup(b.srv.Close)
 	apiB := api.New(api.Config{CellID: "cell-b", DB: dbtest.Open(t, dbtest.NewDatabase(t, migrations.FS, migrations.Cell)), Log: zap.NewNop(), Blobs: newBucket(t),
 		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: time.Nanosecond, MaxStale: time.Minute})})
+	b.apiB = apiB
 	b.srvB = httptest.NewServer(apiB.Handler())
 	t.Cleanup(b.srvB.Close)
 	// Each cell runs its mutation-job workers, as cell/cmd/cell does.

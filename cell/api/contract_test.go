@@ -295,7 +295,7 @@ func TestIDPatternsFromSharedIDs(t *testing.T) {
 	}
 	prefixOf := func(name string) string {
 		for suffix, p := range map[string]string{"workspace_id": ids.Workspace, "project_id": ids.Project, "theme_id": ids.Theme,
-			"style_id": ids.Style, "asset_id": ids.Asset, "family_id": ids.FontFamily, "font_id": ids.FontFace, "page_id": ids.Page, "job_id": ids.Job} {
+			"style_id": ids.Style, "asset_id": ids.Asset, "family_id": ids.FontFamily, "font_id": ids.FontFace, "page_id": ids.Page, "job_id": ids.Job, "component_id": ids.Component} {
 			if strings.HasSuffix(name, suffix) {
 				return p
 			}

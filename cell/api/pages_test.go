@@ -20,6 +20,11 @@ func init() {
 		prj, _ := b.createProject(t, base, ws, "Jobs")
 		return b.submitPage(t, base, ws, prj, "job-fixture", `export default () => null`).JobID
 	}}
+	isoFixtures["component_id"] = isoFixture{prefix: ids.Component, make: func(t *testing.T, b *bundle, base, ws string) string {
+		return b.publishComponent(t, base, ws, ids.New("k")[2:12], `export default function C() { return <i>c</i> }`)
+	}}
+	isoBodies["validate-page"] = `{}`
+	isoBodies["validate-component"] = `{}`
 	isoBodies["edit-page"] = `{"version":1,"file_type":"tsx","source":"export default () => null"}`
 	isoBodies["cancel-mutation-job"] = `{}`
 	isoBodies["retry-mutation-job"] = `{}`
@@ -40,6 +45,26 @@ type jobAnswer struct {
 		ObjectID string `json:"object_id"`
 		Version  int64  `json:"version"`
 	} `json:"result"`
+}
+
+// publishComponent writes a published component straight into the cell database of base (the
+// component operations arrive with a later step) and returns its ID.
+func (b *bundle) publishComponent(t *testing.T, base, ws, key, source string) string {
+	t.Helper()
+	a := b.api
+	if base == b.srvB.URL {
+		a = b.apiB
+	}
+	id := ids.New(ids.Component)
+	if _, err := a.DB.Pool.Exec(t.Context(), `INSERT INTO components (workspace_id, id, key, file_type, draft_source, draft_hash, published_version, created_by)
+		VALUES ($1, $2, $3, 'tsx', $4, 'h', 1, 'u')`, ws, id, key, source); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.DB.Pool.Exec(t.Context(), `INSERT INTO component_versions (workspace_id, component_id, version, file_type, source, source_digest, compiled_digest, job_id, created_by)
+		VALUES ($1, $2, 1, 'tsx', $3, 'd', 'c', 'job', 'u')`, ws, id, source); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 func decodeJob(t *testing.T, body []byte) jobAnswer {
@@ -242,5 +267,74 @@ export default () => <X />`)
 				}
 			})
 		}
+	})
+}
+
+func TestValidation(t *testing.T) {
+	b := setup(t)
+	prj, _ := b.createProject(t, "", b.ws, "Deck")
+	b.publishComponent(t, "", b.ws, "card", `export default function Card() { return <section>card</section> }`)
+	j := b.submitPage(t, "", b.ws, prj, "ok", `import Card from "@components/card"
+export default () => <Card />`)
+	page := b.waitJob(t, "", b.ws, j.JobID, "succeeded").Result.ObjectID
+	type validation struct {
+		Valid  bool   `json:"valid"`
+		Status string `json:"status"`
+		Code   string `json:"code"`
+		Stages struct {
+			Compile struct {
+				Status      string `json:"status"`
+				Diagnostics []struct {
+					File   string `json:"file"`
+					Line   int    `json:"line"`
+					Column int    `json:"column"`
+					Code   string `json:"code"`
+				} `json:"diagnostics"`
+			} `json:"compile"`
+			Render struct {
+				Status string `json:"status"`
+				Code   string `json:"code"`
+			} `json:"render"`
+		} `json:"stages"`
+	}
+	run := func(t *testing.T, path, body string, wantStatus int) validation {
+		t.Helper()
+		resp, got := b.call(t, call{method: "POST", path: path, ws: b.ws, body: body})
+		if resp.StatusCode != wantStatus {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, got)
+		}
+		var v validation
+		_ = json.Unmarshal(got, &v)
+		return v
+	}
+	t.Run("a source that compiles: the render stage cannot run, so unavailable, never passed", func(t *testing.T) {
+		for _, tc := range []struct{ name, path, body string }{
+			{"page", "/api/v1/pages/" + page + "/validate", `{}`},
+			{"entity current", "/api/v1/validate/entity", `{"entity_type":"page","mode":"current","entity_id":"` + page + `"}`},
+			{"entity content", "/api/v1/validate/entity", `{"entity_type":"page","mode":"content","file_type":"tsx","source":"export default () => null"}`},
+			{"entity edits", "/api/v1/validate/entity", `{"entity_type":"page","mode":"edits","entity_id":"` + page + `","version":1,"source":"export default () => null"}`},
+			{"component content", "/api/v1/validate/entity", `{"entity_type":"component","mode":"content","file_type":"tsx","source":"export default () => null"}`},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				v := run(t, tc.path, tc.body, http.StatusOK)
+				if v.Valid || v.Status != "unavailable" || v.Code != "RENDER_SERVICE_UNAVAILABLE" ||
+					v.Stages.Compile.Status != "passed" || v.Stages.Render.Status != "unavailable" {
+					t.Fatalf("%+v", v)
+				}
+			})
+		}
+	})
+	t.Run("source errors: failed, with positions", func(t *testing.T) {
+		v := run(t, "/api/v1/validate/entity", `{"entity_type":"page","mode":"content","file_type":"tsx","source":"export default () => <div>\n"}`, http.StatusOK)
+		if v.Valid || v.Status != "failed" || v.Stages.Compile.Status != "failed" || v.Stages.Render.Status != "skipped" ||
+			len(v.Stages.Compile.Diagnostics) == 0 || v.Stages.Compile.Diagnostics[0].Line == 0 || v.Stages.Compile.Diagnostics[0].File != "page.tsx" {
+			t.Fatalf("%+v", v)
+		}
+	})
+	t.Run("bad requests", func(t *testing.T) {
+		run(t, "/api/v1/validate/entity", `{"entity_type":"page","mode":"edits","entity_id":"`+page+`","version":5,"source":"x"}`, http.StatusConflict)
+		run(t, "/api/v1/validate/entity", `{"entity_type":"page","mode":"current"}`, http.StatusUnprocessableEntity)
+		run(t, "/api/v1/validate/entity", `{"entity_type":"slide","mode":"current"}`, http.StatusUnprocessableEntity)
+		run(t, "/api/v1/validate/entity", `{"entity_type":"page","mode":"current","entity_id":"`+ids.New(ids.Page)+`"}`, http.StatusNotFound)
 	})
 }

@@ -107,6 +107,7 @@ var idParams = map[string]idParam{
 	"font_id":      {ids.FontFace, "Font face ID (ffac_…)"},
 	"page_id":      {ids.Page, "Page ID (pg_…)"},
 	"job_id":       {ids.Job, "Mutation job ID (job_…)"},
+	"component_id": {ids.Component, "Component ID (cmp_…)"},
 }
 
 var pathParam = regexp.MustCompile(`\{([a-z_]+)\}`)

@@ -198,22 +198,7 @@ func (s *Service) build(ctx context.Context, r *jobs.Run, fileType, source strin
 	if err := r.Progress(ctx, "compile", 20); err != nil {
 		return store.NewSource{}, err
 	}
-	ids := map[string]string{}
-	resolver := compile.ResolverFunc(func(ctx context.Context, key string) (compile.Module, error) {
-		c, err := s.Store.PublishedComponent(ctx, sc, key)
-		if problem.As(err).Code == problem.NotFound {
-			return compile.Module{}, fmt.Errorf("%w: no published component %q", compile.ErrNotFound, key)
-		}
-		if err != nil {
-			return compile.Module{}, err
-		}
-		ids[key] = c.ID
-		return compile.Module{Key: c.Key, FileType: compile.FileType(c.FileType), Source: []byte(c.Source), Version: c.Version}, nil
-	})
-	std := catalog.Standards["page"].Limits
-	res, err := s.Compiler.Compile(ctx, compile.Request{Kind: compile.KindPage, Resolver: resolver,
-		Entry:  compile.Module{FileType: compile.FileType(fileType), Source: []byte(source)},
-		Limits: compile.Limits{MaxSourceBytes: std.MaxSourceBytes, MaxDependencies: std.MaxDependencies, MaxImportDepth: std.MaxImportDepth, MaxKeyLength: std.MaxKeyLength}})
+	res, ids, err := s.compilePage(ctx, sc, fileType, source)
 	if err != nil {
 		return store.NewSource{}, err // infrastructure: retried
 	}
@@ -243,6 +228,109 @@ func (s *Service) build(ctx context.Context, r *jobs.Run, fileType, source strin
 	}
 	return store.NewSource{FileType: fileType, Source: source, SourceDigest: "sha256:" + hex.EncodeToString(sum[:]),
 		CompiledDigest: res.Digest, Dependencies: deps, JobID: r.Job.ID}, nil
+}
+
+// compilePage compiles a page source against the workspace's published components; it also
+// returns the component IDs it resolved, by key.
+func (s *Service) compilePage(ctx context.Context, sc auth.Scope, fileType, source string) (*compile.Result, map[string]string, error) {
+	ids := map[string]string{}
+	resolver := compile.ResolverFunc(func(ctx context.Context, key string) (compile.Module, error) {
+		c, err := s.Store.PublishedComponent(ctx, sc, key)
+		if problem.As(err).Code == problem.NotFound {
+			return compile.Module{}, fmt.Errorf("%w: no published component %q", compile.ErrNotFound, key)
+		}
+		if err != nil {
+			return compile.Module{}, err
+		}
+		ids[key] = c.ID
+		return compile.Module{Key: c.Key, FileType: compile.FileType(c.FileType), Source: []byte(c.Source), Version: c.Version}, nil
+	})
+	std := catalog.Standards["page"].Limits
+	res, err := s.Compiler.Compile(ctx, compile.Request{Kind: compile.KindPage, Resolver: resolver,
+		Entry:  compile.Module{FileType: compile.FileType(fileType), Source: []byte(source)},
+		Limits: compile.Limits{MaxSourceBytes: std.MaxSourceBytes, MaxDependencies: std.MaxDependencies, MaxImportDepth: std.MaxImportDepth, MaxKeyLength: std.MaxKeyLength}})
+	return res, ids, err
+}
+
+// Stage is one stage's conclusion in a validation.
+type Stage struct {
+	Status      string               `json:"status" enum:"passed,failed,unavailable,skipped"`
+	Code        string               `json:"code,omitempty" doc:"why the stage could not run (an infrastructure code), when unavailable"`
+	Diagnostics []compile.Diagnostic `json:"diagnostics,omitempty"`
+}
+
+// Validation is the answer of a validation: valid only when every stage passed. A stage that
+// could not run makes the whole unavailable, never "passed" and never "source has errors".
+type Validation struct {
+	Valid  bool   `json:"valid"`
+	Status string `json:"status" enum:"passed,failed,unavailable"`
+	Code   string `json:"code,omitempty" doc:"infrastructure error code when status is unavailable"`
+	Stages struct {
+		Compile Stage `json:"compile"`
+		Render  Stage `json:"render"`
+	} `json:"stages"`
+}
+
+// ValidatePage runs the validation stages on a page source: compile, then render (diagnosis).
+// The render control plane is not built yet, so a source that compiles is "unavailable".
+func (s *Service) ValidatePage(ctx context.Context, sc auth.Scope, fileType, source string) (Validation, error) {
+	var v Validation
+	if fe := checkSource(fileType, source); len(fe) > 0 {
+		return v, problem.Invalid(fe...)
+	}
+	res, _, err := s.compilePage(ctx, sc, fileType, source)
+	if err != nil {
+		return v, err
+	}
+	return conclude(res), nil
+}
+
+// ValidateComponent runs the validation stages on a component source (its imports resolve to
+// published components, like a page's).
+func (s *Service) ValidateComponent(ctx context.Context, sc auth.Scope, key, fileType, source string) (Validation, error) {
+	var v Validation
+	if fileType != "tsx" && fileType != "jsx" {
+		return v, problem.Invalid(problem.FieldError{Field: "body.file_type", Message: "must be one of tsx, jsx"})
+	}
+	std := catalog.Standards["component"].Limits
+	if len(source) == 0 || len(source) > std.MaxSourceBytes {
+		return v, problem.Invalid(problem.FieldError{Field: "body.source", Message: fmt.Sprintf("1 to %d bytes", std.MaxSourceBytes)})
+	}
+	resolver := compile.ResolverFunc(func(ctx context.Context, k string) (compile.Module, error) {
+		c, err := s.Store.PublishedComponent(ctx, sc, k)
+		if problem.As(err).Code == problem.NotFound {
+			return compile.Module{}, fmt.Errorf("%w: no published component %q", compile.ErrNotFound, k)
+		}
+		if err != nil {
+			return compile.Module{}, err
+		}
+		return compile.Module{Key: c.Key, FileType: compile.FileType(c.FileType), Source: []byte(c.Source), Version: c.Version}, nil
+	})
+	if key == "" {
+		key = "draft"
+	}
+	res, err := s.Compiler.Compile(ctx, compile.Request{Kind: compile.KindComponent, Resolver: resolver,
+		Entry:  compile.Module{Key: key, FileType: compile.FileType(fileType), Source: []byte(source), Hash: "draft"},
+		Limits: compile.Limits{MaxSourceBytes: std.MaxSourceBytes, MaxComponentSourceBytes: std.MaxSourceBytes, MaxDependencies: std.MaxDependencies, MaxImportDepth: std.MaxImportDepth, MaxKeyLength: std.MaxKeyLength}})
+	if err != nil {
+		return v, err
+	}
+	return conclude(res), nil
+}
+
+// conclude turns a compile result into a validation whose render stage cannot run yet.
+func conclude(res *compile.Result) Validation {
+	var v Validation
+	v.Stages.Compile = Stage{Status: "passed", Diagnostics: res.Diagnostics}
+	if !res.OK() {
+		v.Stages.Compile.Status = "failed"
+		v.Stages.Render = Stage{Status: "skipped"}
+		v.Status = "failed"
+		return v
+	}
+	v.Stages.Render = Stage{Status: "unavailable", Code: CodeRenderUnavailable}
+	v.Status, v.Code = "unavailable", CodeRenderUnavailable
+	return v
 }
 
 // diagnostics renders compile errors as the job's summary: one "file:line:col: CODE: message"

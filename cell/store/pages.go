@@ -226,3 +226,13 @@ func (st *Store) PublishedComponent(ctx context.Context, s auth.Scope, key strin
 		JOIN component_versions v ON v.workspace_id = c.workspace_id AND v.component_id = c.id AND v.version = c.published_version
 		WHERE c.workspace_id = $1 AND c.key = $2 AND c.archived_at IS NULL`, key)
 }
+
+// ComponentDraft returns a live component's draft source (what "current" means for a component).
+func (st *Store) ComponentDraft(ctx context.Context, s auth.Scope, id string) (ComponentSource, error) {
+	return row(ctx, st.DB.Q(ctx), s, func(r pgx.Row) (ComponentSource, error) {
+		var c ComponentSource
+		err := r.Scan(&c.ID, &c.Key, &c.FileType, &c.Source, &c.Version)
+		return c, err
+	}, `SELECT id, key, file_type, draft_source, published_version FROM components
+		WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`, id)
+}
