@@ -134,13 +134,18 @@ type VersionPage struct {
 
 func (h *pagesAPI) versions(ctx context.Context, sc auth.Scope, in *versionsIn) (*VersionPage, error) {
 	vs, err := h.st.PageVersions(ctx, sc, in.ID(), in.Before, in.Limit+1)
+	return versionPage(vs, in.Limit, err)
+}
+
+// versionPage answers versions fetched with limit+1.
+func versionPage(vs []store.SourceVersion, limit int, err error) (*VersionPage, error) {
 	if err != nil {
 		return nil, err
 	}
 	out := &VersionPage{}
 	out.Body.Items = []VersionView{}
 	for i, v := range vs {
-		if i == in.Limit {
+		if i == limit {
 			out.Body.NextBefore = vs[i-1].Version
 			break
 		}
@@ -149,9 +154,10 @@ func (h *pagesAPI) versions(ctx context.Context, sc auth.Scope, in *versionsIn) 
 	return out, nil
 }
 
-// DependenciesView lists what a page's current version was compiled with.
+// DependenciesView lists what a page's current version (or a component's latest published one)
+// was compiled with.
 type DependenciesView struct {
-	PageID       string           `json:"page_id"`
+	ObjectID     string           `json:"object_id"`
 	Version      int64            `json:"version"`
 	Dependencies []DependencyView `json:"dependencies"`
 }
@@ -161,7 +167,7 @@ func (h *pagesAPI) dependencies(ctx context.Context, sc auth.Scope, in *ObjectID
 	if err != nil {
 		return nil, err
 	}
-	return &Single[DependenciesView]{Body: DependenciesView{PageID: in.ID(), Version: v.Version, Dependencies: versionView(v, false).Dependencies}}, nil
+	return &Single[DependenciesView]{Body: DependenciesView{ObjectID: in.ID(), Version: v.Version, Dependencies: versionView(v, false).Dependencies}}, nil
 }
 
 type createPageIn = struct {

@@ -138,6 +138,7 @@ func New(c Config) *Server {
 	s.Authoring = &authoring.Service{Store: st, Jobs: s.Jobs, Compiler: compiler, Modules: &cblob.Store{Bucket: c.Blobs}}
 	s.registerJobs(s.Jobs, s.Authoring)
 	s.registerPages(st, s.Authoring)
+	s.registerComponents(st, s.Authoring)
 	s.registerValidation(st, s.Authoring)
 	if c.DB != nil {
 		s.metrics.reg.MustRegister(queueCollector{s.Jobs})

@@ -138,7 +138,9 @@ func (s *Service) SubmitPageEdit(ctx context.Context, sc auth.Scope, in PageEdit
 
 // Handlers are the job kinds this service runs.
 func (s *Service) Handlers() map[string]jobs.Handler {
-	return map[string]jobs.Handler{KindPageCreate: s.runPageCreate, KindPageEdit: s.runPageEdit}
+	h := map[string]jobs.Handler{KindPageCreate: s.runPageCreate, KindPageEdit: s.runPageEdit}
+	s.componentHandlers(h)
+	return h
 }
 
 // Result is what a page job stores on success: the object and version it wrote.
@@ -288,32 +290,12 @@ func (s *Service) ValidatePage(ctx context.Context, sc auth.Scope, fileType, sou
 // ValidateComponent runs the validation stages on a component source (its imports resolve to
 // published components, like a page's).
 func (s *Service) ValidateComponent(ctx context.Context, sc auth.Scope, key, fileType, source string) (Validation, error) {
-	var v Validation
-	if fileType != "tsx" && fileType != "jsx" {
-		return v, problem.Invalid(problem.FieldError{Field: "body.file_type", Message: "must be one of tsx, jsx"})
+	if fe := checkComponentSource(fileType, source); len(fe) > 0 {
+		return Validation{}, problem.Invalid(fe...)
 	}
-	std := catalog.Standards["component"].Limits
-	if len(source) == 0 || len(source) > std.MaxSourceBytes {
-		return v, problem.Invalid(problem.FieldError{Field: "body.source", Message: fmt.Sprintf("1 to %d bytes", std.MaxSourceBytes)})
-	}
-	resolver := compile.ResolverFunc(func(ctx context.Context, k string) (compile.Module, error) {
-		c, err := s.Store.PublishedComponent(ctx, sc, k)
-		if problem.As(err).Code == problem.NotFound {
-			return compile.Module{}, fmt.Errorf("%w: no published component %q", compile.ErrNotFound, k)
-		}
-		if err != nil {
-			return compile.Module{}, err
-		}
-		return compile.Module{Key: c.Key, FileType: compile.FileType(c.FileType), Source: []byte(c.Source), Version: c.Version}, nil
-	})
-	if key == "" {
-		key = "draft"
-	}
-	res, err := s.Compiler.Compile(ctx, compile.Request{Kind: compile.KindComponent, Resolver: resolver,
-		Entry:  compile.Module{Key: key, FileType: compile.FileType(fileType), Source: []byte(source), Hash: "draft"},
-		Limits: compile.Limits{MaxSourceBytes: std.MaxSourceBytes, MaxComponentSourceBytes: std.MaxSourceBytes, MaxDependencies: std.MaxDependencies, MaxImportDepth: std.MaxImportDepth, MaxKeyLength: std.MaxKeyLength}})
+	res, err := s.compileComponent(ctx, sc, key, fileType, source)
 	if err != nil {
-		return v, err
+		return Validation{}, err
 	}
 	return conclude(res), nil
 }
