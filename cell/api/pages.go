@@ -97,6 +97,10 @@ func (s *Server) registerPages(st *store.Store, svc *authoring.Service) {
 	}
 	Scoped(s, submit("create-page", "/api/v1/pages", "Create a page through a mutation job (202; poll the job at Location)"), h.create)
 	Scoped(s, submit("submit-page-create-job", jobsPath+"/pages", "Create a page through a mutation job"), h.create)
+	Scoped(s, submit("copy-page", "/api/v1/pages/{page_id}/copy", "Copy a page's current source into a new page through a mutation job"), h.copy)
+	meta := Operation{ID: "update-page", Method: http.MethodPatch, Path: "/api/v1/pages/{page_id}", Tags: tags, Idempotency: KeyRequired,
+		Lock: VersionLock, Scopes: write, Summary: "Change a page's safe metadata (title, description, tags; never source), locked by metadata_version"}
+	Scoped(s, meta, h.updateMetadata)
 	edit := submit("edit-page", "/api/v1/pages/{page_id}/edits", "Edit a page's source through a mutation job; carries the version it read (stale: 409)")
 	edit.Lock = VersionLock
 	Scoped(s, edit, h.edit)
@@ -218,4 +222,37 @@ func (h *pagesAPI) editJob(ctx context.Context, sc auth.Scope, in *editPageJobIn
 func (h *pagesAPI) submitEdit(ctx context.Context, sc auth.Scope, pageID string, b PageEditBody) (*Accepted[JobView], error) {
 	return accepted(h.svc.SubmitPageEdit(ctx, sc, authoring.PageEdit{PageID: pageID, Version: b.Version, FileType: b.FileType,
 		Source: b.Source, RenderCheck: b.RenderCheck}, b.MaxAttempts))
+}
+
+type copyPageIn = struct {
+	ObjectID
+	Body struct {
+		Key       string `json:"key" pattern:"^[a-z][a-z0-9-]{0,63}$" doc:"the copy's key in its project"`
+		ProjectID string `json:"project_id,omitempty" pattern:"^prj_[a-z2-7]{26}$" doc:"default: the page's own project"`
+		Title     string `json:"title,omitempty" maxLength:"200"`
+		JobOptions
+	}
+}
+
+func (h *pagesAPI) copy(ctx context.Context, sc auth.Scope, in *copyPageIn) (*Accepted[JobView], error) {
+	b := in.Body
+	return accepted(h.svc.SubmitPageCopy(ctx, sc, in.ID(), b.ProjectID, b.Key, b.Title, b.MaxAttempts))
+}
+
+type updatePageIn = struct {
+	ObjectID
+	Body struct {
+		Version     int64    `json:"version" minimum:"1" doc:"the metadata_version you read"`
+		Title       *string  `json:"title,omitempty" maxLength:"200"`
+		Description *string  `json:"description,omitempty" maxLength:"2000"`
+		Tags        []string `json:"tags,omitempty" maxItems:"32" doc:"replaces the tags"`
+	}
+}
+
+func (h *pagesAPI) updateMetadata(ctx context.Context, sc auth.Scope, in *updatePageIn) (*Single[PageView], error) {
+	p, err := h.st.UpdatePageMetadata(ctx, sc, in.ID(), in.Body.Version, in.Body.Title, in.Body.Description, in.Body.Tags)
+	if err != nil {
+		return nil, err
+	}
+	return pagesKind.One(sc, p, nil)
 }

@@ -24,6 +24,8 @@ func init() {
 		return b.publishComponent(t, base, ws, ids.New("k")[2:12], `export default function C() { return <i>c</i> }`)
 	}}
 	isoBodies["validate-page"] = `{}`
+	isoBodies["copy-page"] = `{"key":"copied"}`
+	isoBodies["update-page"] = `{"version":1,"title":"Hijack"}`
 	isoBodies["validate-component"] = `{}`
 	isoBodies["edit-page"] = `{"version":1,"file_type":"tsx","source":"export default () => null"}`
 	isoBodies["cancel-mutation-job"] = `{}`
@@ -204,6 +206,32 @@ export default function Intro() { return <div><Title>Hi</Title><Badge /></div> }
 		resp, body = b.call(t, call{method: "GET", path: "/api/v1/pages/" + page + "/source?version=1", ws: b.ws})
 		if resp.StatusCode != 200 || !strings.Contains(string(body), `@components/badge`) {
 			t.Fatalf("source v1: %d %s", resp.StatusCode, body)
+		}
+
+		// Safe metadata: version-locked by metadata_version, source untouched.
+		resp, body = b.call(t, call{method: "PATCH", path: "/api/v1/pages/" + page, ws: b.ws, key: ids.New("k"), body: `{"version":1,"title":"Intro","tags":["a","b"]}`})
+		if resp.StatusCode != 200 || !strings.Contains(string(body), `"title":"Intro"`) || !strings.Contains(string(body), `"metadata_version":2`) || !strings.Contains(string(body), `"version":2`) {
+			t.Fatalf("metadata: %d %s", resp.StatusCode, body)
+		}
+		resp, body = b.call(t, call{method: "PATCH", path: "/api/v1/pages/" + page, ws: b.ws, key: ids.New("k"), body: `{"version":1,"title":"Stale"}`})
+		if resp.StatusCode != http.StatusConflict || code(t, body) != "VERSION_CONFLICT" {
+			t.Fatalf("stale metadata: %d %s", resp.StatusCode, body)
+		}
+		// Copy: a new page with the current source, through a job.
+		resp, body = b.call(t, call{method: "POST", path: "/api/v1/pages/" + page + "/copy", ws: b.ws, key: ids.New("k"), body: `{"key":"intro-copy"}`})
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("copy: %d %s", resp.StatusCode, body)
+		}
+		cp := b.waitJob(t, base, b.ws, decodeJob(t, body).JobID, "succeeded").Result.ObjectID
+		_, orig := b.call(t, call{method: "GET", path: "/api/v1/pages/" + page + "/source", ws: b.ws})
+		_, dup := b.call(t, call{method: "GET", path: "/api/v1/pages/" + cp + "/source", ws: b.ws})
+		var o, d struct {
+			Source string `json:"source"`
+		}
+		_ = json.Unmarshal(orig, &o)
+		_ = json.Unmarshal(dup, &d)
+		if cp == page || o.Source == "" || o.Source != d.Source {
+			t.Fatalf("copy %s: %q vs %q", cp, d.Source, o.Source)
 		}
 	})
 

@@ -120,6 +120,27 @@ func (s *Service) SubmitPageCreate(ctx context.Context, sc auth.Scope, in PageCr
 	return s.Jobs.Enqueue(ctx, sc, jobs.NewJob{Kind: KindPageCreate, Input: in, MaxAttempts: maxAttempts})
 }
 
+// SubmitPageCopy enqueues a page-create job whose source is the current version of a live page
+// (copying creates source, so it goes through a job like any create); the copy goes into
+// projectID (default: the page's own project) under key.
+func (s *Service) SubmitPageCopy(ctx context.Context, sc auth.Scope, pageID, projectID, key, title string, maxAttempts int) (jobs.Job, error) {
+	p, err := s.Store.GetPage(ctx, sc, pageID)
+	if err != nil {
+		return jobs.Job{}, err
+	}
+	v, err := s.Store.PageVersion(ctx, sc, pageID, 0)
+	if err != nil {
+		return jobs.Job{}, err
+	}
+	if projectID == "" {
+		projectID = p.ProjectID
+	}
+	if title == "" {
+		title = p.Title
+	}
+	return s.SubmitPageCreate(ctx, sc, PageCreate{ProjectID: projectID, Key: key, Title: title, FileType: v.FileType, Source: v.Source}, maxAttempts)
+}
+
 // SubmitPageEdit checks a page edit (a stale baseline is a 409 now, and the commit checks it
 // again) and enqueues its job in the request's transaction.
 func (s *Service) SubmitPageEdit(ctx context.Context, sc auth.Scope, in PageEdit, maxAttempts int) (jobs.Job, error) {

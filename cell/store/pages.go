@@ -236,3 +236,23 @@ func (st *Store) ComponentDraft(ctx context.Context, s auth.Scope, id string) (C
 	}, `SELECT id, key, file_type, draft_source, published_version FROM components
 		WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`, id)
 }
+
+// UpdatePageMetadata changes title, description and tags of a live page whose metadata_version
+// is baseline; its source is untouched (that changes only through jobs).
+func (st *Store) UpdatePageMetadata(ctx context.Context, s auth.Scope, id string, baseline int64, title, description *string, tags []string) (Page, error) {
+	var p Page
+	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
+		var err error
+		p, err = scanPage(tx.QueryRow(ctx, `UPDATE pages SET title = COALESCE($4, title), description = COALESCE($5, description),
+			tags = COALESCE($6, tags), metadata_version = metadata_version + 1, updated_at = now()
+			WHERE workspace_id = $1 AND id = $2 AND metadata_version = $3 AND archived_at IS NULL RETURNING `+pageCols,
+			s.WorkspaceID(), id, baseline, title, description, tags))
+		if err == pgx.ErrNoRows {
+			return Locked(ctx, tx, pageMetadata, s, id)
+		}
+		return err
+	})
+	return p, err
+}
+
+var pageMetadata = Kind{Name: "pages", Table: "pages", Prefix: ids.Page, LockColumn: "metadata_version"}
