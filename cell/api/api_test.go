@@ -87,7 +87,7 @@ func setup(t *testing.T) *bundle {
 	for _, a := range []*api.Server{b.api, apiB} {
 		pctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		p := a.Workers(2)
+		p := a.Workers(2, 0)
 		p.PollInterval, p.ShutdownGrace = 50*time.Millisecond, time.Second
 		go func() { _ = p.Run(pctx); close(done) }()
 		t.Cleanup(func() { cancel(); <-done })

@@ -147,9 +147,10 @@ func New(c Config) *Server {
 }
 
 // Workers returns the pool that runs this cell's mutation jobs (start it with Run): slots jobs
-// at once, each committed under its owner's current permission.
-func (s *Server) Workers(slots int) *jobs.Pool {
-	return &jobs.Pool{Queue: s.Jobs, Handlers: s.Authoring.Handlers(), Slots: slots, Log: s.Log,
+// at once under leases of lease (0: jobs.DefaultLease), each committed under its owner's current
+// permission.
+func (s *Server) Workers(slots int, lease time.Duration) *jobs.Pool {
+	return &jobs.Pool{Queue: s.Jobs, Handlers: s.Authoring.Handlers(), Slots: slots, Lease: lease, Log: s.Log,
 		Observe: s.metrics.jobState,
 		Authorize: func(ctx context.Context, j jobs.Job) (auth.Scope, error) {
 			// Accepted jobs outlive their token: what counts now is the owner's membership and role.

@@ -50,6 +50,19 @@ type Service struct {
 	Jobs     *jobs.Queue
 	Compiler *compile.Compiler
 	Modules  *blob.Store
+	// Failpoint, when set, is consulted at BeforeCommit (fault tests: a replica killed between
+	// its compile and its commit).
+	Failpoint func(name string) error
+}
+
+// BeforeCommit is the failpoint a page job passes after its compile, before its commit.
+const BeforeCommit = "authoring.before-commit"
+
+func (s *Service) failpoint(name string) error {
+	if s.Failpoint != nil {
+		return s.Failpoint(name)
+	}
+	return nil
 }
 
 // KitItems are the runtime kit's item names, the @kit/<item> a module may import.
@@ -178,6 +191,9 @@ func (s *Service) runPageCreate(ctx context.Context, r *jobs.Run) (json.RawMessa
 	}
 	src, err := s.build(ctx, r, in.FileType, in.Source, in.RenderCheck)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.failpoint(BeforeCommit); err != nil {
 		return nil, err
 	}
 	var res Result

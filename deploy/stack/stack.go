@@ -59,6 +59,8 @@ type Stack struct {
 	Cells     map[string]*Proc
 	Renderers map[string]*Proc // by cell
 	CellDBURL map[string]string
+	// Replicas are further processes of a cell (StartReplica), sharing its database.
+	Replicas []*Proc
 }
 
 // Proc is one child process.
@@ -232,7 +234,7 @@ func (s *Stack) procs() []*Proc {
 			out = append(out, p)
 		}
 	}
-	return out
+	return append(out, s.Replicas...)
 }
 
 // Stop stops the router, the cells and the database, in that order.

@@ -53,6 +53,7 @@ type settings struct {
 	BenchNoIdem        bool
 	LogLevel           string
 	JobSlots           int
+	JobLease           time.Duration
 	CompileSlots       int
 }
 
@@ -71,6 +72,7 @@ func load() (settings, error) {
 		RendererURLs:  l.URLs("CELL_RENDERER_URLS", "http", "https"),
 		LogLevel:      l.LogLevel(),
 		JobSlots:      l.Int("CELL_JOB_SLOTS", 4, 1, 64),
+		JobLease:      l.PositiveDuration("CELL_JOB_LEASE", 30*time.Second),
 		CompileSlots:  l.Int("CELL_COMPILE_SLOTS", 2, 1, 16),
 	}
 	if s.BlobURL != "" && !strings.HasPrefix(s.BlobURL, "file://") && !strings.HasPrefix(s.BlobURL, "s3://") && !strings.HasPrefix(s.BlobURL, "mem://") {
@@ -160,12 +162,13 @@ func run() error {
 	if len(s.Failpoints) > 0 {
 		log.Warn("failpoints set: for fault tests only", zap.Any("failpoints", s.Failpoints))
 		srv.Idem.Failpoint = s.Failpoints.Hit
+		srv.Authoring.Failpoint = s.Failpoints.Hit
 	}
 	housekeeping := maintenance.New(maintenance.Config{
 		Idempotency: srv.Idem, Temps: &cblob.Store{Bucket: bucket}, Log: log,
 	})
 	go housekeeping.Run(ctx)
-	workers := srv.Workers(s.JobSlots)
+	workers := srv.Workers(s.JobSlots, s.JobLease)
 	workersDone := make(chan struct{})
 	go func() { _ = workers.Run(ctx); close(workersDone) }()
 	defer func() { <-workersDone }() // running jobs finish or return to the queue
