@@ -366,3 +366,45 @@ export default () => <Card />`)
 		run(t, "/api/v1/validate/entity", `{"entity_type":"page","mode":"current","entity_id":"`+ids.New(ids.Page)+`"}`, http.StatusNotFound)
 	})
 }
+
+// Submitting a job, cancelling and retrying it follow the idempotency rules: the same key and
+// request replay the first answer and create nothing more.
+func TestJobOperationsAreIdempotent(t *testing.T) {
+	b := setup(t)
+	prj, _ := b.createProject(t, "", b.ws, "Deck")
+	body := `{"project_id":"` + prj + `","key":"once","file_type":"tsx","source":"export default () => null","max_attempts":1}`
+	first := call{method: "POST", path: "/api/v1/pages", ws: b.ws, key: "submit-1", body: body}
+	r1, b1 := b.call(t, first)
+	r2, b2 := b.call(t, first)
+	if r1.StatusCode != http.StatusAccepted || r2.StatusCode != http.StatusAccepted || string(b1) != string(b2) ||
+		r2.Header.Get("Idempotency-Replayed") != "true" || r1.Header.Get("Location") != r2.Header.Get("Location") {
+		t.Fatalf("replayed submission differs:\n%d %s\n%d %s", r1.StatusCode, b1, r2.StatusCode, b2)
+	}
+	var n int
+	if err := b.api.DB.Pool.QueryRow(t.Context(), `SELECT count(*) FROM mutation_jobs WHERE workspace_id = $1`, b.ws).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d jobs after a replayed submission (%v)", n, err)
+	}
+	job := decodeJob(t, b1)
+	b.waitJob(t, "", b.ws, job.JobID, "succeeded")
+	// A job that fails (its source does not compile), retried twice with one key: one new job.
+	again := call{method: "POST", path: "/api/v1/pages", ws: b.ws, key: "submit-2",
+		body: `{"project_id":"` + prj + `","key":"twice","file_type":"tsx","source":"export default () => <div>","max_attempts":1}`}
+	_, got := b.call(t, again)
+	failed := b.waitJob(t, "", b.ws, decodeJob(t, got).JobID, "failed")
+	retry := call{method: "POST", path: "/api/v1/jobs/mutations/" + failed.JobID + "/retry", ws: b.ws, key: "retry-1", body: `{}`}
+	r1, b1 = b.call(t, retry)
+	r2, b2 = b.call(t, retry)
+	if r1.StatusCode != http.StatusAccepted || string(b1) != string(b2) || r2.Header.Get("Idempotency-Replayed") != "true" {
+		t.Fatalf("replayed retry differs:\n%d %s\n%d %s", r1.StatusCode, b1, r2.StatusCode, b2)
+	}
+	if err := b.api.DB.Pool.QueryRow(t.Context(), `SELECT count(*) FROM mutation_jobs WHERE retry_of_job_id = $1`, failed.JobID).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d retries for one key (%v)", n, err)
+	}
+	// Cancel of the retry (pending, running or already failed), twice with one key: one answer.
+	cancel := call{method: "POST", path: "/api/v1/jobs/mutations/" + decodeJob(t, b1).JobID + "/cancel", ws: b.ws, key: "cancel-1", body: `{}`}
+	r1, b1 = b.call(t, cancel)
+	r2, b2 = b.call(t, cancel)
+	if string(b1) != string(b2) || r1.StatusCode != r2.StatusCode || r2.Header.Get("Idempotency-Replayed") != "true" {
+		t.Fatalf("replayed cancel differs:\n%d %s\n%d %s", r1.StatusCode, b1, r2.StatusCode, b2)
+	}
+}
