@@ -154,14 +154,9 @@ func TestRouteTree(t *testing.T) {
 	b := setup(t)
 	id, _ := b.createProject(t, "", b.ws, "Deck")
 	other, _ := b.createProject(t, "", b.ws, "Other")
-	page := ids.New(ids.Page)
-	otherPage := ids.New(ids.Page)
-	for _, p := range []struct{ id, project, key string }{{page, id, "intro"}, {otherPage, other, "x"}} {
-		if _, err := b.api.DB.Pool.Exec(context.Background(), `INSERT INTO pages (workspace_id, id, project_id, key, file_type, created_by) VALUES ($1, $2, $3, $4, 'tsx', 'u')`,
-			b.ws, p.id, p.project, p.key); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// Pages made the only way there is: through mutation jobs.
+	page := b.waitJob(t, "", b.ws, b.submitPage(t, "", b.ws, id, "intro", `export default () => null`).JobID, "succeeded").Result.ObjectID
+	otherPage := b.waitJob(t, "", b.ws, b.submitPage(t, "", b.ws, other, "x", `export default () => null`).JobID, "succeeded").Result.ObjectID
 	path := "/api/v1/projects/" + id + "/route-tree"
 	put := func(version int, tree string) (int, []byte) {
 		resp, body := b.call(t, call{method: "PUT", path: path, ws: b.ws, key: ids.New("k"), body: fmt.Sprintf(`{"version":%d,"route_tree":%s}`, version, tree)})
