@@ -3,39 +3,12 @@ package api
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"slidecells/cell/auth"
 	"slidecells/cell/authoring"
+	"slidecells/cell/jobs"
 	"slidecells/cell/store"
 )
-
-// ComponentView is a component: its key (imported as @components/<key>), metadata, draft
-// identity and last published version.
-type ComponentView struct {
-	ID               string    `json:"id"`
-	Key              string    `json:"key"`
-	Title            string    `json:"title"`
-	Description      string    `json:"description"`
-	Tags             []string  `json:"tags"`
-	FileType         string    `json:"file_type" enum:"tsx,jsx"`
-	DraftHash        string    `json:"draft_hash" doc:"identifies the draft: the baseline a draft edit or a publish carries in If-Match"`
-	PublishedVersion int64     `json:"published_version" doc:"0 until the first publish; pages compile against it"`
-	MetadataVersion  int64     `json:"metadata_version"`
-	CreatedBy        string    `json:"created_by"`
-	CreatedAt        time.Time `json:"created_at"`
-	UpdatedAt        time.Time `json:"updated_at"`
-}
-
-func componentView(_ auth.Scope, c store.Component) (ComponentView, error) {
-	tags := c.Tags
-	if tags == nil {
-		tags = []string{}
-	}
-	return ComponentView{ID: c.ID, Key: c.Key, Title: c.Title, Description: c.Description, Tags: tags, FileType: c.FileType,
-		DraftHash: c.DraftHash, PublishedVersion: c.PublishedVersion, MetadataVersion: c.MetadataVersion,
-		CreatedBy: c.CreatedBy, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}, nil
-}
 
 type componentsAPI struct {
 	st  *store.Store
@@ -44,8 +17,8 @@ type componentsAPI struct {
 
 func (s *Server) registerComponents(st *store.Store, svc *authoring.Service) {
 	h := &componentsAPI{st: st, svc: svc}
-	k := Kind[store.Component, ComponentView]{Store: store.Components, Single: "component", Read: auth.ComponentRead, Write: auth.ComponentWrite,
-		Get: st.GetComponent, List: st.ListComponents, ID: func(c store.Component) string { return c.ID }, View: componentView}
+	k := Kind[store.Component, authoring.ComponentView]{Store: store.Components, Single: "component", Read: auth.ComponentRead, Write: auth.ComponentWrite,
+		Get: st.GetComponent, List: st.ListComponents, ID: func(c store.Component) string { return c.ID }, View: authoring.ComponentOf}
 	k.Register(s, st)
 	tags := []string{"components"}
 	read := []auth.Permission{auth.ComponentRead}
@@ -76,20 +49,13 @@ func (s *Server) registerComponents(st *store.Store, svc *authoring.Service) {
 	Scoped(s, meta, h.metadata)
 }
 
-func (h *componentsAPI) source(ctx context.Context, sc auth.Scope, in *sourceIn) (*Single[VersionView], error) {
+func (h *componentsAPI) source(ctx context.Context, sc auth.Scope, in *sourceIn) (*Single[authoring.VersionView], error) {
 	if in.Version == 0 {
 		c, err := h.st.GetComponent(ctx, sc, in.ID())
-		if err != nil {
-			return nil, err
-		}
-		return &Single[VersionView]{Body: VersionView{FileType: c.FileType, Source: c.DraftSource, SourceDigest: c.DraftHash,
-			Dependencies: []DependencyView{}, CreatedBy: c.CreatedBy, CreatedAt: c.UpdatedAt}}, nil
+		return single(authoring.DraftOf(c), err)
 	}
 	v, err := h.st.ComponentVersion(ctx, sc, in.ID(), in.Version)
-	if err != nil {
-		return nil, err
-	}
-	return &Single[VersionView]{Body: versionView(v, true)}, nil
+	return single(authoring.VersionOf(v, true), err)
 }
 
 func (h *componentsAPI) versions(ctx context.Context, sc auth.Scope, in *versionsIn) (*VersionPage, error) {
@@ -97,12 +63,9 @@ func (h *componentsAPI) versions(ctx context.Context, sc auth.Scope, in *version
 	return versionPage(vs, in.Limit, err)
 }
 
-func (h *componentsAPI) dependencies(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[DependenciesView], error) {
+func (h *componentsAPI) dependencies(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[authoring.DependenciesView], error) {
 	v, err := h.st.ComponentVersion(ctx, sc, in.ID(), 0)
-	if err != nil {
-		return nil, err
-	}
-	return &Single[DependenciesView]{Body: DependenciesView{ObjectID: in.ID(), Version: v.Version, Dependencies: versionView(v, false).Dependencies}}, nil
+	return single(authoring.DependenciesOf(in.ID(), v), err)
 }
 
 type publishIn = struct {
@@ -110,13 +73,13 @@ type publishIn = struct {
 	IfMatch string `header:"If-Match" maxLength:"80" doc:"the draft_hash you read; a stale one is 409 VERSION_CONFLICT"`
 }
 
-func (h *componentsAPI) publish(ctx context.Context, sc auth.Scope, in *publishIn) (*Single[ComponentView], error) {
+func (h *componentsAPI) publish(ctx context.Context, sc auth.Scope, in *publishIn) (*Single[authoring.ComponentView], error) {
 	c, err := h.svc.Publish(ctx, sc, in.ID(), unquote(in.IfMatch))
 	if err != nil {
 		return nil, err
 	}
-	v, _ := componentView(sc, c)
-	return &Single[ComponentView]{Body: v}, nil
+	v, err := authoring.ComponentOf(sc, c)
+	return single(v, err)
 }
 
 type createComponentIn = struct {
@@ -129,7 +92,7 @@ type createComponentIn = struct {
 	}
 }
 
-func (h *componentsAPI) create(ctx context.Context, sc auth.Scope, in *createComponentIn) (*Accepted[JobView], error) {
+func (h *componentsAPI) create(ctx context.Context, sc auth.Scope, in *createComponentIn) (*Accepted[jobs.JobView], error) {
 	b := in.Body
 	return accepted(h.svc.SubmitComponentCreate(ctx, sc, authoring.ComponentCreate{Key: b.Key, Title: b.Title, FileType: b.FileType, Source: b.Source}, b.MaxAttempts))
 }
@@ -147,7 +110,7 @@ type editComponentIn = struct {
 	Body    ComponentEditBody
 }
 
-func (h *componentsAPI) edit(ctx context.Context, sc auth.Scope, in *editComponentIn) (*Accepted[JobView], error) {
+func (h *componentsAPI) edit(ctx context.Context, sc auth.Scope, in *editComponentIn) (*Accepted[jobs.JobView], error) {
 	return accepted(h.svc.SubmitComponentEdit(ctx, sc, authoring.ComponentEdit{ComponentID: in.ID(), DraftHash: unquote(in.IfMatch),
 		FileType: in.Body.FileType, Source: in.Body.Source}, in.Body.MaxAttempts))
 }
@@ -160,7 +123,7 @@ type editComponentJobIn = struct {
 	}
 }
 
-func (h *componentsAPI) editJob(ctx context.Context, sc auth.Scope, in *editComponentJobIn) (*Accepted[JobView], error) {
+func (h *componentsAPI) editJob(ctx context.Context, sc auth.Scope, in *editComponentJobIn) (*Accepted[jobs.JobView], error) {
 	return accepted(h.svc.SubmitComponentEdit(ctx, sc, authoring.ComponentEdit{ComponentID: in.Body.ComponentID, DraftHash: unquote(in.IfMatch),
 		FileType: in.Body.FileType, Source: in.Body.Source}, in.Body.MaxAttempts))
 }
@@ -176,7 +139,7 @@ type componentMetadataIn = struct {
 	}
 }
 
-func (h *componentsAPI) metadata(ctx context.Context, sc auth.Scope, in *componentMetadataIn) (*Accepted[JobView], error) {
+func (h *componentsAPI) metadata(ctx context.Context, sc auth.Scope, in *componentMetadataIn) (*Accepted[jobs.JobView], error) {
 	b := in.Body
 	return accepted(h.svc.SubmitComponentMetadata(ctx, sc, authoring.ComponentMetadata{ComponentID: b.ComponentID, MetadataVersion: b.Version,
 		Title: b.Title, Description: b.Description, Tags: b.Tags}, b.MaxAttempts))

@@ -91,7 +91,7 @@ export default () => <Hero />`)
 	}
 	post(t, "/api/v1/jobs/mutations/components/metadata", "", `{"component_id":"`+hero+`","version":1,"title":"Stale"}`, http.StatusConflict)
 	// History and versions.
-	if _, body := b.call(t, call{method: "GET", path: "/api/v1/components/" + hero + "/versions", ws: b.ws}); strings.Count(string(body), `"job_id"`) != 1 {
+	if _, body := b.call(t, call{method: "GET", path: "/api/v1/components/" + hero + "/versions", ws: b.ws}); strings.Count(string(body), `"source_digest"`) != 1 {
 		t.Fatalf("versions: %s", body)
 	}
 	if _, body := b.call(t, call{method: "GET", path: "/api/v1/components/" + hero + "/source?version=1", ws: b.ws}); !strings.Contains(string(body), "v1") {

@@ -2,10 +2,8 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
-	"time"
 
 	"slidecells/cell/auth"
 	"slidecells/cell/authoring"
@@ -13,43 +11,13 @@ import (
 	"slidecells/shared/problem"
 )
 
-// JobView is a mutation job as clients poll it: GET /api/v1/jobs/mutations/{job_id} is the only
-// progress channel.
-type JobView struct {
-	JobID           string          `json:"job_id"`
-	Kind            string          `json:"kind"`
-	WorkspaceID     string          `json:"workspace_id"`
-	OwnerID         string          `json:"owner_id"`
-	Status          string          `json:"status" enum:"pending,running,succeeded,failed,canceled"`
-	AttemptCount    int             `json:"attempt_count" doc:"automatic retries already run"`
-	MaxAttempts     int             `json:"max_attempts" doc:"including the first run"`
-	RetryOfJobID    string          `json:"retry_of_job_id,omitempty" doc:"set on a job created by a manual retry: the original job"`
-	Stage           string          `json:"stage"`
-	Progress        int             `json:"progress" minimum:"0" maximum:"100"`
-	CancelRequested bool            `json:"cancel_requested"`
-	ErrorCode       string          `json:"error_code,omitempty" doc:"business error code of a failed job"`
-	ErrorSummary    string          `json:"error_summary,omitempty" doc:"diagnostic summary of a failed job (compile errors with file:line:column)"`
-	Result          json.RawMessage `json:"result,omitempty" doc:"on success: object_id and version written"`
-	CreatedAt       time.Time       `json:"created_at"`
-	StartedAt       *time.Time      `json:"started_at,omitempty"`
-	FinishedAt      *time.Time      `json:"finished_at,omitempty"`
-	UpdatedAt       time.Time       `json:"updated_at"`
-}
-
-func jobView(j jobs.Job) JobView {
-	return JobView{JobID: j.ID, Kind: j.Kind, WorkspaceID: j.WorkspaceID, OwnerID: j.OwnerID, Status: j.Status,
-		AttemptCount: j.AttemptCount, MaxAttempts: j.MaxAttempts, RetryOfJobID: j.RetryOfJobID, Stage: j.Stage,
-		Progress: j.Progress, CancelRequested: j.CancelRequested, ErrorCode: j.ErrorCode, ErrorSummary: j.ErrorSummary,
-		Result: j.Result, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, UpdatedAt: j.UpdatedAt}
-}
-
 const jobsPath = "/api/v1/jobs/mutations"
 
-func accepted(j jobs.Job, err error) (*Accepted[JobView], error) {
+func accepted(j jobs.Job, err error) (*Accepted[jobs.JobView], error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Accepted[JobView]{Location: jobsPath + "/" + j.ID, Body: jobView(j)}, nil
+	return &Accepted[jobs.JobView]{Location: jobsPath + "/" + j.ID, Body: jobs.ViewOf(j)}, nil
 }
 
 // kindScopes are the scopes reading and changing a job of a kind need (the job operations
@@ -99,15 +67,15 @@ func (h *jobsAPI) load(ctx context.Context, sc auth.Scope, id string, write bool
 	return j, nil
 }
 
-func (h *jobsAPI) get(ctx context.Context, sc auth.Scope, in *jobIn) (*Single[JobView], error) {
+func (h *jobsAPI) get(ctx context.Context, sc auth.Scope, in *jobIn) (*Single[jobs.JobView], error) {
 	j, err := h.load(ctx, sc, in.ID(), false)
 	if err != nil {
 		return nil, err
 	}
-	return &Single[JobView]{Body: jobView(j)}, nil
+	return &Single[jobs.JobView]{Body: jobs.ViewOf(j)}, nil
 }
 
-func (h *jobsAPI) cancel(ctx context.Context, sc auth.Scope, in *jobIn) (*Single[JobView], error) {
+func (h *jobsAPI) cancel(ctx context.Context, sc auth.Scope, in *jobIn) (*Single[jobs.JobView], error) {
 	if _, err := h.load(ctx, sc, in.ID(), true); err != nil {
 		return nil, err
 	}
@@ -115,10 +83,10 @@ func (h *jobsAPI) cancel(ctx context.Context, sc auth.Scope, in *jobIn) (*Single
 	if err != nil {
 		return nil, err
 	}
-	return &Single[JobView]{Body: jobView(j)}, nil
+	return &Single[jobs.JobView]{Body: jobs.ViewOf(j)}, nil
 }
 
-func (h *jobsAPI) retry(ctx context.Context, sc auth.Scope, in *jobIn) (*Accepted[JobView], error) {
+func (h *jobsAPI) retry(ctx context.Context, sc auth.Scope, in *jobIn) (*Accepted[jobs.JobView], error) {
 	if _, err := h.load(ctx, sc, in.ID(), true); err != nil {
 		return nil, err
 	}

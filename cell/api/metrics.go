@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"slidecells/cell/jobs"
 	"slidecells/shared/db"
 	"slidecells/shared/problem"
 )
@@ -63,7 +62,7 @@ func newMetrics(d *db.DB) *metrics {
 	m.reg.MustRegister(m.requests, m.errors, m.duration, m.idempotency, m.txRetries, m.jobs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if d != nil {
-		m.reg.MustRegister(poolCollector{d})
+		m.reg.MustRegister(d.Collector("cell"))
 	}
 	return m
 }
@@ -96,58 +95,6 @@ func opLabel(ctx context.Context) string {
 }
 
 func (m *metrics) jobState(kind, state string) { m.jobs.WithLabelValues(kind, state).Inc() }
-
-// queueCollector reports the job queue's depth at each scrape.
-type queueCollector struct{ q *jobs.Queue }
-
-var (
-	queueDepth  = prometheus.NewDesc("cell_jobs_queue", "Mutation jobs by state: pending (runnable) and running.", []string{"state"}, nil)
-	queueOldest = prometheus.NewDesc("cell_jobs_oldest_pending_seconds", "Age of the oldest runnable pending job.", nil, nil)
-)
-
-func (queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- queueDepth
-	ch <- queueOldest
-}
-
-func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	st, err := c.q.Stats(ctx)
-	if err != nil {
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(queueDepth, prometheus.GaugeValue, float64(st.Pending), "pending")
-	ch <- prometheus.MustNewConstMetric(queueDepth, prometheus.GaugeValue, float64(st.Running), "running")
-	ch <- prometheus.MustNewConstMetric(queueOldest, prometheus.GaugeValue, st.OldestPending.Seconds())
-}
-
-// poolCollector reports the cell database pool.
-type poolCollector struct{ d *db.DB }
-
-var (
-	poolTotal    = prometheus.NewDesc("cell_db_pool_connections", "Connections of the cell database pool, by state.", []string{"state"}, nil)
-	poolMax      = prometheus.NewDesc("cell_db_pool_max_connections", "Size limit of the cell database pool.", nil, nil)
-	poolWaits    = prometheus.NewDesc("cell_db_pool_acquire_waits_total", "Acquisitions that had to wait for a connection.", nil, nil)
-	poolWaitTime = prometheus.NewDesc("cell_db_pool_acquire_wait_seconds_total", "Time spent waiting for a connection.", nil, nil)
-)
-
-func (poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- poolTotal
-	ch <- poolMax
-	ch <- poolWaits
-	ch <- poolWaitTime
-}
-
-func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.d.Pool.Stat()
-	ch <- prometheus.MustNewConstMetric(poolTotal, prometheus.GaugeValue, float64(s.AcquiredConns()), "acquired")
-	ch <- prometheus.MustNewConstMetric(poolTotal, prometheus.GaugeValue, float64(s.IdleConns()), "idle")
-	ch <- prometheus.MustNewConstMetric(poolTotal, prometheus.GaugeValue, float64(s.ConstructingConns()), "constructing")
-	ch <- prometheus.MustNewConstMetric(poolMax, prometheus.GaugeValue, float64(s.MaxConns()))
-	ch <- prometheus.MustNewConstMetric(poolWaits, prometheus.CounterValue, float64(s.EmptyAcquireCount()))
-	ch <- prometheus.MustNewConstMetric(poolWaitTime, prometheus.CounterValue, s.AcquireDuration().Seconds())
-}
 
 // outcome is filled in while a request runs: the error code its answer carries, if any.
 type outcome struct{ code problem.Code }

@@ -3,79 +3,20 @@ package api
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"slidecells/cell/auth"
 	"slidecells/cell/authoring"
+	"slidecells/cell/jobs"
 	"slidecells/cell/store"
 )
-
-// PageView is a page: its metadata and the number of its current source version.
-type PageView struct {
-	ID              string    `json:"id"`
-	ProjectID       string    `json:"project_id"`
-	Key             string    `json:"key"`
-	Title           string    `json:"title"`
-	Description     string    `json:"description"`
-	Tags            []string  `json:"tags"`
-	FileType        string    `json:"file_type" enum:"tsx,jsx,html"`
-	Version         int64     `json:"version" doc:"current source version: the baseline a page edit carries"`
-	MetadataVersion int64     `json:"metadata_version"`
-	CreatedBy       string    `json:"created_by"`
-	CreatedAt       time.Time `json:"created_at"`
-	UpdatedAt       time.Time `json:"updated_at"`
-}
-
-func pageView(_ auth.Scope, p store.Page) (PageView, error) {
-	tags := p.Tags
-	if tags == nil {
-		tags = []string{}
-	}
-	return PageView{ID: p.ID, ProjectID: p.ProjectID, Key: p.Key, Title: p.Title, Description: p.Description, Tags: tags,
-		FileType: p.FileType, Version: p.Version, MetadataVersion: p.MetadataVersion, CreatedBy: p.CreatedBy,
-		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}, nil
-}
-
-// DependencyView is a component a version was compiled with.
-type DependencyView struct {
-	ComponentID string `json:"component_id"`
-	Key         string `json:"key"`
-	Version     int64  `json:"version" doc:"the published version resolved"`
-	Depth       int    `json:"depth" doc:"1 for a direct import"`
-}
-
-// VersionView is one immutable source version; Source is omitted in history lists.
-type VersionView struct {
-	Version        int64            `json:"version"`
-	FileType       string           `json:"file_type"`
-	Source         string           `json:"source,omitempty"`
-	SourceDigest   string           `json:"source_digest"`
-	CompiledDigest string           `json:"compiled_digest" doc:"content address of the compiled module the preview host loads"`
-	Dependencies   []DependencyView `json:"dependencies"`
-	JobID          string           `json:"job_id" doc:"the mutation job that wrote it"`
-	CreatedBy      string           `json:"created_by"`
-	CreatedAt      time.Time        `json:"created_at"`
-}
-
-func versionView(v store.SourceVersion, withSource bool) VersionView {
-	out := VersionView{Version: v.Version, FileType: v.FileType, SourceDigest: v.SourceDigest, CompiledDigest: v.CompiledDigest,
-		JobID: v.JobID, CreatedBy: v.CreatedBy, CreatedAt: v.CreatedAt, Dependencies: []DependencyView{}}
-	if withSource {
-		out.Source = v.Source
-	}
-	for _, d := range v.Dependencies {
-		out.Dependencies = append(out.Dependencies, DependencyView(d))
-	}
-	return out
-}
 
 type pagesAPI struct {
 	st  *store.Store
 	svc *authoring.Service
 }
 
-var pagesKind = Kind[store.Page, PageView]{Store: store.Pages, Single: "page", Read: auth.PageRead, Write: auth.PageWrite,
-	ID: func(p store.Page) string { return p.ID }, View: pageView}
+var pagesKind = Kind[store.Page, authoring.PageView]{Store: store.Pages, Single: "page", Read: auth.PageRead, Write: auth.PageWrite,
+	ID: func(p store.Page) string { return p.ID }, View: authoring.PageOf}
 
 func (s *Server) registerPages(st *store.Store, svc *authoring.Service) {
 	h := &pagesAPI{st: st, svc: svc}
@@ -114,12 +55,9 @@ type sourceIn = struct {
 	Version int64 `query:"version" minimum:"0" doc:"a version number; 0 or absent: the current one"`
 }
 
-func (h *pagesAPI) source(ctx context.Context, sc auth.Scope, in *sourceIn) (*Single[VersionView], error) {
+func (h *pagesAPI) source(ctx context.Context, sc auth.Scope, in *sourceIn) (*Single[authoring.VersionView], error) {
 	v, err := h.st.PageVersion(ctx, sc, in.ID(), in.Version)
-	if err != nil {
-		return nil, err
-	}
-	return &Single[VersionView]{Body: versionView(v, true)}, nil
+	return single(authoring.VersionOf(v, true), err)
 }
 
 type versionsIn = struct {
@@ -131,8 +69,8 @@ type versionsIn = struct {
 // VersionPage is one page of a history.
 type VersionPage struct {
 	Body struct {
-		Items      []VersionView `json:"items"`
-		NextBefore int64         `json:"next_before,omitempty"`
+		Items      []authoring.VersionView `json:"items"`
+		NextBefore int64                   `json:"next_before,omitempty"`
 	}
 }
 
@@ -147,31 +85,20 @@ func versionPage(vs []store.SourceVersion, limit int, err error) (*VersionPage, 
 		return nil, err
 	}
 	out := &VersionPage{}
-	out.Body.Items = []VersionView{}
+	out.Body.Items = []authoring.VersionView{}
 	for i, v := range vs {
 		if i == limit {
 			out.Body.NextBefore = vs[i-1].Version
 			break
 		}
-		out.Body.Items = append(out.Body.Items, versionView(v, false))
+		out.Body.Items = append(out.Body.Items, authoring.VersionOf(v, false))
 	}
 	return out, nil
 }
 
-// DependenciesView lists what a page's current version (or a component's latest published one)
-// was compiled with.
-type DependenciesView struct {
-	ObjectID     string           `json:"object_id"`
-	Version      int64            `json:"version"`
-	Dependencies []DependencyView `json:"dependencies"`
-}
-
-func (h *pagesAPI) dependencies(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[DependenciesView], error) {
+func (h *pagesAPI) dependencies(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[authoring.DependenciesView], error) {
 	v, err := h.st.PageVersion(ctx, sc, in.ID(), 0)
-	if err != nil {
-		return nil, err
-	}
-	return &Single[DependenciesView]{Body: DependenciesView{ObjectID: in.ID(), Version: v.Version, Dependencies: versionView(v, false).Dependencies}}, nil
+	return single(authoring.DependenciesOf(in.ID(), v), err)
 }
 
 type createPageIn = struct {
@@ -185,7 +112,7 @@ type createPageIn = struct {
 	}
 }
 
-func (h *pagesAPI) create(ctx context.Context, sc auth.Scope, in *createPageIn) (*Accepted[JobView], error) {
+func (h *pagesAPI) create(ctx context.Context, sc auth.Scope, in *createPageIn) (*Accepted[jobs.JobView], error) {
 	b := in.Body
 	return accepted(h.svc.SubmitPageCreate(ctx, sc, authoring.PageCreate{ProjectID: b.ProjectID, Key: b.Key, Title: b.Title,
 		FileType: b.FileType, Source: b.Source, RenderCheck: b.RenderCheck}, b.MaxAttempts))
@@ -204,7 +131,7 @@ type editPageIn = struct {
 	Body PageEditBody
 }
 
-func (h *pagesAPI) edit(ctx context.Context, sc auth.Scope, in *editPageIn) (*Accepted[JobView], error) {
+func (h *pagesAPI) edit(ctx context.Context, sc auth.Scope, in *editPageIn) (*Accepted[jobs.JobView], error) {
 	return h.submitEdit(ctx, sc, in.ID(), in.Body)
 }
 
@@ -215,11 +142,11 @@ type editPageJobIn = struct {
 	}
 }
 
-func (h *pagesAPI) editJob(ctx context.Context, sc auth.Scope, in *editPageJobIn) (*Accepted[JobView], error) {
+func (h *pagesAPI) editJob(ctx context.Context, sc auth.Scope, in *editPageJobIn) (*Accepted[jobs.JobView], error) {
 	return h.submitEdit(ctx, sc, in.Body.PageID, in.Body.PageEditBody)
 }
 
-func (h *pagesAPI) submitEdit(ctx context.Context, sc auth.Scope, pageID string, b PageEditBody) (*Accepted[JobView], error) {
+func (h *pagesAPI) submitEdit(ctx context.Context, sc auth.Scope, pageID string, b PageEditBody) (*Accepted[jobs.JobView], error) {
 	return accepted(h.svc.SubmitPageEdit(ctx, sc, authoring.PageEdit{PageID: pageID, Version: b.Version, FileType: b.FileType,
 		Source: b.Source, RenderCheck: b.RenderCheck}, b.MaxAttempts))
 }
@@ -234,7 +161,7 @@ type copyPageIn = struct {
 	}
 }
 
-func (h *pagesAPI) copy(ctx context.Context, sc auth.Scope, in *copyPageIn) (*Accepted[JobView], error) {
+func (h *pagesAPI) copy(ctx context.Context, sc auth.Scope, in *copyPageIn) (*Accepted[jobs.JobView], error) {
 	b := in.Body
 	return accepted(h.svc.SubmitPageCopy(ctx, sc, in.ID(), b.ProjectID, b.Key, b.Title, b.MaxAttempts))
 }
@@ -249,7 +176,7 @@ type updatePageIn = struct {
 	}
 }
 
-func (h *pagesAPI) updateMetadata(ctx context.Context, sc auth.Scope, in *updatePageIn) (*Single[PageView], error) {
+func (h *pagesAPI) updateMetadata(ctx context.Context, sc auth.Scope, in *updatePageIn) (*Single[authoring.PageView], error) {
 	p, err := h.st.UpdatePageMetadata(ctx, sc, in.ID(), in.Body.Version, in.Body.Title, in.Body.Description, in.Body.Tags)
 	if err != nil {
 		return nil, err

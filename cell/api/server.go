@@ -141,7 +141,7 @@ func New(c Config) *Server {
 	s.registerComponents(st, s.Authoring)
 	s.registerValidation(st, s.Authoring)
 	if c.DB != nil {
-		s.metrics.reg.MustRegister(queueCollector{s.Jobs})
+		s.metrics.reg.MustRegister(s.Jobs.Collector())
 	}
 	return s
 }

@@ -7,7 +7,6 @@ import (
 	"slidecells/cell/auth"
 	"slidecells/cell/authoring"
 	"slidecells/cell/store"
-	"slidecells/shared/problem"
 )
 
 // Validations are read-only: no idempotency semantics, nothing written. Their render stage needs
@@ -58,74 +57,7 @@ type validateEntityIn = struct {
 }
 
 func (h *validateAPI) entity(ctx context.Context, sc auth.Scope, in *validateEntityIn) (*Single[authoring.Validation], error) {
-	b := in.Body
-	need := func(ok bool, field, msg string) error {
-		if ok {
-			return nil
-		}
-		return problem.Invalid(problem.FieldError{Field: "body." + field, Message: msg})
-	}
-	if b.EntityType == "component" {
-		if err := sc.Require(auth.ComponentRead); err != nil {
-			return nil, err
-		}
-		if b.Mode == "content" {
-			if err := need(b.Source != "", "source", "required in content mode"); err != nil {
-				return nil, err
-			}
-			return single(h.svc.ValidateComponent(ctx, sc, "", b.FileType, b.Source))
-		}
-		if err := need(b.EntityID != "", "entity_id", "required in "+b.Mode+" mode"); err != nil {
-			return nil, err
-		}
-		c, err := h.st.ComponentDraft(ctx, sc, b.EntityID)
-		if err != nil {
-			return nil, err
-		}
-		src, ft := c.Source, c.FileType
-		if b.Mode == "edits" {
-			if err := need(b.Source != "", "source", "required in edits mode"); err != nil {
-				return nil, err
-			}
-			src = b.Source
-			if b.FileType != "" {
-				ft = b.FileType
-			}
-		}
-		return single(h.svc.ValidateComponent(ctx, sc, c.Key, ft, src))
-	}
-	if err := sc.Require(auth.PageRead); err != nil {
-		return nil, err
-	}
-	switch b.Mode {
-	case "content":
-		if err := need(b.Source != "" && b.FileType != "", "source", "source and file_type are required in content mode"); err != nil {
-			return nil, err
-		}
-		return single(h.svc.ValidatePage(ctx, sc, b.FileType, b.Source))
-	case "edits":
-		if err := need(b.EntityID != "" && b.Version > 0 && b.Source != "", "entity_id", "entity_id, version and source are required in edits mode"); err != nil {
-			return nil, err
-		}
-		p, err := h.st.CheckPageBaseline(ctx, sc, b.EntityID, b.Version)
-		if err != nil {
-			return nil, err
-		}
-		ft := b.FileType
-		if ft == "" {
-			ft = p.FileType
-		}
-		return single(h.svc.ValidatePage(ctx, sc, ft, b.Source))
-	default:
-		if err := need(b.EntityID != "", "entity_id", "required in current mode"); err != nil {
-			return nil, err
-		}
-		v, err := h.st.PageVersion(ctx, sc, b.EntityID, 0)
-		if err != nil {
-			return nil, err
-		}
-		return single(h.svc.ValidatePage(ctx, sc, v.FileType, v.Source))
-	}
+	return single(h.svc.ValidateEntity(ctx, sc, authoring.EntityRequest(in.Body)))
 }
 
 func single[T any](v T, err error) (*Single[T], error) {

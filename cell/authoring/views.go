@@ -1,0 +1,117 @@
+package authoring
+
+import (
+	"time"
+
+	"slidecells/cell/auth"
+	"slidecells/cell/store"
+)
+
+// The views of pages and components: what the API shows of them.
+
+// PageView is a page: its metadata and the number of its current source version.
+type PageView struct {
+	ID              string    `json:"id"`
+	ProjectID       string    `json:"project_id"`
+	Key             string    `json:"key"`
+	Title           string    `json:"title"`
+	Description     string    `json:"description"`
+	Tags            []string  `json:"tags"`
+	FileType        string    `json:"file_type" enum:"tsx,jsx,html"`
+	Version         int64     `json:"version" doc:"current source version: the baseline a page edit carries"`
+	MetadataVersion int64     `json:"metadata_version"`
+	CreatedBy       string    `json:"created_by"`
+	CreatedAt       time.Time `json:"created_at"`
+	UpdatedAt       time.Time `json:"updated_at"`
+}
+
+// PageOf is the view of a page.
+func PageOf(_ auth.Scope, p store.Page) (PageView, error) {
+	return PageView{ID: p.ID, ProjectID: p.ProjectID, Key: p.Key, Title: p.Title, Description: p.Description, Tags: orEmpty(p.Tags),
+		FileType: p.FileType, Version: p.Version, MetadataVersion: p.MetadataVersion, CreatedBy: p.CreatedBy,
+		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}, nil
+}
+
+// ComponentView is a component: its key (imported as @components/<key>), metadata, draft
+// identity and last published version.
+type ComponentView struct {
+	ID               string    `json:"id"`
+	Key              string    `json:"key"`
+	Title            string    `json:"title"`
+	Description      string    `json:"description"`
+	Tags             []string  `json:"tags"`
+	FileType         string    `json:"file_type" enum:"tsx,jsx"`
+	DraftHash        string    `json:"draft_hash" doc:"identifies the draft: the baseline a draft edit or a publish carries in If-Match"`
+	PublishedVersion int64     `json:"published_version" doc:"0 until the first publish; pages compile against it"`
+	MetadataVersion  int64     `json:"metadata_version"`
+	CreatedBy        string    `json:"created_by"`
+	CreatedAt        time.Time `json:"created_at"`
+	UpdatedAt        time.Time `json:"updated_at"`
+}
+
+// ComponentOf is the view of a component.
+func ComponentOf(_ auth.Scope, c store.Component) (ComponentView, error) {
+	return ComponentView{ID: c.ID, Key: c.Key, Title: c.Title, Description: c.Description, Tags: orEmpty(c.Tags), FileType: c.FileType,
+		DraftHash: c.DraftHash, PublishedVersion: c.PublishedVersion, MetadataVersion: c.MetadataVersion,
+		CreatedBy: c.CreatedBy, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}, nil
+}
+
+// DependencyView is a component a version was compiled with.
+type DependencyView struct {
+	ComponentID string `json:"component_id,omitempty"`
+	Key         string `json:"key"`
+	Version     int64  `json:"version" doc:"the published version resolved"`
+	Depth       int    `json:"depth" doc:"1 for a direct import"`
+}
+
+// VersionView is one immutable source version; Source is omitted in history lists.
+type VersionView struct {
+	Version        int64            `json:"version"`
+	FileType       string           `json:"file_type"`
+	Source         string           `json:"source,omitempty"`
+	SourceDigest   string           `json:"source_digest"`
+	CompiledDigest string           `json:"compiled_digest,omitempty" doc:"content address of the compiled module the preview host loads"`
+	Dependencies   []DependencyView `json:"dependencies"`
+	JobID          string           `json:"job_id,omitempty" doc:"the mutation job that wrote it"`
+	CreatedBy      string           `json:"created_by"`
+	CreatedAt      time.Time        `json:"created_at"`
+}
+
+// VersionOf is the view of a version, with its source or without.
+func VersionOf(v store.SourceVersion, withSource bool) VersionView {
+	out := VersionView{Version: v.Version, FileType: v.FileType, SourceDigest: v.SourceDigest, CompiledDigest: v.CompiledDigest,
+		JobID: v.JobID, CreatedBy: v.CreatedBy, CreatedAt: v.CreatedAt, Dependencies: []DependencyView{}}
+	if withSource {
+		out.Source = v.Source
+	}
+	for _, d := range v.Dependencies {
+		out.Dependencies = append(out.Dependencies, DependencyView(d))
+	}
+	return out
+}
+
+// DraftOf shows a component's draft as a version view (no version number, no job).
+func DraftOf(c store.Component) VersionView {
+	return VersionView{FileType: c.FileType, Source: c.DraftSource, SourceDigest: c.DraftHash, Dependencies: []DependencyView{},
+		CreatedBy: c.CreatedBy, CreatedAt: c.UpdatedAt}
+}
+
+// DependenciesView lists what a page's current version (or a component's latest published one)
+// was compiled with.
+type DependenciesView struct {
+	ObjectID     string           `json:"object_id"`
+	Version      int64            `json:"version"`
+	Dependencies []DependencyView `json:"dependencies"`
+}
+
+// DependenciesOf is the dependencies view of an object's version.
+func DependenciesOf(id string, v store.SourceVersion) DependenciesView {
+	return DependenciesView{ObjectID: id, Version: v.Version, Dependencies: VersionOf(v, false).Dependencies}
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
