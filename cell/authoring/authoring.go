@@ -273,7 +273,18 @@ func (s *Service) build(ctx context.Context, r *jobs.Run, fileType, source strin
 // returns the component IDs it resolved, by key.
 func (s *Service) compilePage(ctx context.Context, sc auth.Scope, fileType, source string) (*compile.Result, map[string]string, error) {
 	ids := map[string]string{}
-	resolver := compile.ResolverFunc(func(ctx context.Context, key string) (compile.Module, error) {
+	resolver := s.resolver(sc, ids)
+	std := catalog.Standards["page"].Limits
+	res, err := s.Compiler.Compile(ctx, compile.Request{Kind: compile.KindPage, Resolver: resolver,
+		Entry:  compile.Module{FileType: compile.FileType(fileType), Source: []byte(source)},
+		Limits: compile.Limits{MaxSourceBytes: std.MaxSourceBytes, MaxDependencies: std.MaxDependencies, MaxImportDepth: std.MaxImportDepth, MaxKeyLength: std.MaxKeyLength}})
+	return res, ids, err
+}
+
+// resolver resolves @components/<key> to the component's latest published version, noting the
+// component IDs it resolved in ids (when not nil).
+func (s *Service) resolver(sc auth.Scope, ids map[string]string) compile.Resolver {
+	return compile.ResolverFunc(func(ctx context.Context, key string) (compile.Module, error) {
 		c, err := s.Store.PublishedComponent(ctx, sc, key)
 		if problem.As(err).Code == problem.NotFound {
 			return compile.Module{}, fmt.Errorf("%w: no published component %q", compile.ErrNotFound, key)
@@ -281,14 +292,11 @@ func (s *Service) compilePage(ctx context.Context, sc auth.Scope, fileType, sour
 		if err != nil {
 			return compile.Module{}, err
 		}
-		ids[key] = c.ID
+		if ids != nil {
+			ids[key] = c.ID
+		}
 		return compile.Module{Key: c.Key, FileType: compile.FileType(c.FileType), Source: []byte(c.Source), Version: c.Version}, nil
 	})
-	std := catalog.Standards["page"].Limits
-	res, err := s.Compiler.Compile(ctx, compile.Request{Kind: compile.KindPage, Resolver: resolver,
-		Entry:  compile.Module{FileType: compile.FileType(fileType), Source: []byte(source)},
-		Limits: compile.Limits{MaxSourceBytes: std.MaxSourceBytes, MaxDependencies: std.MaxDependencies, MaxImportDepth: std.MaxImportDepth, MaxKeyLength: std.MaxKeyLength}})
-	return res, ids, err
 }
 
 // Stage is one stage's conclusion in a validation.

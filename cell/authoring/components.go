@@ -227,16 +227,7 @@ func (s *Service) Publish(ctx context.Context, sc auth.Scope, id, draftHash stri
 // compileComponent compiles a component source against the workspace's published components.
 func (s *Service) compileComponent(ctx context.Context, sc auth.Scope, key, fileType, source string) (*compile.Result, error) {
 	std := catalog.Standards["component"].Limits
-	resolver := compile.ResolverFunc(func(ctx context.Context, k string) (compile.Module, error) {
-		c, err := s.Store.PublishedComponent(ctx, sc, k)
-		if problem.As(err).Code == problem.NotFound {
-			return compile.Module{}, fmt.Errorf("%w: no published component %q", compile.ErrNotFound, k)
-		}
-		if err != nil {
-			return compile.Module{}, err
-		}
-		return compile.Module{Key: c.Key, FileType: compile.FileType(c.FileType), Source: []byte(c.Source), Version: c.Version}, nil
-	})
+	resolver := s.resolver(sc, nil)
 	if key == "" {
 		key = "draft"
 	}

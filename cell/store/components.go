@@ -57,18 +57,12 @@ func (st *Store) ListComponents(ctx context.Context, s auth.Scope, cursor string
 
 // ComponentVersion returns one published version of a live component (0: the latest).
 func (st *Store) ComponentVersion(ctx context.Context, s auth.Scope, id string, version int64) (SourceVersion, error) {
-	return row(ctx, st.DB.Q(ctx), s, scanVersion, `SELECT `+qualifiedVersionCols("v")+` FROM component_versions v
-		JOIN components c ON c.workspace_id = v.workspace_id AND c.id = v.component_id AND c.archived_at IS NULL
-		WHERE v.workspace_id = $1 AND v.component_id = $2 AND v.version = CASE WHEN $3::INT8 = 0 THEN c.published_version ELSE $3::INT8 END`, id, version)
+	return st.version(ctx, s, componentVersions, id, version)
 }
 
 // ComponentVersions pages through a live component's published versions, newest first.
 func (st *Store) ComponentVersions(ctx context.Context, s auth.Scope, id string, before int64, limit int) ([]SourceVersion, error) {
-	if _, err := st.GetComponent(ctx, s, id); err != nil {
-		return nil, err
-	}
-	return rows(ctx, st.DB.Q(ctx), s, scanVersion, `SELECT `+versionCols+` FROM component_versions
-		WHERE workspace_id = $1 AND component_id = $2 AND ($3::INT8 = 0 OR version < $3::INT8) ORDER BY version DESC LIMIT $4`, id, before, limit)
+	return st.versions(ctx, s, componentVersions, id, before, limit)
 }
 
 func errComponentKey(key string) error {

@@ -85,18 +85,42 @@ func (st *Store) ListPages(ctx context.Context, s auth.Scope, cursor string, lim
 
 // PageVersion returns one version of a live page (0: the current one).
 func (st *Store) PageVersion(ctx context.Context, s auth.Scope, pageID string, version int64) (SourceVersion, error) {
-	return row(ctx, st.DB.Q(ctx), s, scanVersion, `SELECT `+qualifiedVersionCols("v")+` FROM page_versions v
-		JOIN pages p ON p.workspace_id = v.workspace_id AND p.id = v.page_id AND p.archived_at IS NULL
-		WHERE v.workspace_id = $1 AND v.page_id = $2 AND v.version = CASE WHEN $3::INT8 = 0 THEN p.version ELSE $3::INT8 END`, pageID, version)
+	return st.version(ctx, s, pageVersions, pageID, version)
 }
 
 // PageVersions pages through a live page's history, newest first, below before (0: from the top).
 func (st *Store) PageVersions(ctx context.Context, s auth.Scope, pageID string, before int64, limit int) ([]SourceVersion, error) {
-	if _, err := st.GetPage(ctx, s, pageID); err != nil {
+	return st.versions(ctx, s, pageVersions, pageID, before, limit)
+}
+
+// versioned names the tables of an object with immutable source versions; the names come only
+// from this package.
+type versioned struct{ table, versions, idCol, currentCol string }
+
+var (
+	pageVersions      = versioned{table: "pages", versions: "page_versions", idCol: "page_id", currentCol: "version"}
+	componentVersions = versioned{table: "components", versions: "component_versions", idCol: "component_id", currentCol: "published_version"}
+)
+
+// version returns one version of a live object (0: its current one).
+func (st *Store) version(ctx context.Context, s auth.Scope, k versioned, id string, version int64) (SourceVersion, error) {
+	return row(ctx, st.DB.Q(ctx), s, scanVersion, `SELECT `+qualifiedVersionCols("v")+` FROM `+k.versions+` v
+		JOIN `+k.table+` o ON o.workspace_id = v.workspace_id AND o.id = v.`+k.idCol+` AND o.archived_at IS NULL
+		WHERE v.workspace_id = $1 AND v.`+k.idCol+` = $2 AND v.version = CASE WHEN $3::INT8 = 0 THEN o.`+k.currentCol+` ELSE $3::INT8 END`, id, version)
+}
+
+// versions pages through a live object's versions, newest first, below before (0: from the top).
+func (st *Store) versions(ctx context.Context, s auth.Scope, k versioned, id string, before int64, limit int) ([]SourceVersion, error) {
+	var live bool
+	if err := st.DB.Q(ctx).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+k.table+` WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL)`,
+		s.WorkspaceID(), id).Scan(&live); err != nil || !live {
+		if err == nil {
+			err = problem.ErrNotFound()
+		}
 		return nil, err
 	}
-	return rows(ctx, st.DB.Q(ctx), s, scanVersion, `SELECT `+versionCols+` FROM page_versions
-		WHERE workspace_id = $1 AND page_id = $2 AND ($3::INT8 = 0 OR version < $3::INT8) ORDER BY version DESC LIMIT $4`, pageID, before, limit)
+	return rows(ctx, st.DB.Q(ctx), s, scanVersion, `SELECT `+versionCols+` FROM `+k.versions+`
+		WHERE workspace_id = $1 AND `+k.idCol+` = $2 AND ($3::INT8 = 0 OR version < $3::INT8) ORDER BY version DESC LIMIT $4`, id, before, limit)
 }
 
 func qualifiedVersionCols(alias string) string {
