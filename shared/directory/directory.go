@@ -110,6 +110,8 @@ type Workspace struct {
 	ID        string
 	Name      string
 	CreatedAt time.Time
+	// CellID is where CreateWorkspace placed it (empty from other reads).
+	CellID string
 }
 
 // Membership is a user's role in a workspace.
@@ -275,7 +277,9 @@ func (d *Directory) ResolveUser(ctx context.Context, ref string) (User, error) {
 	return d.UserByEmail(ctx, ref)
 }
 
-// CreateWorkspace creates a workspace placed on cell at epoch 1, in one transaction.
+// CreateWorkspace creates a workspace placed at epoch 1, in one transaction, on cellID, which must
+// be active and below its max_workspaces (0: unlimited); with cellID empty, on the active cell
+// with the fewest workspaces that has room (ties by ID).
 func (d *Directory) CreateWorkspace(ctx context.Context, name, cellID string, pinned bool) (Workspace, error) {
 	name = strings.TrimSpace(name)
 	if name == "" || len(name) > 200 {
@@ -283,23 +287,44 @@ func (d *Directory) CreateWorkspace(ctx context.Context, name, cellID string, pi
 	}
 	w := Workspace{ID: ids.New(ids.Workspace), Name: name}
 	err := d.DB.Tx(ctx, func(tx pgx.Tx) error {
-		var state string
-		err := tx.QueryRow(ctx, `SELECT state FROM cells WHERE id = $1`, cellID).Scan(&state)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return invalid("cell %q does not exist", cellID)
-		}
-		if err != nil {
-			return err
-		}
-		if state != "active" {
-			return invalid("cell %q is %s and takes no new workspaces", cellID, state)
+		w.CellID = cellID
+		if cellID == "" {
+			// Automatic placement: the active cell with the fewest workspaces that has room.
+			err := tx.QueryRow(ctx, `
+				SELECT c.id FROM cells c
+				LEFT JOIN (SELECT cell_id, count(*) AS n FROM placements GROUP BY cell_id) p ON p.cell_id = c.id
+				WHERE c.state = 'active' AND (c.max_workspaces = 0 OR COALESCE(p.n, 0) < c.max_workspaces)
+				ORDER BY COALESCE(p.n, 0), c.id LIMIT 1`).Scan(&w.CellID)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return invalid("no active cell has room for a new workspace (cellctl cells list shows states and capacity)")
+			}
+			if err != nil {
+				return err
+			}
+		} else {
+			var state string
+			var max, n int64
+			err := tx.QueryRow(ctx, `SELECT state, max_workspaces, (SELECT count(*) FROM placements WHERE cell_id = $1) FROM cells WHERE id = $1`,
+				cellID).Scan(&state, &max, &n)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return invalid("cell %q does not exist", cellID)
+			}
+			if err != nil {
+				return err
+			}
+			if state != "active" {
+				return invalid("cell %q is %s and takes no new workspaces", cellID, state)
+			}
+			if max > 0 && n >= max {
+				return invalid("cell %q is full (%d of %d workspaces)", cellID, n, max)
+			}
 		}
 		if err := tx.QueryRow(ctx, `INSERT INTO workspaces (id, name) VALUES ($1, $2) RETURNING created_at`,
 			w.ID, w.Name).Scan(&w.CreatedAt); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO placements (workspace_id, cell_id, epoch, state, pinned) VALUES ($1, $2, 1, 'active', $3)`,
-			w.ID, cellID, pinned)
+		_, err := tx.Exec(ctx, `INSERT INTO placements (workspace_id, cell_id, epoch, state, pinned) VALUES ($1, $2, 1, 'active', $3)`,
+			w.ID, w.CellID, pinned)
 		return err
 	})
 	return w, err

@@ -142,20 +142,22 @@ func (a *app) usersCmd() *cobra.Command {
 func (a *app) workspacesCmd() *cobra.Command {
 	var name, cell string
 	var pin bool
-	create := &cobra.Command{Use: "create", Short: "Create a workspace placed on a cell",
+	create := &cobra.Command{Use: "create", Short: "Create a workspace on a cell (without --cell: the least-loaded active cell with room); prints its ID",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w, err := a.dir.CreateWorkspace(cmd.Context(), name, cell, pin)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintln(a.out, w.ID)
+			if cell == "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "placed on %s\n", w.CellID)
+			}
 			return nil
 		}}
 	create.Flags().StringVar(&name, "name", "", "workspace name (required)")
-	create.Flags().StringVar(&cell, "cell", "", "cell that hosts it (required)")
+	create.Flags().StringVar(&cell, "cell", "", "cell that hosts it (default: the active cell with the fewest workspaces and room for one more)")
 	create.Flags().BoolVar(&pin, "pin", false, "pin the workspace to the cell (large tenants)")
 	_ = create.MarkFlagRequired("name")
-	_ = create.MarkFlagRequired("cell")
 	var ws string
 	pinCmd := &cobra.Command{Use: "pin", Short: "Pin a workspace to its current cell",
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.setPinned(cmd, ws, true) }}

@@ -95,3 +95,37 @@ func TestCellctlBadInput(t *testing.T) {
 		t.Error("no directory URL: no error")
 	}
 }
+
+// Without --cell a workspace goes to the active cell with the fewest workspaces and room for one
+// more; a full cell takes none, named or not.
+func TestAutomaticPlacement(t *testing.T) {
+	url := dbtest.NewDatabase(t, nil, "")
+	mustRun := func(args ...string) string {
+		out, err := run(t, url, args...)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return strings.TrimSpace(out)
+	}
+	mustRun("cells", "add", "--id", "cell-a", "--url", "http://127.0.0.1:9001", "--max-workspaces", "2")
+	mustRun("cells", "add", "--id", "cell-b", "--url", "http://127.0.0.1:9002")
+	placed := map[string]int{}
+	for _, name := range []string{"w1", "w2", "w3", "w4", "w5"} {
+		mustRun("workspaces", "create", "--name", name)
+	}
+	list := mustRun("placements", "list")
+	for _, line := range strings.Split(list, "\n") {
+		for _, c := range []string{"cell-a", "cell-b"} {
+			if strings.Contains(line, c) {
+				placed[c]++
+			}
+		}
+	}
+	// Least-loaded first, ties by ID: a, b, a (now full), b, b.
+	if placed["cell-a"] != 2 || placed["cell-b"] != 3 {
+		t.Fatalf("placements %v:\n%s", placed, list)
+	}
+	if _, err := run(t, url, "workspaces", "create", "--name", "x", "--cell", "cell-a"); err == nil || !strings.Contains(err.Error(), "full") {
+		t.Fatalf("a full cell took a workspace: %v", err)
+	}
+}
