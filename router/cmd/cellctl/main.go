@@ -40,6 +40,9 @@ type app struct {
 
 func (a *app) open(cmd *cobra.Command, _ []string) error {
 	if a.url == "" {
+		a.url = (&config.Loader{}).String("DIRECTORY_DATABASE_URL", "", false)
+	}
+	if a.url == "" {
 		return errors.New("no directory: set --directory-url or DIRECTORY_DATABASE_URL")
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
@@ -60,9 +63,9 @@ func newRoot(out io.Writer) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	env := &config.Loader{}
-	root.PersistentFlags().StringVar(&a.url, "directory-url", env.String("DIRECTORY_DATABASE_URL", "", false),
-		"directory database URL (default $DIRECTORY_DATABASE_URL)")
+	// The URL is read from the environment only when a command runs, never shown as the flag's
+	// default: --help must not print a password.
+	root.PersistentFlags().StringVar(&a.url, "directory-url", "", "directory database URL (default: $DIRECTORY_DATABASE_URL)")
 	root.AddCommand(a.cellsCmd(), a.usersCmd(), a.workspacesCmd(), a.membersCmd(), a.tokensCmd(), a.placementsCmd())
 	return root
 }

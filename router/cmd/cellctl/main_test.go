@@ -129,3 +129,19 @@ func TestAutomaticPlacement(t *testing.T) {
 		t.Fatalf("a full cell took a workspace: %v", err)
 	}
 }
+
+// --help never shows the directory URL from the environment (it may hold a password).
+func TestHelpPrintsNoCredentials(t *testing.T) {
+	t.Setenv("DIRECTORY_DATABASE_URL", "postgres://u:s3cret-password@127.0.0.1/db")
+	var out, errOut bytes.Buffer
+	root := newRoot(&out)
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs([]string{"--help"})
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if help := out.String() + errOut.String(); strings.Contains(help, "s3cret") || !strings.Contains(help, "directory-url") {
+		t.Fatalf("help:\n%s", help)
+	}
+}
