@@ -188,6 +188,32 @@ func (d *Directory) SetCellURL(ctx context.Context, id, url string) error {
 	return err
 }
 
+// SetCellState sets a cell's state: active (takes new workspaces), draining (keeps its
+// workspaces, takes no new ones; moves take them away) or down.
+func (d *Directory) SetCellState(ctx context.Context, id, state string) error {
+	if state != "active" && state != "draining" && state != "down" {
+		return invalid("state must be active, draining or down")
+	}
+	tag, err := d.DB.Exec(ctx, `UPDATE cells SET state = $2 WHERE id = $1`, id, state)
+	if err == nil && tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return err
+}
+
+// SetCellCapacity sets the most workspaces a cell takes (0: unlimited); a cell at capacity is
+// full and takes no new ones.
+func (d *Directory) SetCellCapacity(ctx context.Context, id string, max int64) error {
+	if max < 0 {
+		return invalid("max workspaces must be 0 (unlimited) or more")
+	}
+	tag, err := d.DB.Exec(ctx, `UPDATE cells SET max_workspaces = $2 WHERE id = $1`, id, max)
+	if err == nil && tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return err
+}
+
 // Cells lists all cells, without workspace counts: what routers reread every few seconds, so it
 // must not scan placements.
 func (d *Directory) Cells(ctx context.Context) ([]Cell, error) {

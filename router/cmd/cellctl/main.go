@@ -117,12 +117,43 @@ func (a *app) cellsCmd() *cobra.Command {
 			}
 			rows := make([][]string, 0, len(cells))
 			for _, c := range cells {
-				rows = append(rows, []string{c.ID, c.InternalURL, c.State, strconv.FormatInt(c.WorkspaceCount, 10)})
+				state, max := c.State, "-"
+				if c.MaxWorkspaces > 0 {
+					max = strconv.FormatInt(c.MaxWorkspaces, 10)
+					if state == "active" && c.WorkspaceCount >= c.MaxWorkspaces {
+						state = "full"
+					}
+				}
+				rows = append(rows, []string{c.ID, c.InternalURL, state, strconv.FormatInt(c.WorkspaceCount, 10), max})
 			}
-			a.table("ID\tURL\tSTATE\tWORKSPACES", rows)
+			a.table("ID\tURL\tSTATE\tWORKSPACES\tMAX", rows)
 			return nil
 		}}
-	return a.group("cells", "Register and list cells", add, list)
+	var id, state string
+	var capacity int64
+	set := &cobra.Command{Use: "set", Short: "Set a cell's state (active, draining: no new workspaces, down) and/or its capacity",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if state == "" && !cmd.Flags().Changed("max-workspaces") {
+				return errors.New("give --state and/or --max-workspaces")
+			}
+			if state != "" {
+				if err := a.dir.SetCellState(cmd.Context(), id, state); err != nil {
+					return err
+				}
+			}
+			if cmd.Flags().Changed("max-workspaces") {
+				if err := a.dir.SetCellCapacity(cmd.Context(), id, capacity); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(a.out, "cell %s updated\n", id)
+			return nil
+		}}
+	set.Flags().StringVar(&id, "id", "", "cell ID (required)")
+	set.Flags().StringVar(&state, "state", "", "active, draining or down")
+	set.Flags().Int64Var(&capacity, "max-workspaces", 0, "most workspaces the cell takes; 0 means unlimited")
+	_ = set.MarkFlagRequired("id")
+	return a.group("cells", "Register, list and set cells", add, list, set)
 }
 
 func (a *app) usersCmd() *cobra.Command {

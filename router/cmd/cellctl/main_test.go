@@ -128,6 +128,22 @@ func TestAutomaticPlacement(t *testing.T) {
 	if _, err := run(t, url, "workspaces", "create", "--name", "x", "--cell", "cell-a"); err == nil || !strings.Contains(err.Error(), "full") {
 		t.Fatalf("a full cell took a workspace: %v", err)
 	}
+	if cells := mustRun("cells", "list"); !strings.Contains(cells, "full") {
+		t.Fatalf("cells list does not show the full cell:\n%s", cells)
+	}
+	// A draining cell takes no new workspace; raising cell-a's capacity makes it the choice again.
+	mustRun("cells", "set", "--id", "cell-b", "--state", "draining")
+	if _, err := run(t, url, "workspaces", "create", "--name", "y"); err == nil || !strings.Contains(err.Error(), "no active cell has room") {
+		t.Fatalf("placed although every cell is full or draining: %v", err)
+	}
+	mustRun("cells", "set", "--id", "cell-a", "--max-workspaces", "0")
+	mustRun("workspaces", "create", "--name", "z")
+	if n := strings.Count(mustRun("placements", "list"), "cell-a"); n != 3 {
+		t.Fatalf("cell-a hosts %d workspaces, want 3", n)
+	}
+	if _, err := run(t, url, "cells", "set", "--id", "cell-a", "--state", "sleeping"); err == nil {
+		t.Fatal("an unknown state was accepted")
+	}
 }
 
 // --help never shows the directory URL from the environment (it may hold a password).
