@@ -418,7 +418,9 @@ func TestMemoryBombIsContained(t *testing.T) {
 // TestForkBombIsContained: the pids limit stops the bomb, the deadline ends
 // the attempt, everything is reclaimed and the host can still fork.
 func TestForkBombIsContained(t *testing.T) {
-	r := start(t, `echo up; b() { b | b & }; b; sleep 60`, func(s *Spec) {
+	// The leader forks its long sleep before the bomb and then only waits (a builtin): when the
+	// pids limit is reached it cannot fail to fork and exit early, so the deadline ends it.
+	r := start(t, `sleep 60 & echo up; b() { b | b & }; b; wait`, func(s *Spec) {
 		s.CgroupLimits = CgroupLimits{Processes: 64}
 		s.HardDeadline = time.Now().Add(1500 * time.Millisecond)
 	})
