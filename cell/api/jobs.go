@@ -8,7 +8,6 @@ import (
 	"slidecells/cell/auth"
 	"slidecells/cell/authoring"
 	"slidecells/cell/jobs"
-	"slidecells/shared/problem"
 )
 
 const jobsPath = "/api/v1/jobs/mutations"
@@ -98,5 +97,3 @@ type JobOptions struct {
 	MaxAttempts int  `json:"max_attempts,omitempty" minimum:"1" maximum:"10" doc:"including the first run; default 3"`
 	RenderCheck bool `json:"render_check,omitempty" doc:"block the write unless the render check passes (while no renderer can run it, the job fails with RENDER_SERVICE_UNAVAILABLE)"`
 }
-
-var _ = problem.ErrNotFound

@@ -48,7 +48,7 @@ func newMetrics(d *db.DB) *metrics {
 		}, []string{"operation"}),
 		idempotency: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cell_idempotency_total",
-			Help: "Idempotency-Key requests by operation and outcome (executed, not_stored, replayed, conflict, in_flight, taken_over, raced).",
+			Help: "Idempotency-Key requests by operation and outcome (executed, not_stored, replayed, conflict, in_flight).",
 		}, []string{"operation", "outcome"}),
 		txRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cell_tx_retries_total",
@@ -97,13 +97,23 @@ func opLabel(ctx context.Context) string {
 func (m *metrics) jobState(kind, state string) { m.jobs.WithLabelValues(kind, state).Inc() }
 
 // outcome is filled in while a request runs: the error code its answer carries, if any.
-type outcome struct{ code problem.Code }
+type outcome struct {
+	op   string // the operation, unknownOperation for a path that matched none
+	code problem.Code
+}
 
 type outcomeKey struct{}
 
 func withOutcome(ctx context.Context) (context.Context, *outcome) {
-	o := &outcome{}
+	o := &outcome{op: unknownOperation}
 	return context.WithValue(ctx, outcomeKey{}, o), o
+}
+
+// nameOperation records which operation serves the request, for its metrics.
+func nameOperation(ctx context.Context, op string) {
+	if o, ok := ctx.Value(outcomeKey{}).(*outcome); ok {
+		o.op = op
+	}
 }
 
 // noteError records the code of an error answer for the request's metrics.

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"time"
 
 	"slidecells/cell/idempotency"
 	"slidecells/shared/cellproto"
@@ -37,24 +36,11 @@ func (m opMux) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.s.Mux.Serve
 // tenancy guard, scopes), idempotency, then the handler.
 func (s *Server) pipeline(op Operation, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
 		trace := traceIDOf(r)
 		w.Header().Set(cellproto.HeaderRequestID, trace)
 		ctx := context.WithValue(r.Context(), traceKey, trace)
 		ctx = db.WithOperation(ctx, op.ID)
-		ctx, out := withOutcome(ctx)
-		sw := &statusWriter{ResponseWriter: w}
-		w = sw
-		defer func() {
-			status := sw.status
-			if status == 0 {
-				status = http.StatusOK
-			}
-			if clientGone(r) {
-				status, out.code = problem.StatusClientClosed, problem.ClientClosedRequest
-			}
-			s.metrics.observe(op.ID, status, out.code, time.Since(start))
-		}()
+		nameOperation(ctx, op.ID)
 		if op.Access != Public {
 			p, err := s.Auth.Authenticate(ctx, r.Header.Get("Authorization"))
 			if err != nil {

@@ -1,7 +1,7 @@
 package api
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -318,8 +318,7 @@ func (s *Server) Handler() http.Handler {
 			s.Mux.ServeHTTP(w, r)
 			return
 		}
-		start := time.Now()
-		ctx, out := withOutcome(context.WithValue(r.Context(), traceKey, traceIDOf(r)))
+		ctx := context.WithValue(r.Context(), traceKey, traceIDOf(r))
 		w.Header().Set(cellproto.HeaderRequestID, TraceID(ctx))
 		var pe *problem.Error
 		switch allow := s.allowed(r); {
@@ -331,7 +330,6 @@ func (s *Server) Handler() http.Handler {
 			pe = problem.ErrNotFound()
 		}
 		s.fail(ctx, w, pe)
-		s.metrics.observe(unknownOperation, problem.Status(pe.Code), out.code, time.Since(start))
 	}))
 	return outer
 }
@@ -349,12 +347,10 @@ func (s *Server) allowed(r *http.Request) []string {
 	return out
 }
 
-// statusWriter remembers the status of an answer and, when tee is set, copies its body (so an
-// idempotent answer can be stored for replay).
+// statusWriter remembers the status of an answer.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
-	tee    *bytes.Buffer
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -368,25 +364,26 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	if w.tee != nil {
-		w.tee.Write(b)
-	}
 	return w.ResponseWriter.Write(b)
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// accessLog writes one line per request: never the query string (it may hold signed values) nor
+// accessLog writes one line per request and records its metrics (the pipeline names the
+// operation and the error code through the request's outcome): never the query string (it may hold signed values) nor
 // any header but the workspace and trace IDs.
 func (s *Server) accessLog(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		ctx, out := withOutcome(r.Context())
+		r = r.WithContext(ctx)
 		sw := &statusWriter{ResponseWriter: w}
 		next(sw, r)
-		status := sw.status
+		status := cmp.Or(sw.status, http.StatusOK)
 		if clientGone(r) {
-			status = problem.StatusClientClosed
+			status, out.code = problem.StatusClientClosed, problem.ClientClosedRequest
 		}
+		defer func() { s.metrics.observe(out.op, status, out.code, time.Since(start)) }()
 		ws := r.PathValue("workspace_id")
 		if ws == "" {
 			ws = r.Header.Get(cellproto.HeaderWorkspaceID)

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -95,14 +96,11 @@ type PageEdit struct {
 	RenderCheck bool   `json:"render_check,omitempty"`
 }
 
-func checkSource(fileType, source string) []problem.FieldError {
+// checkSource checks a source against the standard of kind ("page" or "component").
+func checkSource(kind, fileType, source string) []problem.FieldError {
 	var fe []problem.FieldError
-	std := catalog.Standards["page"]
-	ok := false
-	for _, t := range std.FileTypes {
-		ok = ok || t == fileType
-	}
-	if !ok {
+	std := catalog.Standards[kind]
+	if !slices.Contains(std.FileTypes, fileType) {
 		fe = append(fe, problem.FieldError{Field: "body.file_type", Message: "must be one of " + strings.Join(std.FileTypes, ", ")})
 	}
 	if strings.TrimSpace(source) == "" {
@@ -117,7 +115,7 @@ func checkSource(fileType, source string) []problem.FieldError {
 // SubmitPageCreate checks a page create (422 for bad input; 404 for a project that is not live;
 // 409 NAME_CONFLICT for a taken key) and enqueues its job in the request's transaction.
 func (s *Service) SubmitPageCreate(ctx context.Context, sc auth.Scope, in PageCreate, maxAttempts int) (jobs.Job, error) {
-	fe := checkSource(in.FileType, in.Source)
+	fe := checkSource("page", in.FileType, in.Source)
 	if !pageKey.MatchString(in.Key) {
 		fe = append(fe, problem.FieldError{Field: "body.key", Message: "1-64 of a-z, 0-9 and '-', starting with a letter"})
 	}
@@ -164,7 +162,7 @@ func (s *Service) SubmitPageEdit(ctx context.Context, sc auth.Scope, in PageEdit
 	if in.FileType == "" {
 		in.FileType = p.FileType
 	}
-	if fe := checkSource(in.FileType, in.Source); len(fe) > 0 {
+	if fe := checkSource("page", in.FileType, in.Source); len(fe) > 0 {
 		return jobs.Job{}, problem.Invalid(fe...)
 	}
 	return s.Jobs.Enqueue(ctx, sc, jobs.NewJob{Kind: KindPageEdit, Input: in, MaxAttempts: maxAttempts})
@@ -177,6 +175,15 @@ func (s *Service) Handlers() map[string]jobs.Handler {
 	return h
 }
 
+// input decodes a job's input; one that cannot be read fails the job (not retried).
+func input[T any](r *jobs.Run) (T, error) {
+	var in T
+	if err := json.Unmarshal(r.Job.Input, &in); err != nil {
+		return in, jobs.Fail("JOB_INPUT_INVALID", "the job input cannot be read: %v", err)
+	}
+	return in, nil
+}
+
 // Result is what a page job stores on success: the object and version it wrote.
 type Result struct {
 	ObjectID       string `json:"object_id"`
@@ -185,9 +192,9 @@ type Result struct {
 }
 
 func (s *Service) runPageCreate(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
-	var in PageCreate
-	if err := json.Unmarshal(r.Job.Input, &in); err != nil {
-		return nil, jobs.Fail("JOB_INPUT_INVALID", "the job input cannot be read: %v", err)
+	in, err := input[PageCreate](r)
+	if err != nil {
+		return nil, err
 	}
 	src, err := s.build(ctx, r, in.FileType, in.Source, in.RenderCheck)
 	if err != nil {
@@ -209,9 +216,9 @@ func (s *Service) runPageCreate(ctx context.Context, r *jobs.Run) (json.RawMessa
 }
 
 func (s *Service) runPageEdit(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
-	var in PageEdit
-	if err := json.Unmarshal(r.Job.Input, &in); err != nil {
-		return nil, jobs.Fail("JOB_INPUT_INVALID", "the job input cannot be read: %v", err)
+	in, err := input[PageEdit](r)
+	if err != nil {
+		return nil, err
 	}
 	src, err := s.build(ctx, r, in.FileType, in.Source, in.RenderCheck)
 	if err != nil {
@@ -322,7 +329,7 @@ type Validation struct {
 // The render control plane is not built yet, so a source that compiles is "unavailable".
 func (s *Service) ValidatePage(ctx context.Context, sc auth.Scope, fileType, source string) (Validation, error) {
 	var v Validation
-	if fe := checkSource(fileType, source); len(fe) > 0 {
+	if fe := checkSource("page", fileType, source); len(fe) > 0 {
 		return v, problem.Invalid(fe...)
 	}
 	res, _, err := s.compilePage(ctx, sc, fileType, source)
@@ -335,7 +342,7 @@ func (s *Service) ValidatePage(ctx context.Context, sc auth.Scope, fileType, sou
 // ValidateComponent runs the validation stages on a component source (its imports resolve to
 // published components, like a page's).
 func (s *Service) ValidateComponent(ctx context.Context, sc auth.Scope, key, fileType, source string) (Validation, error) {
-	if fe := checkComponentSource(fileType, source); len(fe) > 0 {
+	if fe := checkSource("component", fileType, source); len(fe) > 0 {
 		return Validation{}, problem.Invalid(fe...)
 	}
 	res, err := s.compileComponent(ctx, sc, key, fileType, source)

@@ -56,20 +56,10 @@ func DraftHash(fileType, source string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-func checkComponentSource(fileType, source string) []problem.FieldError {
-	var fe []problem.FieldError
-	if fileType != "tsx" && fileType != "jsx" {
-		fe = append(fe, problem.FieldError{Field: "body.file_type", Message: "must be one of tsx, jsx"})
-	}
-	if max := catalog.Standards["component"].Limits.MaxSourceBytes; len(source) == 0 || len(source) > max {
-		fe = append(fe, problem.FieldError{Field: "body.source", Message: fmt.Sprintf("1 to %d bytes", max)})
-	}
-	return fe
-}
 
 // SubmitComponentCreate checks a component create and enqueues its job.
 func (s *Service) SubmitComponentCreate(ctx context.Context, sc auth.Scope, in ComponentCreate, maxAttempts int) (jobs.Job, error) {
-	fe := checkComponentSource(in.FileType, in.Source)
+	fe := checkSource("component", in.FileType, in.Source)
 	if !pageKey.MatchString(in.Key) {
 		fe = append(fe, problem.FieldError{Field: "body.key", Message: "1-64 of a-z, 0-9 and '-', starting with a letter"})
 	}
@@ -92,7 +82,7 @@ func (s *Service) SubmitComponentEdit(ctx context.Context, sc auth.Scope, in Com
 	if in.FileType == "" {
 		in.FileType = c.FileType
 	}
-	if fe := checkComponentSource(in.FileType, in.Source); len(fe) > 0 {
+	if fe := checkSource("component", in.FileType, in.Source); len(fe) > 0 {
 		return jobs.Job{}, problem.Invalid(fe...)
 	}
 	return s.Jobs.Enqueue(ctx, sc, jobs.NewJob{Kind: KindComponentEdit, Input: in, MaxAttempts: maxAttempts})
@@ -136,9 +126,9 @@ func (s *Service) checkDraft(ctx context.Context, r *jobs.Run, key, fileType, so
 }
 
 func (s *Service) runComponentCreate(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
-	var in ComponentCreate
-	if err := json.Unmarshal(r.Job.Input, &in); err != nil {
-		return nil, jobs.Fail("JOB_INPUT_INVALID", "the job input cannot be read: %v", err)
+	in, err := input[ComponentCreate](r)
+	if err != nil {
+		return nil, err
 	}
 	if err := s.checkDraft(ctx, r, in.Key, in.FileType, in.Source); err != nil {
 		return nil, err
@@ -153,9 +143,9 @@ func (s *Service) runComponentCreate(ctx context.Context, r *jobs.Run) (json.Raw
 }
 
 func (s *Service) runComponentEdit(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
-	var in ComponentEdit
-	if err := json.Unmarshal(r.Job.Input, &in); err != nil {
-		return nil, jobs.Fail("JOB_INPUT_INVALID", "the job input cannot be read: %v", err)
+	in, err := input[ComponentEdit](r)
+	if err != nil {
+		return nil, err
 	}
 	sc, err := r.Scope(ctx)
 	if err != nil {
@@ -178,9 +168,9 @@ func (s *Service) runComponentEdit(ctx context.Context, r *jobs.Run) (json.RawMe
 }
 
 func (s *Service) runComponentMetadata(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
-	var in ComponentMetadata
-	if err := json.Unmarshal(r.Job.Input, &in); err != nil {
-		return nil, jobs.Fail("JOB_INPUT_INVALID", "the job input cannot be read: %v", err)
+	in, err := input[ComponentMetadata](r)
+	if err != nil {
+		return nil, err
 	}
 	return nil, commitFailure(r.Commit(ctx, func(ctx context.Context, sc auth.Scope, _ pgx.Tx) (json.RawMessage, error) {
 		c, err := s.Store.UpdateComponentMetadata(ctx, sc, in.ComponentID, in.MetadataVersion, in.Title, in.Description, in.Tags)

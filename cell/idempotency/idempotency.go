@@ -26,6 +26,7 @@ package idempotency
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -111,26 +112,11 @@ func (s *Store) now() time.Time {
 	return time.Now()
 }
 
-func (s *Store) timeout() time.Duration {
-	if s.Timeout > 0 {
-		return s.Timeout
-	}
-	return DefaultTimeout
-}
+func (s *Store) timeout() time.Duration { return cmp.Or(s.Timeout, DefaultTimeout) }
 
-func (s *Store) inFlightWait() time.Duration {
-	if s.InFlightWait > 0 {
-		return s.InFlightWait
-	}
-	return DefaultInFlightWait
-}
+func (s *Store) inFlightWait() time.Duration { return cmp.Or(s.InFlightWait, DefaultInFlightWait) }
 
-func (s *Store) retention() time.Duration {
-	if s.Retention > 0 {
-		return s.Retention
-	}
-	return DefaultRetention
-}
+func (s *Store) retention() time.Duration { return cmp.Or(s.Retention, DefaultRetention) }
 
 func (s *Store) observe(ctx context.Context, outcome string) {
 	if s.Observe != nil {

@@ -17,6 +17,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -83,11 +84,6 @@ type Job struct {
 	StartedAt       *time.Time
 	FinishedAt      *time.Time
 	UpdatedAt       time.Time
-}
-
-// Terminal reports whether the job is over.
-func (j Job) Terminal() bool {
-	return j.Status == Succeeded || j.Status == Failed || j.Status == Canceled
 }
 
 const jobCols = `workspace_id, id, kind, owner_id, input, status, attempt_count, max_attempts, COALESCE(retry_of_job_id, ''),
@@ -175,13 +171,7 @@ func (q *Queue) Notify() {
 
 // backoff is the pause before automatic retry number attempt (1-based).
 func (q *Queue) backoff(attempt int) time.Duration {
-	base, maxd := q.BackoffBase, q.BackoffMax
-	if base <= 0 {
-		base = DefaultBackoffBase
-	}
-	if maxd <= 0 {
-		maxd = DefaultBackoffMax
-	}
+	base, maxd := cmp.Or(q.BackoffBase, DefaultBackoffBase), cmp.Or(q.BackoffMax, DefaultBackoffMax)
 	d := base << min(attempt-1, 30)
 	if d <= 0 || d > maxd {
 		d = maxd

@@ -1,10 +1,10 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,26 +64,11 @@ type Pool struct {
 	runs    map[string]*Run
 }
 
-func (p *Pool) slots() int {
-	if p.Slots > 0 {
-		return p.Slots
-	}
-	return DefaultSlots
-}
+func (p *Pool) slots() int { return cmp.Or(p.Slots, DefaultSlots) }
 
-func (p *Pool) lease() time.Duration {
-	if p.Lease > 0 {
-		return p.Lease
-	}
-	return DefaultLease
-}
+func (p *Pool) lease() time.Duration { return cmp.Or(p.Lease, DefaultLease) }
 
-func (p *Pool) poll() time.Duration {
-	if p.PollInterval > 0 {
-		return p.PollInterval
-	}
-	return DefaultPollInterval
-}
+func (p *Pool) poll() time.Duration { return cmp.Or(p.PollInterval, DefaultPollInterval) }
 
 func (p *Pool) observe(kind, state string) {
 	if p.Observe != nil {
@@ -373,9 +358,6 @@ func (r *Run) Commit(ctx context.Context, fn func(ctx context.Context, s auth.Sc
 	}
 	return err
 }
-
-// String names a run in logs.
-func (r *Run) String() string { return fmt.Sprintf("%s/%s", r.Job.WorkspaceID, r.Job.ID) }
 
 // Scope authorizes the job's owner now (Pool.Authorize) and returns the workspace scope that
 // the run's reads (before its Commit) go through.
