@@ -1,6 +1,7 @@
 package db
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -156,27 +157,32 @@ func Operation(ctx context.Context) string {
 // retrying wraps a transaction body with the retry pause, the OnRetry report and the deadlock
 // mapping, and bounds the number of retries.
 func (d *DB) retrying(ctx context.Context, fn func(pgx.Tx) error) (context.Context, func(pgx.Tx) error) {
-	max := d.MaxRetries
-	if max <= 0 {
-		max = DefaultMaxRetries
-	}
 	run := 0
-	return crdb.WithMaxRetries(ctx, max), func(tx pgx.Tx) error {
+	return crdb.WithMaxRetries(ctx, d.maxRetries()), func(tx pgx.Tx) error {
 		if run > 0 {
-			if d.OnRetry != nil {
-				d.OnRetry(ctx)
-			}
-			delay := min(retryBaseDelay<<min(run-1, 10), retryMaxDelay)
-			t := time.NewTimer(delay/2 + rand.N(delay/2+1))
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
+			if err := d.beforeRetry(ctx, run); err != nil {
+				return err
 			}
 		}
 		run++
 		return retryable(fn(tx))
+	}
+}
+
+// beforeRetry reports retry number run (1-based) to OnRetry and waits its jittered, growing
+// pause, or until ctx ends.
+func (d *DB) beforeRetry(ctx context.Context, run int) error {
+	if d.OnRetry != nil {
+		d.OnRetry(ctx)
+	}
+	delay := min(retryBaseDelay<<min(run-1, 10), retryMaxDelay)
+	t := time.NewTimer(delay/2 + rand.N(delay/2+1))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -201,18 +207,13 @@ func (d *DB) OneRC(ctx context.Context, sql string, args []any, rows func(pgx.Ro
 		if !IsRetryable(err) || attempt >= d.maxRetries() {
 			return tag, err
 		}
-		if d.OnRetry != nil {
-			d.OnRetry(ctx)
+		if err := d.beforeRetry(ctx, attempt+1); err != nil {
+			return tag, err
 		}
 	}
 }
 
-func (d *DB) maxRetries() int {
-	if d.MaxRetries > 0 {
-		return d.MaxRetries
-	}
-	return DefaultMaxRetries
-}
+func (d *DB) maxRetries() int { return cmp.Or(max(d.MaxRetries, 0), DefaultMaxRetries) }
 
 func (d *DB) oneRC(ctx context.Context, sql string, args []any, scan func(pgx.Rows) error) (tag pgconn.CommandTag, err error) {
 	b := &pgx.Batch{}
