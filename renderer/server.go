@@ -1,6 +1,7 @@
 package renderer
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -63,14 +64,24 @@ type cancelMark struct {
 	version int64
 }
 
-// New prepares the server: temp root, result store, epoch.
-func New(cfg Config, profile rc.RenderProfile, log *zap.Logger) (*Server, error) {
+// New prepares the server: temp root, result store, epoch. The checks that need nothing run
+// first; on a failure after the cgroups are opened they are closed again.
+func New(cfg Config, profile rc.RenderProfile, log *zap.Logger) (s *Server, err error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	if len(cfg.ChildCommand) == 0 {
 		return nil, errors.New("renderer: no child command configured")
 	}
+	if len(cfg.ServiceTokens) == 0 {
+		return nil, errors.New("renderer: a service credential is required (RENDER_SERVICE_CREDENTIAL_FILE)")
+	}
+	cfg.CleanupGrace = cmp.Or(cfg.CleanupGrace, DefaultCleanupGrace)
+	cfg.ResultTTL = cmp.Or(cfg.ResultTTL, DefaultResultTTL)
+	cfg.MarkRetention = cmp.Or(cfg.MarkRetention, DefaultMarkRetention)
+	cfg.LaunchProbeInterval = cmp.Or(cfg.LaunchProbeInterval, DefaultLaunchProbe)
+	cfg.MaxReceipts = cmp.Or(cfg.MaxReceipts, DefaultMaxReceipts)
+	cfg.MaxCancelMarks = cmp.Or(cfg.MaxCancelMarks, DefaultMaxCancelMarks)
 	envDigest, err := profile.Digest()
 	if err != nil {
 		return nil, err
@@ -93,6 +104,11 @@ func New(cfg Config, profile rc.RenderProfile, log *zap.Logger) (*Server, error)
 	if err != nil {
 		return nil, fmt.Errorf("RENDER_CGROUP_PARENT: %w", err)
 	}
+	defer func() {
+		if err != nil {
+			_ = cgroups.Close()
+		}
+	}()
 	if err := supervisor.CheckKernel(); err != nil {
 		return nil, err
 	}
@@ -124,28 +140,7 @@ func New(cfg Config, profile rc.RenderProfile, log *zap.Logger) (*Server, error)
 	if err := os.Mkdir(results, 0o700); err != nil {
 		return nil, fmt.Errorf("RENDER_TEMP_ROOT: result store: %w", err)
 	}
-	if cfg.CleanupGrace <= 0 {
-		cfg.CleanupGrace = DefaultCleanupGrace
-	}
-	if cfg.ResultTTL <= 0 {
-		cfg.ResultTTL = DefaultResultTTL
-	}
-	if cfg.MarkRetention <= 0 {
-		cfg.MarkRetention = DefaultMarkRetention
-	}
-	if cfg.LaunchProbeInterval <= 0 {
-		cfg.LaunchProbeInterval = DefaultLaunchProbe
-	}
-	if cfg.MaxReceipts <= 0 {
-		cfg.MaxReceipts = DefaultMaxReceipts
-	}
-	if cfg.MaxCancelMarks <= 0 {
-		cfg.MaxCancelMarks = DefaultMaxCancelMarks
-	}
-	if len(cfg.ServiceTokens) == 0 {
-		return nil, errors.New("renderer: a service credential is required (RENDER_SERVICE_CREDENTIAL_FILE)")
-	}
-	s := &Server{
+	s = &Server{
 		cfg:         cfg,
 		log:         log.With(zap.String("worker_id", cfg.WorkerID), zap.String("epoch", e)),
 		epoch:       e,
@@ -167,7 +162,6 @@ func New(cfg Config, profile rc.RenderProfile, log *zap.Logger) (*Server, error)
 	// user switch and egress path. Where the kernel cannot provide them,
 	// start-up fails with what went wrong; there is no weaker mode.
 	if err := s.isolationSelfTest(); err != nil {
-		_ = cgroups.Close()
 		return nil, err
 	}
 	close(s.idle)

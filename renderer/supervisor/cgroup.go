@@ -185,14 +185,6 @@ func ownCgroups() (map[string]string, error) {
 	return out, sc.Err()
 }
 
-// Version is "v2" or "v1".
-func (c *Cgroups) Version() string {
-	if c.v2 {
-		return "v2"
-	}
-	return "v1"
-}
-
 // Dirs are the parent directories (for logs and docs).
 func (c *Cgroups) Dirs() []string { return append([]string(nil), c.dirs...) }
 

@@ -81,8 +81,8 @@ func TestSIGTERMMidAttemptLeavesNoBrowser(t *testing.T) {
 	}
 	defer os.RemoveAll(root)
 
-	cmd := exec.Command(bin)
-	cmd.Env = []string{
+	// runBinary reads the log through a synchronised buffer (a plain one raced its reader).
+	base, cmd, logs, exited := runBinary(t, bin, []string{
 		"PATH=/usr/bin:/bin",
 		"RENDER_WORKER_ID=w-e2e",
 		"RENDER_TICKET_PUBLIC_KEYS=" + signer.PublicKey().String(),
@@ -92,39 +92,7 @@ func TestSIGTERMMidAttemptLeavesNoBrowser(t *testing.T) {
 		"RENDER_CLEANUP_GRACE_SECONDS=1",
 		"RENDER_MIN_FREE_DISK_MB=1",
 		"RENDER_SERVICE_CREDENTIAL_FILE=" + writeCredential(t, t.TempDir()),
-	}
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	addrCh := make(chan string, 1)
-	var logs bytes.Buffer
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logs.WriteString(sc.Text() + "\n")
-			var line struct {
-				Msg  string `json:"msg"`
-				Addr string `json:"addr"`
-			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Addr != "" {
-				addrCh <- line.Addr
-			}
-		}
-		exited <- cmd.Wait()
-	}()
-	var base string
-	select {
-	case a := <-addrCh:
-		base = "http://" + a
-	case err := <-exited:
-		t.Fatalf("renderer exited early: %v\n%s", err, logs.String())
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("renderer never logged its address")
-	}
-
+	})
 	var caps rc.Capabilities
 	getJSON(t, base+rc.APIRoot+"/capabilities", &caps)
 	now := time.Now()
