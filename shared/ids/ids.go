@@ -25,6 +25,10 @@ const (
 	FontFamily = "ffam"
 	FontFace   = "ffac"
 	Request    = "req"
+	Snapshot   = "snap"
+	Render     = "rrq"
+	Attempt    = "rat"
+	Preview    = "prv"
 )
 
 var encoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
