@@ -56,7 +56,6 @@ func DraftHash(fileType, source string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-
 // SubmitComponentCreate checks a component create and enqueues its job.
 func (s *Service) SubmitComponentCreate(ctx context.Context, sc auth.Scope, in ComponentCreate, maxAttempts int) (jobs.Job, error) {
 	fe := checkSource("component", in.FileType, in.Source)
