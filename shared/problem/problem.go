@@ -47,6 +47,16 @@ const (
 	RetryBodyTooLarge      Code = "RETRY_BODY_TOO_LARGE"
 	ServiceUnavailable     Code = "SERVICE_UNAVAILABLE"
 	OAuthNotEnabled        Code = "OAUTH_NOT_ENABLED"
+
+	// Render codes the public API answers with (render-execution.md, "Errors"); the render
+	// subsystem's other codes stay inside job summaries and validation results.
+	RenderQueueFull            Code = "RENDER_QUEUE_FULL"
+	RenderServiceUnavailable   Code = "RENDER_SERVICE_UNAVAILABLE"
+	RenderDeadlineExceeded     Code = "RENDER_DEADLINE_EXCEEDED"
+	RenderContentError         Code = "RENDER_CONTENT_ERROR"
+	RenderInputNotReproducible Code = "RENDER_INPUT_NOT_REPRODUCIBLE"
+	RenderCancelled            Code = "RENDER_CANCELLED"
+	RenderFailed               Code = "RENDER_FAILED"
 	// ClientClosedRequest is what logs and metrics show for a request whose client went away
 	// before the answer (nginx's 499); no client ever reads it.
 	ClientClosedRequest Code = "CLIENT_CLOSED_REQUEST"
@@ -83,14 +93,24 @@ var statuses = map[Code]int{
 	RetryBodyTooLarge:      http.StatusServiceUnavailable,
 	ServiceUnavailable:     http.StatusServiceUnavailable,
 	OAuthNotEnabled:        http.StatusNotFound,
-	ClientClosedRequest:    StatusClientClosed,
+
+	RenderQueueFull:            http.StatusTooManyRequests,
+	RenderServiceUnavailable:   http.StatusServiceUnavailable,
+	RenderDeadlineExceeded:     http.StatusGatewayTimeout,
+	RenderContentError:         http.StatusUnprocessableEntity,
+	RenderInputNotReproducible: http.StatusUnprocessableEntity,
+	RenderCancelled:            http.StatusConflict,
+	RenderFailed:               http.StatusBadGateway,
+	ClientClosedRequest:        StatusClientClosed,
 }
 
 // retryAfter is the one Retry-After policy of the cell's shared errors: New gives an error of
 // these codes the header (seconds) and the retryable marker. Other services set their own.
 var retryAfter = map[Code]int{
-	DirectoryUnavailable:   2,
-	IdempotencyKeyInFlight: 1,
+	DirectoryUnavailable:     2,
+	IdempotencyKeyInFlight:   1,
+	RenderQueueFull:          2,
+	RenderServiceUnavailable: 5,
 }
 
 // Status returns the HTTP status of a code; unknown codes are 500.

@@ -1,0 +1,161 @@
+package render
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	rc "slidecells/shared/rendercontract"
+)
+
+// client speaks the renderer's control protocol (/internal/render/v1) to one trusted address
+// with the service credential. It never logs the credential, tickets or tokens.
+type client struct {
+	http       *http.Client
+	credential string
+}
+
+// errUnreachable is a transport failure: the answer is unknown, not "not executed".
+var errUnreachable = errors.New("renderer unreachable")
+
+// answer is a decoded control-API answer: a 2xx body, or a contract error.
+type answer struct {
+	status int
+	err    *rc.Error
+}
+
+func (c *client) do(ctx context.Context, method, url string, body any, out any) (answer, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return answer{}, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return answer{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.credential)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return answer{}, fmt.Errorf("%w: %s %s", errUnreachable, method, redactURL(url))
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return answer{}, fmt.Errorf("%w: reading the answer", errUnreachable)
+	}
+	a := answer{status: resp.StatusCode}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if out != nil {
+			if err := json.Unmarshal(data, out); err != nil {
+				e := rc.NewError(rc.CodeContractMismatch, rc.StageRetrieval, "renderer answer is not %s", rc.ContractVersion)
+				a.err = e
+			}
+		}
+		return a, nil
+	}
+	var e rc.Error
+	if json.Unmarshal(data, &e) != nil || !e.Code.Known() {
+		// Not an answer of the contract: what answered is no renderer of this release.
+		e = *rc.NewError(rc.CodeContractMismatch, rc.StageAdmission, "renderer answered %d without a contract error", resp.StatusCode)
+	}
+	a.err = &e
+	return a, nil
+}
+
+func (c *client) capabilities(ctx context.Context, base string) (rc.Capabilities, answer, error) {
+	var caps rc.Capabilities
+	a, err := c.do(ctx, http.MethodGet, base+rc.APIRoot+"/capabilities", nil, &caps)
+	return caps, a, err
+}
+
+func (c *client) post(ctx context.Context, base string, req *rc.ExecutionRequest) (rc.Receipt, answer, error) {
+	var rec rc.Receipt
+	a, err := c.do(ctx, http.MethodPost, base+rc.APIRoot+"/executions", req, &rec)
+	return rec, a, err
+}
+
+func (c *client) get(ctx context.Context, base, attemptID string) (rc.Receipt, answer, error) {
+	var rec rc.Receipt
+	a, err := c.do(ctx, http.MethodGet, base+rc.APIRoot+"/executions/"+attemptID, nil, &rec)
+	return rec, a, err
+}
+
+func (c *client) cancel(ctx context.Context, base, attemptID string, version int64) (answer, error) {
+	return c.do(ctx, http.MethodPut, base+rc.APIRoot+"/executions/"+attemptID+"/cancellation",
+		rc.CancelRequest{CancelVersion: version, Reason: "cancelled by the coordinator"}, nil)
+}
+
+func (c *client) consume(ctx context.Context, base, attemptID string) (answer, error) {
+	return c.do(ctx, http.MethodPut, base+rc.APIRoot+"/executions/"+attemptID+"/result-consumption", struct{}{}, nil)
+}
+
+// artifact fetches one artifact and verifies it against its descriptor: length, type and
+// SHA-256 (the header and the bytes). A mismatch is RENDER_RESULT_LOST: nothing incomplete is
+// committed.
+func (c *client) artifact(ctx context.Context, base, attemptID string, d rc.Artifact) ([]byte, *rc.Error) {
+	lost := func(format string, args ...any) ([]byte, *rc.Error) {
+		return nil, rc.NewError(rc.CodeResultLost, rc.StageRetrieval, format, args...)
+	}
+	if !d.Name.Valid() || d.Bytes <= 0 || d.Bytes > d.Name.MaxBytes() || d.ContentType != d.Name.ContentType() {
+		return nil, rc.NewError(rc.CodeOutputLimitExceeded, rc.StageRetrieval, "artifact descriptor outside the contract limits")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+rc.APIRoot+"/executions/"+attemptID+"/artifacts/"+string(d.Name), nil)
+	if err != nil {
+		return lost("artifact request: %v", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.credential)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return lost("artifact could not be fetched")
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return lost("artifact answered %d", resp.StatusCode)
+	}
+	if n, err := strconv.ParseInt(resp.Header.Get("Content-Length"), 10, 64); err == nil && n != d.Bytes {
+		return lost("artifact length %d differs from its descriptor", n)
+	}
+	if resp.Header.Get(rc.HeaderArtifactSHA256) != "" && resp.Header.Get(rc.HeaderArtifactSHA256) != d.SHA256 {
+		return lost("artifact digest header differs from its descriptor")
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, d.Bytes+1))
+	if err != nil || int64(len(data)) != d.Bytes {
+		return lost("artifact bytes differ from the descriptor's length")
+	}
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != d.SHA256 && "sha256:"+got != d.SHA256 {
+		return lost("artifact bytes do not match their SHA-256")
+	}
+	return data, nil
+}
+
+func newClient(credential string) *client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 8
+	t.ResponseHeaderTimeout = 10 * time.Second
+	return &client{http: &http.Client{Transport: t, Timeout: 15 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, credential: credential}
+}
+
+// redactURL keeps scheme, host and path of a renderer URL (they carry no secret) for errors.
+func redactURL(u string) string {
+	if len(u) > 200 {
+		return u[:200]
+	}
+	return u
+}

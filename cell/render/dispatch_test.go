@@ -1,0 +1,262 @@
+package render
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"slidecells/shared/problem"
+	rc "slidecells/shared/rendercontract"
+)
+
+// drain dispatches until nothing more can be, returning the reservations in order.
+func drain(t *testing.T, c *Coordinator) []*reservation {
+	t.Helper()
+	var out []*reservation
+	for {
+		r, err := c.dispatchOne(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r == nil {
+			return out
+		}
+		out = append(out, r)
+	}
+}
+
+// release frees every unreleased attempt as a terminal success would, without results.
+func (f *fixture) releaseAll(t *testing.T) {
+	t.Helper()
+	if _, err := f.db.Exec(context.Background(), `UPDATE render_attempts SET state = 'terminal', released = true WHERE released = false`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRotationThreeToOneAndWorkspaceRoundRobin(t *testing.T) {
+	f := setup(t, 3)
+	workers := f.addWorkers(t, 8)
+	c := f.coordinator(t, workers, nil)
+	a, b, bg := f.scopes[0], f.scopes[1], f.scopes[2]
+	for i := range 6 {
+		f.submit(t, c, a, 100+i, Interactive)
+		f.submit(t, c, b, 200+i, Interactive)
+	}
+	for i := range 4 {
+		f.submit(t, c, bg, 300+i, Background)
+	}
+	got := drain(t, c)
+	if len(got) != 8 {
+		t.Fatalf("dispatched %d, want one per worker (8)", len(got))
+	}
+	var cats, wss []string
+	for _, r := range got {
+		cats = append(cats, string(r.req.Category))
+		wss = append(wss, r.req.WorkspaceID)
+	}
+	wantCats := []string{"interactive", "interactive", "interactive", "background", "interactive", "interactive", "interactive", "background"}
+	for i := range wantCats {
+		if cats[i] != wantCats[i] {
+			t.Fatalf("categories %v, want the 3:1 rotation %v", cats, wantCats)
+		}
+	}
+	// Interactive dispatches alternate between the two workspaces.
+	var inter []string
+	for i, r := range got {
+		if cats[i] == "interactive" {
+			inter = append(inter, r.req.WorkspaceID)
+		}
+	}
+	for i := 1; i < len(inter); i++ {
+		if inter[i] == inter[i-1] {
+			t.Fatalf("interactive workspaces %v: not round-robin", inter)
+		}
+	}
+	// Within a workspace, enqueue order.
+	seen := map[string]time.Time{}
+	for _, r := range got {
+		if prev, ok := seen[r.req.WorkspaceID]; ok && r.req.EnqueuedAt.Before(prev) {
+			t.Fatalf("workspace %s dispatched out of enqueue order", r.req.WorkspaceID)
+		}
+		seen[r.req.WorkspaceID] = r.req.EnqueuedAt
+	}
+	_ = wss
+}
+
+func TestFallsBackToTheOtherCategoryAndWorkspaceCap(t *testing.T) {
+	f := setup(t, 2)
+	workers := f.addWorkers(t, 4)
+	c := f.coordinator(t, workers, func(cfg *Config) { cfg.WorkspaceConcurrency = 1 })
+	for i := range 3 {
+		f.submit(t, c, f.scopes[0], i, Background)
+	}
+	f.submit(t, c, f.scopes[1], 10, Background)
+	got := drain(t, c)
+	if len(got) != 2 || got[0].req.WorkspaceID == got[1].req.WorkspaceID {
+		t.Fatalf("dispatched %d; want one per workspace at cap 1 although only background work and 4 workers exist", len(got))
+	}
+	f.releaseAll(t)
+	if got := drain(t, c); len(got) != 1 || got[0].req.WorkspaceID != f.scopes[0].WorkspaceID() {
+		t.Fatalf("after release: %d dispatched, want the next of workspace 0", len(got))
+	}
+}
+
+func TestWaitPromotion(t *testing.T) {
+	f := setup(t, 2)
+	workers := f.addWorkers(t, 1)
+	c := f.coordinator(t, workers, func(cfg *Config) { cfg.PromoteAfter = 300 * time.Millisecond })
+	old := f.submit(t, c, f.scopes[1], 1, Background)
+	time.Sleep(400 * time.Millisecond)
+	for i := range 3 {
+		f.submit(t, c, f.scopes[0], 10+i, Interactive)
+	}
+	got := drain(t, c)
+	if len(got) != 1 || got[0].req.ID != old.ID {
+		t.Fatalf("the request past the promotion threshold did not take the free slot (round 0 prefers interactive)")
+	}
+}
+
+func TestConcurrentCoordinatorsNeverDoubleBook(t *testing.T) {
+	f := setup(t, 4)
+	workers := f.addWorkers(t, 3)
+	coords := make([]*Coordinator, 4)
+	for i := range coords {
+		coords[i] = f.coordinator(t, workers, nil)
+	}
+	for i := range 40 {
+		f.submit(t, coords[0], f.scopes[i%4], i, []Category{Interactive, Background}[i%2])
+	}
+	ctx := context.Background()
+	dispatched := 0
+	for round := 0; round < 10; round++ {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		n := 0
+		for _, c := range coords {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					r, err := c.dispatchOne(ctx)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if r == nil {
+						return
+					}
+					mu.Lock()
+					n++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		var live, perWorkerMax, perRequestMax int
+		if err := f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM render_attempts WHERE released = false`).Scan(&live); err != nil {
+			t.Fatal(err)
+		}
+		_ = f.db.Pool.QueryRow(ctx, `SELECT COALESCE(max(n), 0) FROM (SELECT count(*) AS n FROM render_attempts WHERE released = false GROUP BY worker_id) x`).Scan(&perWorkerMax)
+		_ = f.db.Pool.QueryRow(ctx, `SELECT COALESCE(max(n), 0) FROM (SELECT count(*) AS n FROM render_attempts GROUP BY workspace_id, request_id) x`).Scan(&perRequestMax)
+		if live != n || live > 3 || perWorkerMax > 1 || perRequestMax > 1 {
+			t.Fatalf("round %d: %d dispatched, %d live attempts, %d max per worker, %d max per request", round, n, live, perWorkerMax, perRequestMax)
+		}
+		var gens int
+		_ = f.db.Pool.QueryRow(ctx, `SELECT count(DISTINCT (worker_id, slot_generation)) FROM render_attempts`).Scan(&gens)
+		dispatched += n
+		if gens != dispatched {
+			t.Fatalf("slot generations reused: %d distinct for %d attempts", gens, dispatched)
+		}
+		f.releaseAll(t)
+	}
+	if dispatched < 30 {
+		t.Fatalf("only %d of 40 dispatched over 10 rounds of 3 slots", dispatched)
+	}
+}
+
+func TestQueueFullAndRepeatsKeepTheirRequest(t *testing.T) {
+	f := setup(t, 2)
+	workers := f.addWorkers(t, 1)
+	c := f.coordinator(t, workers, func(cfg *Config) { cfg.QueueSize = 3; cfg.WorkspaceQueueSize = 2 })
+	a, b := f.scopes[0], f.scopes[1]
+	first := f.submit(t, c, a, 1, Interactive)
+	f.submit(t, c, a, 2, Interactive)
+	_, err := c.Submit(context.Background(), a, Spec{Owner: "x", Stage: "test", Operation: rc.OpPageDiagnose, Category: Interactive, Snapshot: manifest(t, a, 3)})
+	var pe *problem.Error
+	if !errors.As(err, &pe) || pe.Code != problem.RenderQueueFull || pe.RetryAfter == 0 || problem.Status(pe.Code) != 429 {
+		t.Fatalf("third request of a workspace with queue 2: %v, want 429 RENDER_QUEUE_FULL with Retry-After", err)
+	}
+	f.submit(t, c, b, 4, Interactive)
+	if _, err := c.Submit(context.Background(), b, Spec{Owner: "y", Stage: "test", Operation: rc.OpPageDiagnose, Category: Interactive, Snapshot: manifest(t, b, 5)}); !errors.As(err, &pe) || pe.Code != problem.RenderQueueFull {
+		t.Fatalf("fourth request of the cell with queue 3: %v, want RENDER_QUEUE_FULL", err)
+	}
+	// A repeat of an existing need is not a new request: it is answered even with full queues.
+	again := f.submit(t, c, a, 1, Interactive)
+	if again.ID != first.ID {
+		t.Fatalf("a repeat got request %s, want the same %s", again.ID, first.ID)
+	}
+}
+
+func TestBudgetSurvivesRepeatsAndRestarts(t *testing.T) {
+	f := setup(t, 1)
+	workers := f.addWorkers(t, 1)
+	c := f.coordinator(t, workers, func(cfg *Config) { cfg.MaxAttempts = 2 })
+	sc := f.scopes[0]
+	req := f.submit(t, c, sc, 1, Interactive)
+	ctx := context.Background()
+	for i := range 2 {
+		got := drain(t, c)
+		if len(got) != 1 {
+			t.Fatalf("attempt %d: %d dispatched", i+1, len(got))
+		}
+		a := &attempt{req: got[0].req, attemptID: got[0].attemptID, workerID: got[0].workerID, epoch: got[0].epoch}
+		c.finish(ctx, a, rc.NewError(rc.CodeBrowserLost, rc.StageLaunch, "crashed"), true)
+		// A restarted coordinator (a new object) and a repeated submit see the same request.
+		c = f.coordinator(t, workers, func(cfg *Config) { cfg.MaxAttempts = 2 })
+		if again := f.submit(t, c, sc, 1, Interactive); again.ID != req.ID {
+			t.Fatalf("repeat after attempt %d is a new request", i+1)
+		}
+		if _, err := f.db.Exec(ctx, `UPDATE render_requests SET not_before = now() WHERE id = $1`, req.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := c.Get(ctx, sc, req.ID)
+	if err != nil || r.State != StateFailed || r.AttemptsUsed != 2 || r.ErrorCode != string(rc.CodeBrowserLost) {
+		t.Fatalf("after the budget: %+v %v, want failed with RENDER_BROWSER_LOST after 2 attempts", r, err)
+	}
+	if got := drain(t, c); len(got) != 0 {
+		t.Fatal("a failed request was dispatched again")
+	}
+	// Renew (a user asking again) starts a new request; a plain repeat does not.
+	renewed, err := c.Submit(ctx, sc, Spec{Owner: "test-1", Stage: "test", Operation: rc.OpPageDiagnose, Category: Interactive, Snapshot: manifest(t, sc, 1), Renew: true})
+	if err != nil || renewed.ID == req.ID || renewed.State != StateQueued {
+		t.Fatalf("renewed: %+v %v", renewed, err)
+	}
+}
+
+func TestCancelAndExpireWaitingRequests(t *testing.T) {
+	f := setup(t, 2)
+	c := f.coordinator(t, nil, func(cfg *Config) { cfg.RequestTimeout = 200 * time.Millisecond })
+	sc := f.scopes[0]
+	a := f.submit(t, c, sc, 1, Interactive)
+	b := f.submit(t, c, sc, 2, Interactive)
+	ctx := context.Background()
+	got, err := c.Cancel(ctx, sc, a.ID)
+	if err != nil || got.State != StateCancelled || got.CancelVersion != 1 {
+		t.Fatalf("cancel of a queued request: %+v %v", got, err)
+	}
+	time.Sleep(250 * time.Millisecond)
+	c.reconcile(ctx)
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	got, err = c.Wait(wctx, sc, b.ID)
+	if err != nil || got.State != StateExpired || got.ErrorCode != string(rc.CodeDeadlineExceeded) {
+		t.Fatalf("queued past its deadline: %+v %v, want expired", got, err)
+	}
+	// Another workspace's scope never sees the request.
+	if _, err := c.Get(ctx, f.scopes[1], b.ID); err == nil {
+		t.Fatal("a request was read through another workspace's scope")
+	}
+}

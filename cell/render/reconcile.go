@@ -1,0 +1,253 @@
+package render
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+
+	"slidecells/cell/auth"
+	rc "slidecells/shared/rendercontract"
+)
+
+// Start runs the dispatcher, the worker registry and the reconciler until Stop.
+func (c *Coordinator) Start(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		<-c.stop
+		cancel()
+	}()
+	c.refreshWorkers(ctx)
+	c.wg.Add(3)
+	go c.dispatchLoop(ctx)
+	go c.every(ctx, c.refreshWorkers)
+	go c.every(ctx, c.reconcile)
+}
+
+// Stop stops dispatching and driving and waits for the goroutines; attempts it drove are taken
+// over by another coordinator when their lease ends (or by this cell's successor).
+func (c *Coordinator) Stop() {
+	c.stopped.Do(func() { close(c.stop) })
+	c.wg.Wait()
+}
+
+func (c *Coordinator) every(ctx context.Context, f func(context.Context)) {
+	defer c.wg.Done()
+	t := time.NewTicker(c.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f(ctx)
+		}
+	}
+}
+
+// refreshWorkers reads every configured worker's capabilities and readiness and records its
+// current epoch. A new epoch retires the older ones: the renderer kills every process group
+// of earlier epochs before it serves, which proves their attempts gone, so those attempts are
+// released (the only way capacity held by an unknown attempt comes back).
+func (c *Coordinator) refreshWorkers(ctx context.Context) {
+	for _, w := range c.cfg.Workers {
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		caps, ans, err := c.client.capabilities(qctx, w.URL)
+		state, detail := "ready", ""
+		if err == nil && ans.err == nil {
+			switch {
+			case caps.WorkerID != w.ID:
+				state, detail = "mismatch", "another worker answers at this address"
+			case caps.ProtocolVersions != rc.CurrentProtocolVersions():
+				state, detail = "mismatch", "protocol versions differ from this release's"
+			case caps.EnvironmentDigest != c.cfg.ProfileDigest:
+				state, detail = "mismatch", "environment digest differs from RENDER_PROFILE_MANIFEST"
+			case caps.Slot.State == rc.SlotDraining:
+				state, detail = "unready", "draining"
+			}
+			if state == "ready" {
+				if ra, rerr := c.client.do(qctx, "GET", w.URL+"/readyz", nil, nil); rerr != nil || ra.err != nil {
+					state, detail = "unready", "execution environment not ready"
+				}
+			}
+		}
+		cancel()
+		if err != nil || ans.err != nil {
+			_, _ = c.db.Exec(ctx, `UPDATE render_workers SET state = 'unready', detail = 'unreachable'
+				WHERE worker_id = $1 AND state = 'ready'`, w.ID)
+			continue
+		}
+		now := c.now().UTC()
+		var retired []string
+		err = c.db.Tx(ctx, func(tx pgx.Tx) error {
+			retired = retired[:0]
+			if _, err := tx.Exec(ctx, `INSERT INTO render_workers (worker_id, epoch, url, environment_digest, state, detail,
+				registered_at, heartbeat_at, last_dispatch_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $7)
+				ON CONFLICT (worker_id, epoch) DO UPDATE SET url = excluded.url, environment_digest = excluded.environment_digest,
+				heartbeat_at = excluded.heartbeat_at,
+				state = CASE WHEN render_workers.state = 'quarantined' THEN 'quarantined' ELSE excluded.state END,
+				detail = CASE WHEN render_workers.state = 'quarantined' THEN render_workers.detail ELSE excluded.detail END`,
+				w.ID, caps.Epoch, w.URL, caps.EnvironmentDigest, state, detail, now); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, `UPDATE render_workers SET state = 'retired', detail = $3
+				WHERE worker_id = $1 AND epoch <> $2 AND state <> 'retired' RETURNING epoch`,
+				w.ID, caps.Epoch, "superseded by epoch "+caps.Epoch)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var e string
+				if err := rows.Scan(&e); err != nil {
+					return err
+				}
+				retired = append(retired, e)
+			}
+			return rows.Err()
+		})
+		if err != nil {
+			c.log.Warn("render worker registry update failed", zap.String("worker_id", w.ID), zapErr(err))
+			continue
+		}
+		for _, e := range retired {
+			c.releaseEpoch(ctx, w.ID, e)
+		}
+	}
+	c.Kick()
+}
+
+// releaseEpoch releases the unreleased attempts of a retired worker epoch.
+func (c *Coordinator) releaseEpoch(ctx context.Context, workerID, epoch string) {
+	for _, a := range c.attemptsWhere(ctx, `a.worker_id = $1 AND a.epoch = $2`, workerID, epoch) {
+		c.finish(ctx, a, rc.NewError(rc.CodeBrowserLost, rc.StageCleanup, "the worker restarted; its earlier epoch's processes were killed at start"), a.state != "reserved")
+	}
+}
+
+// attemptsWhere loads unreleased attempts with their requests and worker addresses.
+func (c *Coordinator) attemptsWhere(ctx context.Context, where string, args ...any) []*attempt {
+	rows, err := c.db.Q(ctx).Query(ctx, `SELECT a.attempt_id, a.worker_id, a.epoch, a.slot_generation, a.state, COALESCE(w.url, ''),
+		a.workspace_id, a.request_id FROM render_attempts a
+		LEFT JOIN render_workers w ON w.worker_id = a.worker_id AND w.epoch = a.epoch
+		WHERE a.released = false AND `+where+` LIMIT 50`, args...)
+	if err != nil {
+		return nil
+	}
+	type key struct{ ws, id string }
+	var out []*attempt
+	var keys []key
+	for rows.Next() {
+		a := &attempt{}
+		var k key
+		if rows.Scan(&a.attemptID, &a.workerID, &a.epoch, &a.slotGeneration, &a.state, &a.url, &k.ws, &k.id) == nil {
+			out, keys = append(out, a), append(keys, k)
+		}
+	}
+	rows.Close()
+	kept := out[:0]
+	for i, a := range out {
+		r, err := c.get(ctx, keys[i].ws, keys[i].id)
+		if err == nil {
+			a.req = r
+			kept = append(kept, a)
+		}
+	}
+	return kept
+}
+
+// reconcile expires what waited past its deadline, takes over attempts whose driver's lease
+// ended, and releases the artifact references of finished requests.
+func (c *Coordinator) reconcile(ctx context.Context) {
+	now := c.now().UTC()
+	rows, err := c.db.Q(ctx).Query(ctx, `UPDATE render_requests SET state = 'expired', finished_at = $1, updated_at = $1,
+		error_code = 'RENDER_DEADLINE_EXCEEDED', error_stage = 'admission', error_message = 'the render stage''s budget ran out while waiting'
+		WHERE state IN ('queued', 'retry_wait') AND deadline_at <= $1 RETURNING id`, now)
+	if err == nil {
+		var expired []string
+		for rows.Next() {
+			var id string
+			if rows.Scan(&id) == nil {
+				expired = append(expired, id)
+			}
+		}
+		rows.Close()
+		for _, id := range expired {
+			c.notify(id)
+		}
+	}
+	for _, a := range c.attemptsWhere(ctx, `a.driver_until < $1`, now) {
+		tag, err := c.db.Exec(ctx, `UPDATE render_attempts SET driver = $2, driver_until = $3
+			WHERE attempt_id = $1 AND released = false AND driver_until < $4`, a.attemptID, c.id, now.Add(c.Lease), now)
+		if err != nil || tag.RowsAffected() != 1 {
+			continue
+		}
+		if a.state == "reserved" {
+			// Its sender died before marking it dispatched: it was never sent.
+			c.finish(ctx, a, rc.NewError(rc.CodeServiceUnavailable, rc.StageAdmission, "the dispatch was never sent"), false)
+			continue
+		}
+		c.startDriver(ctx, a.attemptID, &reservation{req: a.req, workerID: a.workerID, epoch: a.epoch, url: a.url, slotGeneration: a.slotGeneration}, false)
+	}
+	// The cleaner: finished requests release their artifact reference once their result was
+	// consumed or its retention ended.
+	_, _ = c.db.Exec(ctx, `UPDATE render_requests SET artifact_released = true
+		WHERE artifact_released = false AND finished_at IS NOT NULL AND finished_at < $1`, now.Add(-10*time.Minute))
+}
+
+// Cancel persists a new cancel version first; a waiting request ends at once, an executing one
+// is told through its attempt's worker and ends when the worker reports it stopped.
+func (c *Coordinator) Cancel(ctx context.Context, sc auth.Scope, id string) (Request, error) {
+	ws := sc.WorkspaceID()
+	var r Request
+	err := c.db.Tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		r, err = scanRequest(tx.QueryRow(ctx, `UPDATE render_requests SET cancel_version = cancel_version + 1,
+			state = CASE WHEN state IN ('queued', 'retry_wait') THEN 'cancelled' ELSE state END,
+			finished_at = CASE WHEN state IN ('queued', 'retry_wait') THEN $3 ELSE finished_at END,
+			error_code = CASE WHEN state IN ('queued', 'retry_wait') THEN 'RENDER_CANCELLED' ELSE error_code END,
+			updated_at = $3
+			WHERE workspace_id = $1 AND id = $2 AND state IN ('queued', 'retry_wait', 'executing') RETURNING `+requestCols, ws, id, c.now().UTC()))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c.get(ctx, ws, id)
+	}
+	if err != nil {
+		return r, err
+	}
+	c.notify(id)
+	if r.State == StateExecuting {
+		for _, a := range c.attemptsWhere(ctx, `a.workspace_id = $1 AND a.request_id = $2 AND a.state <> 'reserved'`, ws, id) {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, _ = c.client.cancel(cctx, a.url, a.attemptID, r.CancelVersion)
+			cancel()
+		}
+	}
+	return r, nil
+}
+
+// Health is the render capability right now: dispatchable workers and queue depth.
+type Health struct {
+	Available  bool
+	Ready      int
+	Configured int
+	Queued     int
+	Executing  int
+	Detail     string
+}
+
+// Health reports render capability honestly: workers that a dispatch could use now.
+func (c *Coordinator) Health(ctx context.Context) Health {
+	h := Health{Configured: len(c.cfg.Workers)}
+	fresh := c.now().UTC().Add(-3 * c.TickInterval)
+	_ = c.db.Q(ctx).QueryRow(ctx, `SELECT count(*) FROM render_workers WHERE state = 'ready' AND environment_digest = $1 AND heartbeat_at >= $2`,
+		c.cfg.ProfileDigest, fresh).Scan(&h.Ready)
+	_ = c.db.Q(ctx).QueryRow(ctx, `SELECT count(*) FILTER (WHERE state IN ('queued', 'retry_wait')), count(*) FILTER (WHERE state = 'executing')
+		FROM render_requests WHERE state IN ('queued', 'retry_wait', 'executing')`).Scan(&h.Queued, &h.Executing)
+	h.Available = h.Ready > 0
+	h.Detail = fmt.Sprintf("%d of %d renderers dispatchable; %d queued, %d executing", h.Ready, h.Configured, h.Queued, h.Executing)
+	return h
+}

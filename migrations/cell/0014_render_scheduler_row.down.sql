@@ -1,0 +1,1 @@
+DELETE FROM render_scheduler_state WHERE id = 1;
