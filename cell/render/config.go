@@ -57,18 +57,18 @@ type Config struct {
 // Replaced are configuration names of earlier designs: present, they stop start-up with their
 // replacement (render-execution.md, Errors rule 5). The cell runs no browser.
 var Replaced = map[string]string{
-	"CELL_RENDERER_URLS":          "RENDER_WORKERS_CONFIG",
-	"CHROME_PATH":                 "(none: the cell runs no browser; renderers are RENDER_WORKERS_CONFIG)",
-	"CHROME_BIN":                  "(none: the cell runs no browser; renderers are RENDER_WORKERS_CONFIG)",
-	"CHROMIUM_PATH":               "(none: the cell runs no browser; renderers are RENDER_WORKERS_CONFIG)",
-	"PUPPETEER_EXECUTABLE_PATH":   "(none: the cell runs no browser; renderers are RENDER_WORKERS_CONFIG)",
-	"PLAYWRIGHT_BROWSERS_PATH":    "(none: the cell runs no browser; renderers are RENDER_WORKERS_CONFIG)",
-	"SCREENSHOT_BROWSER_PATH":     "(none: the cell runs no browser; renderers are RENDER_WORKERS_CONFIG)",
-	"RENDER_LOCAL_FALLBACK":       "(none: there is no local fallback)",
-	"RENDER_EXECUTOR_MODE":        "(none: one executor protocol for every environment)",
-	"RENDER_BROWSER_REUSE":        "(none: there is no browser reuse)",
-	"RENDER_SCREENSHOT_TIMEOUT":   "RENDER_REQUEST_TIMEOUT_SECONDS",
-	"RENDER_PREVIEW_BASE_URL":     "RENDER_RUNTIME_NAVIGATION_BASE_URL (on the cell; renderers keep RENDER_PREVIEW_BASE_URL)",
+	"CELL_RENDERER_URLS":        "RENDER_WORKERS_CONFIG",
+	"CHROME_PATH":               "(none: the cell runs no browser; renderers are RENDER_WORKERS_CONFIG)",
+	"CHROME_BIN":                "(none: the cell runs no browser; renderers are RENDER_WORKERS_CONFIG)",
+	"CHROMIUM_PATH":             "(none: the cell runs no browser; renderers are RENDER_WORKERS_CONFIG)",
+	"PUPPETEER_EXECUTABLE_PATH": "(none: the cell runs no browser; renderers are RENDER_WORKERS_CONFIG)",
+	"PLAYWRIGHT_BROWSERS_PATH":  "(none: the cell runs no browser; renderers are RENDER_WORKERS_CONFIG)",
+	"SCREENSHOT_BROWSER_PATH":   "(none: the cell runs no browser; renderers are RENDER_WORKERS_CONFIG)",
+	"RENDER_LOCAL_FALLBACK":     "(none: there is no local fallback)",
+	"RENDER_EXECUTOR_MODE":      "(none: one executor protocol for every environment)",
+	"RENDER_BROWSER_REUSE":      "(none: there is no browser reuse)",
+	"RENDER_SCREENSHOT_TIMEOUT": "RENDER_REQUEST_TIMEOUT_SECONDS",
+	"RENDER_PREVIEW_BASE_URL":   "RENDER_RUNTIME_NAVIGATION_BASE_URL (on the cell; renderers keep RENDER_PREVIEW_BASE_URL)",
 }
 
 // Load reads the coordinator's configuration. It returns nil (and no error) when

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	gcblob "gocloud.dev/blob"
 	"go.uber.org/zap"
+	gcblob "gocloud.dev/blob"
 
 	rc "slidecells/shared/rendercontract"
 	"slidecells/shared/ticket"
@@ -530,4 +530,3 @@ func clip(s string, n int) string {
 	}
 	return s
 }
-

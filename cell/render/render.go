@@ -50,8 +50,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	gcblob "gocloud.dev/blob"
 	"go.uber.org/zap"
+	gcblob "gocloud.dev/blob"
 
 	"slidecells/cell/auth"
 	"slidecells/cell/snapshot"
