@@ -28,6 +28,8 @@ func init() {
 		return b.publishComponent(t, base, ws, ids.New("k")[2:12], `export default function C() { return <i>c</i> }`)
 	}}
 	isoBodies["validate-page"] = `{}`
+	isoBodies["create-page-preview"] = `{}`
+	isoBodies["create-project-preview"] = `{"route":"/"}`
 	isoBodies["copy-page"] = `{"key":"copied"}`
 	isoBodies["update-page"] = `{"version":1,"title":"Hijack"}`
 	isoBodies["validate-component"] = `{}`

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"slidecells/cell/compile"
 	"slidecells/cell/idempotency"
 	"slidecells/cell/jobs"
+	"slidecells/cell/render"
 	"slidecells/cell/store"
 	"slidecells/cell/tenancy"
 	"slidecells/shared/cellproto"
@@ -29,6 +31,7 @@ import (
 	"slidecells/shared/directory"
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
+	"slidecells/shared/ticket"
 )
 
 // Version is the service version reported by /api/v1/system/version (set at build time).
@@ -76,7 +79,14 @@ type Config struct {
 	DB     *db.DB
 	Dir    *directory.Cached
 	Log    *zap.Logger
-	Render RenderHealth
+	// Renderer is the cell's render coordinator; nil when no renderer is configured (render
+	// health is then unavailable and every render stage answers unavailable).
+	Renderer *render.Coordinator
+	// PublicURL, TicketSigner and PreviewTTL make preview URLs (CELL_PUBLIC_URL,
+	// RENDER_TICKET_SIGNING_KEY_FILE, CELL_PREVIEW_TTL); without URL or signer previews answer 503.
+	PublicURL    *url.URL
+	TicketSigner *ticket.Signer
+	PreviewTTL   time.Duration
 	// Blobs is the cell's blob store (fileblob locally, s3blob in production).
 	Blobs *blob.Bucket
 	// IdempotencyRetention is how long Idempotency-Key answers are replayed (default 24h).
@@ -104,7 +114,7 @@ func New(c Config) *Server {
 	hc.Servers = []*huma.Server{{URL: "/", Description: "the public host: the router, which sends each workspace's calls to its cell"}}
 	hc.Info.Description = "Public API v1. Every path starts with /api/v1; errors are RFC 9457 problem JSON with code, message and trace_id."
 	s := &Server{
-		CellID: c.CellID, Mux: mux, DB: c.DB, Dir: c.Dir, Log: c.Log, Render: c.Render, Blobs: c.Blobs,
+		CellID: c.CellID, Mux: mux, DB: c.DB, Dir: c.Dir, Log: c.Log, Render: coordinatorHealth(c.Renderer), Blobs: c.Blobs,
 		Auth:      &auth.Authenticator{Dir: c.Dir},
 		Guard:     &tenancy.Guard{DB: c.DB, CellID: c.CellID, Dir: c.Dir},
 		StartedAt: time.Now(),
@@ -135,11 +145,13 @@ func New(c Config) *Server {
 	if err != nil {
 		panic("api: compiler: " + err.Error()) // static options: a bad one is a programming error
 	}
-	s.Authoring = &authoring.Service{Store: st, Jobs: s.Jobs, Compiler: compiler, Modules: &cblob.Store{Bucket: c.Blobs}}
+	s.Authoring = &authoring.Service{Store: st, Jobs: s.Jobs, Compiler: compiler, Modules: &cblob.Store{Bucket: c.Blobs}, Render: c.Renderer,
+		Previews: &authoring.Previews{PublicBase: c.PublicURL, Signer: c.TicketSigner, TTL: c.PreviewTTL}}
 	s.registerJobs(s.Jobs, s.Authoring)
 	s.registerPages(st, s.Authoring)
 	s.registerComponents(st, s.Authoring)
 	s.registerValidation(st, s.Authoring)
+	s.registerPreview(s.Authoring)
 	if c.DB != nil {
 		s.metrics.reg.MustRegister(s.Jobs.Collector())
 	}

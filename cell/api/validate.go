@@ -9,9 +9,11 @@ import (
 	"slidecells/cell/store"
 )
 
-// Validations are read-only: no idempotency semantics, nothing written. Their render stage needs
-// the render control plane, which is not built yet: a source that compiles answers valid=false,
-// status=unavailable and an infrastructure code — never "passed", never "source has errors".
+// Validations are read-only: no idempotency semantics, no business write (the render request
+// they create is the render stage's own record). The render stage is a page.diagnose or
+// component.diagnose through the render control plane; when it cannot run the answer is
+// valid=false, status=unavailable and an infrastructure code — never "passed", never "source
+// has errors".
 
 type validateAPI struct {
 	st  *store.Store
@@ -34,7 +36,7 @@ func (h *validateAPI) page(ctx context.Context, sc auth.Scope, in *ObjectID) (*S
 	if err != nil {
 		return nil, err
 	}
-	return single(h.svc.ValidatePage(ctx, sc, v.FileType, v.Source))
+	return single(h.svc.ValidatePage(ctx, sc, h.svc.PageTarget(ctx, sc, in.ID()), v.FileType, v.Source))
 }
 
 func (h *validateAPI) component(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[authoring.Validation], error) {

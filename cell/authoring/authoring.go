@@ -9,6 +9,7 @@
 package authoring
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -18,6 +19,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -26,8 +28,11 @@ import (
 	"slidecells/cell/catalog"
 	"slidecells/cell/compile"
 	"slidecells/cell/jobs"
+	"slidecells/cell/render"
+	"slidecells/cell/snapshot"
 	"slidecells/cell/store"
 	"slidecells/shared/problem"
+	rc "slidecells/shared/rendercontract"
 )
 
 // Job kinds.
@@ -43,6 +48,9 @@ const (
 	// CodeRenderUnavailable: the job asked for a render check and no renderer can run it yet; the
 	// write is blocked (retry manually once rendering is available). Never "source has errors".
 	CodeRenderUnavailable = "RENDER_SERVICE_UNAVAILABLE"
+	// CodeRenderCheckFailed: the job's render check ran and found errors in the rendered
+	// content (runtime errors, blocking content faults).
+	CodeRenderCheckFailed = "RENDER_CHECK_FAILED"
 )
 
 // Service runs page and component authoring.
@@ -51,6 +59,14 @@ type Service struct {
 	Jobs     *jobs.Queue
 	Compiler *compile.Compiler
 	Modules  *blob.Store
+	// Render is the cell's render control plane; nil when the cell has no renderers configured
+	// (every render stage is then unavailable).
+	Render *render.Coordinator
+	// RenderWait bounds how long a validation waits for its render stage (default 60 s); the
+	// request goes on after that and a repeat of the same validation returns its result.
+	RenderWait time.Duration
+	// Previews signs public preview URLs; nil when previews are not configured.
+	Previews *Previews
 	// Failpoint, when set, is consulted at BeforeCommit (fault tests: a replica killed between
 	// its compile and its commit).
 	Failpoint func(name string) error
@@ -196,7 +212,7 @@ func (s *Service) runPageCreate(ctx context.Context, r *jobs.Run) (json.RawMessa
 	if err != nil {
 		return nil, err
 	}
-	src, err := s.build(ctx, r, in.FileType, in.Source, in.RenderCheck)
+	src, err := s.build(ctx, r, Target{Kind: snapshot.KindPage, Key: in.Key, ProjectID: in.ProjectID}, in.FileType, in.Source, in.RenderCheck)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +236,7 @@ func (s *Service) runPageEdit(ctx context.Context, r *jobs.Run) (json.RawMessage
 	if err != nil {
 		return nil, err
 	}
-	src, err := s.build(ctx, r, in.FileType, in.Source, in.RenderCheck)
+	src, err := s.build(ctx, r, Target{Kind: snapshot.KindPage, ID: in.PageID, Version: in.Version + 1}, in.FileType, in.Source, in.RenderCheck)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +252,7 @@ func (s *Service) runPageEdit(ctx context.Context, r *jobs.Run) (json.RawMessage
 
 // build compiles a page source against the workspace's published components and stores the
 // module by its content address; compile errors fail the job (not retried).
-func (s *Service) build(ctx context.Context, r *jobs.Run, fileType, source string, renderCheck bool) (store.NewSource, error) {
+func (s *Service) build(ctx context.Context, r *jobs.Run, t Target, fileType, source string, renderCheck bool) (store.NewSource, error) {
 	sc, err := r.Scope(ctx)
 	if err != nil {
 		return store.NewSource{}, commitFailure(err)
@@ -252,9 +268,17 @@ func (s *Service) build(ctx context.Context, r *jobs.Run, fileType, source strin
 		return store.NewSource{}, jobs.Fail(CodeCompileFailed, "%s", diagnostics(res))
 	}
 	if renderCheck {
-		// The render control plane is not built yet: a requested render check cannot run, so the
-		// write is blocked with an infrastructure code (never "passed", never "source has errors").
-		return store.NewSource{}, jobs.Fail(CodeRenderUnavailable, "the render check cannot run: no render capacity is available; retry the job later")
+		if t.ID != "" && t.ProjectID == "" {
+			if p, err := s.Store.GetPage(ctx, sc, t.ID); err == nil {
+				t.ProjectID, t.Key = p.ProjectID, p.Key
+			}
+		}
+		if err := r.Progress(ctx, "render-check", 40); err != nil {
+			return store.NewSource{}, err
+		}
+		if err := s.jobRenderCheck(ctx, r, sc, t, fileType, res, ids); err != nil {
+			return store.NewSource{}, err
+		}
 	}
 	if err := r.Progress(ctx, "store", 60); err != nil {
 		return store.NewSource{}, err
@@ -309,8 +333,11 @@ func (s *Service) resolver(sc auth.Scope, ids map[string]string) compile.Resolve
 // Stage is one stage's conclusion in a validation.
 type Stage struct {
 	Status      string               `json:"status" enum:"passed,failed,unavailable,skipped"`
-	Code        string               `json:"code,omitempty" doc:"why the stage could not run (an infrastructure code), when unavailable"`
-	Diagnostics []compile.Diagnostic `json:"diagnostics,omitempty"`
+	Code        string               `json:"code,omitempty" doc:"why the stage failed (a content code) or could not run (an infrastructure code)"`
+	Message     string               `json:"message,omitempty"`
+	Diagnostics []compile.Diagnostic `json:"diagnostics,omitempty" doc:"compile stage: errors and warnings with file, line and column"`
+	Findings    []rc.Finding         `json:"findings,omitempty" doc:"render stage: the diagnosis items (runtime errors, content faults, layout warnings), most severe first"`
+	RequestID   string               `json:"render_request_id,omitempty" doc:"render stage: the render request; a repeat of the same validation returns the same request"`
 }
 
 // Validation is the answer of a validation: valid only when every stage passed. A stage that
@@ -325,18 +352,19 @@ type Validation struct {
 	} `json:"stages"`
 }
 
-// ValidatePage runs the validation stages on a page source: compile, then render (diagnosis).
-// The render control plane is not built yet, so a source that compiles is "unavailable".
-func (s *Service) ValidatePage(ctx context.Context, sc auth.Scope, fileType, source string) (Validation, error) {
+// ValidatePage runs the validation stages on a page source: compile, then render (page.diagnose
+// through the render control plane, on the page's project presentation).
+func (s *Service) ValidatePage(ctx context.Context, sc auth.Scope, t Target, fileType, source string) (Validation, error) {
 	var v Validation
 	if fe := checkSource("page", fileType, source); len(fe) > 0 {
 		return v, problem.Invalid(fe...)
 	}
-	res, _, err := s.compilePage(ctx, sc, fileType, source)
+	res, ids, err := s.compilePage(ctx, sc, fileType, source)
 	if err != nil {
 		return v, err
 	}
-	return conclude(res), nil
+	t.Kind = snapshot.KindPage
+	return s.conclude(ctx, sc, t, fileType, res, ids, rc.OpPageDiagnose)
 }
 
 // ValidateComponent runs the validation stages on a component source (its imports resolve to
@@ -349,22 +377,74 @@ func (s *Service) ValidateComponent(ctx context.Context, sc auth.Scope, key, fil
 	if err != nil {
 		return Validation{}, err
 	}
-	return conclude(res), nil
+	return s.conclude(ctx, sc, Target{Kind: snapshot.KindComponent, Key: key}, fileType, res, nil, rc.OpComponentDiagnose)
 }
 
-// conclude turns a compile result into a validation whose render stage cannot run yet.
-func conclude(res *compile.Result) Validation {
+// conclude runs the render stage on a compiled source and states the validation: valid only
+// when both stages passed; a render stage that could not run makes it unavailable (valid=false
+// with the infrastructure code), never "passed" and never "source has errors".
+func (s *Service) conclude(ctx context.Context, sc auth.Scope, t Target, fileType string, res *compile.Result, ids map[string]string, op rc.Operation) (Validation, error) {
 	var v Validation
 	v.Stages.Compile = Stage{Status: "passed", Diagnostics: res.Diagnostics}
 	if !res.OK() {
 		v.Stages.Compile.Status = "failed"
 		v.Stages.Render = Stage{Status: "skipped"}
 		v.Status = "failed"
-		return v
+		return v, nil
 	}
-	v.Stages.Render = Stage{Status: "unavailable", Code: CodeRenderUnavailable}
-	v.Status, v.Code = "unavailable", CodeRenderUnavailable
-	return v
+	var check RenderCheck
+	m, err := s.BuildSnapshot(ctx, sc, t, fileType, res, ids)
+	switch {
+	case problem.As(err).Code == problem.RenderInputNotReproducible:
+		check = RenderCheck{Status: "failed", Code: string(rc.CodeInputNotReproducible), Message: problem.As(err).Message}
+	case err != nil:
+		return v, err
+	default:
+		check = s.renderCheck(ctx, sc, "validation:"+sc.Principal().UserID, "validate", op, m, cmp.Or(s.RenderWait, 60*time.Second))
+	}
+	v.Stages.Render = Stage{Status: check.Status, Code: check.Code, Message: check.Message, Findings: check.Findings, RequestID: check.Request.ID}
+	v.Status, v.Valid = check.Status, check.Status == "passed"
+	if check.Status == "unavailable" {
+		v.Code = check.Code
+	}
+	return v, nil
+}
+
+// jobRenderCheck runs a job's render check: a write whose check finds content errors fails;
+// one whose check cannot run is blocked (retried by the job queue within its attempts, each
+// under the same job owner, so a re-claimed job re-links to its render request).
+func (s *Service) jobRenderCheck(ctx context.Context, r *jobs.Run, sc auth.Scope, t Target, fileType string, res *compile.Result, ids map[string]string) error {
+	m, err := s.BuildSnapshot(ctx, sc, t, fileType, res, ids)
+	if problem.As(err).Code == problem.RenderInputNotReproducible {
+		return jobs.Fail(string(rc.CodeInputNotReproducible), "%s", problem.As(err).Message)
+	}
+	if err != nil {
+		return err
+	}
+	wait := 2 * time.Minute
+	if s.Render != nil {
+		wait = s.Render.Config().RequestTimeout + 5*time.Second
+	}
+	check := s.renderCheck(ctx, sc, r.Job.ID, "render-check", rc.OpPageDiagnose, m, wait)
+	switch check.Status {
+	case "passed":
+		return nil
+	case "failed":
+		return jobs.Fail(CodeRenderCheckFailed, "%s", findingsSummary(check))
+	}
+	return &jobs.Failure{Code: cmp.Or(check.Code, CodeRenderUnavailable), Summary: "the render check could not run: " + check.Message, Retryable: true}
+}
+
+// findingsSummary lists a failed render check's errors, one per line.
+func findingsSummary(c RenderCheck) string {
+	var b strings.Builder
+	b.WriteString(c.Message)
+	for _, f := range c.Findings {
+		if f.Severity == rc.SeverityError {
+			fmt.Fprintf(&b, "\n%s [%s] %s", f.Code, f.Scene, f.Message)
+		}
+	}
+	return b.String()
 }
 
 // diagnostics renders compile errors as the job's summary: one "file:line:col: CODE: message"

@@ -63,7 +63,7 @@ func (s *Service) ValidateEntity(ctx context.Context, sc auth.Scope, r EntityReq
 		if err := need(r.Source != "" && r.FileType != "", "source", "source and file_type are required in content mode"); err != nil {
 			return Validation{}, err
 		}
-		return s.ValidatePage(ctx, sc, r.FileType, r.Source)
+		return s.ValidatePage(ctx, sc, Target{}, r.FileType, r.Source)
 	case "edits":
 		if err := need(r.EntityID != "" && r.Version > 0 && r.Source != "", "entity_id", "entity_id, version and source are required in edits mode"); err != nil {
 			return Validation{}, err
@@ -76,7 +76,7 @@ func (s *Service) ValidateEntity(ctx context.Context, sc auth.Scope, r EntityReq
 		if ft == "" {
 			ft = p.FileType
 		}
-		return s.ValidatePage(ctx, sc, ft, r.Source)
+		return s.ValidatePage(ctx, sc, s.PageTarget(ctx, sc, r.EntityID), ft, r.Source)
 	default:
 		if err := need(r.EntityID != "", "entity_id", "required in current mode"); err != nil {
 			return Validation{}, err
@@ -85,6 +85,15 @@ func (s *Service) ValidateEntity(ctx context.Context, sc auth.Scope, r EntityReq
 		if err != nil {
 			return Validation{}, err
 		}
-		return s.ValidatePage(ctx, sc, v.FileType, v.Source)
+		return s.ValidatePage(ctx, sc, s.PageTarget(ctx, sc, r.EntityID), v.FileType, v.Source)
 	}
+}
+
+// pageTarget is a saved page as a render target: its project's presentation applies.
+func (s *Service) PageTarget(ctx context.Context, sc auth.Scope, pageID string) Target {
+	t := Target{ID: pageID}
+	if p, err := s.Store.GetPage(ctx, sc, pageID); err == nil {
+		t.ProjectID, t.Key, t.Version = p.ProjectID, p.Key, p.Version
+	}
+	return t
 }

@@ -146,8 +146,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			if err != nil {
 				return nil, err
 			}
-			rendererURLs = append(rendererURLs, r.URL)
+			rendererURLs = append(rendererURLs, r.URL) // the cells' RENDER_WORKERS_CONFIG: wired with the preview hosts
 		}
+		_ = rendererURLs
 		p := &Proc{Name: c, URL: url, bin: filepath.Join(o.BinDir, "cell"), log: filepath.Join(o.Dir, "logs", c+".log"),
 			env: append(append([]string{
 				"CELL_ID=" + c,
@@ -155,7 +156,6 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 				"CELL_DATABASE_URL=" + s.CellDBURL[c],
 				"DIRECTORY_DATABASE_URL=" + s.DirURL,
 				"CELL_BLOB_URL=file://" + filepath.Join(o.Dir, "blobs", c),
-				"CELL_RENDERER_URLS=" + strings.Join(rendererURLs, ","),
 				"RENDER_SERVICE_CREDENTIAL_FILE=" + credentialFile,
 			}, o.Env["cell"]...), o.Env[c]...)}
 		if err := p.Start(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	cblob "slidecells/cell/blob"
 	"slidecells/cell/idempotency"
 	"slidecells/cell/maintenance"
+	"slidecells/cell/render"
 	"slidecells/migrations"
 	"slidecells/shared/config"
 	"slidecells/shared/db"
@@ -33,6 +35,7 @@ import (
 	"slidecells/shared/failpoint"
 	"slidecells/shared/ids"
 	"slidecells/shared/logging"
+	"slidecells/shared/ticket"
 )
 
 type settings struct {
@@ -43,18 +46,22 @@ type settings struct {
 	AuthTTL       time.Duration
 	AuthMaxStale  time.Duration
 	ShutdownGrace time.Duration
-	RendererURLs  []string
-	// RendererCredential is the renderers' service credential: the first line of
-	// RENDER_SERVICE_CREDENTIAL_FILE (during a rotation the renderers accept a second one).
-	RendererCredential string
-	IdemRetention      time.Duration
-	BlobURL            string
-	Failpoints         failpoint.Points
-	BenchNoIdem        bool
-	LogLevel           string
-	JobSlots           int
-	JobLease           time.Duration
-	CompileSlots       int
+	// Render is the render coordinator's configuration; nil when RENDER_WORKERS_CONFIG is unset
+	// (the cell then has no render capacity and says so).
+	Render *render.Config
+	// TicketSigner signs admission tickets and preview access (RENDER_TICKET_SIGNING_KEY_FILE).
+	TicketSigner *ticket.Signer
+	// PublicURL is the router's public base; preview URLs point at it (CELL_PUBLIC_URL).
+	PublicURL     *url.URL
+	PreviewTTL    time.Duration
+	IdemRetention time.Duration
+	BlobURL       string
+	Failpoints    failpoint.Points
+	BenchNoIdem   bool
+	LogLevel      string
+	JobSlots      int
+	JobLease      time.Duration
+	CompileSlots  int
 }
 
 func load() (settings, error) {
@@ -69,7 +76,6 @@ func load() (settings, error) {
 		ShutdownGrace: l.Duration("CELL_SHUTDOWN_GRACE", 10*time.Second),
 		IdemRetention: l.Duration("CELL_IDEMPOTENCY_RETENTION", 24*time.Hour),
 		BlobURL:       l.String("CELL_BLOB_URL", "", true),
-		RendererURLs:  l.URLs("CELL_RENDERER_URLS", "http", "https"),
 		LogLevel:      l.LogLevel(),
 		JobSlots:      l.Int("CELL_JOB_SLOTS", 4, 1, 64),
 		JobLease:      l.PositiveDuration("CELL_JOB_LEASE", 30*time.Second),
@@ -90,15 +96,27 @@ func load() (settings, error) {
 	if s.IdemRetention < 24*time.Hour {
 		l.Fail("CELL_IDEMPOTENCY_RETENTION", "must be at least 24h")
 	}
-	if p := l.String("RENDER_SERVICE_CREDENTIAL_FILE", "", false); p != "" {
+	if p := l.String("RENDER_TICKET_SIGNING_KEY_FILE", "", false); p != "" {
 		b, err := os.ReadFile(p)
-		line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
-		if err != nil || len(strings.TrimSpace(line)) < 16 {
-			l.Fail("RENDER_SERVICE_CREDENTIAL_FILE", "unreadable or shorter than 16 characters")
+		if err == nil {
+			s.TicketSigner, err = ticket.ParseSigner(strings.TrimSpace(string(b)))
 		}
-		s.RendererCredential = strings.TrimSpace(line)
-	} else if len(s.RendererURLs) > 0 {
-		l.Fail("RENDER_SERVICE_CREDENTIAL_FILE", "required with CELL_RENDERER_URLS: the renderers' service credential")
+		if err != nil {
+			l.Fail("RENDER_TICKET_SIGNING_KEY_FILE", "unreadable or not a signing key (kid:base64 of the Ed25519 seed, as `renderer keygen` prints it)")
+		}
+	}
+	s.Render = render.Load(l, nil, s.TicketSigner)
+	if pub := l.String("CELL_PUBLIC_URL", "", false); pub != "" {
+		u, err := url.Parse(pub)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
+			l.Fail("CELL_PUBLIC_URL", "must be the router's public http(s) base URL")
+		} else {
+			s.PublicURL = u
+		}
+	}
+	s.PreviewTTL = l.PositiveDuration("CELL_PREVIEW_TTL", 15*time.Minute)
+	if s.PreviewTTL > 24*time.Hour {
+		l.Fail("CELL_PREVIEW_TTL", "at most 24h: preview URLs are short-lived")
 	}
 	if s.CellID != "" && !ids.CellIDValid(s.CellID) {
 		l.Fail("CELL_ID", "%q: use 1-32 of a-z, 0-9 and '-', starting with a letter", s.CellID)
@@ -150,12 +168,14 @@ func run() error {
 		return fmt.Errorf("CELL_BLOB_URL: %w", err)
 	}
 	defer bucket.Close()
-	var render api.RenderHealth
-	if len(s.RendererURLs) > 0 {
-		render = api.ProbeRenderers(s.RendererURLs, s.RendererCredential)
+	var coordinator *render.Coordinator
+	if s.Render != nil {
+		coordinator = render.New(*s.Render, cellDB, bucket, log.Named("render"))
+		coordinator.Start(ctx)
+		defer coordinator.Stop()
 	}
 	srv := api.New(api.Config{
-		CellID: s.CellID, DB: cellDB, Log: log, Render: render, IdempotencyRetention: s.IdemRetention, Blobs: bucket,
+		CellID: s.CellID, DB: cellDB, Log: log, Renderer: coordinator, IdempotencyRetention: s.IdemRetention, Blobs: bucket,
 		BenchWithoutIdempotency: s.BenchNoIdem, CompileSlots: s.CompileSlots,
 		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: s.AuthTTL, MaxStale: s.AuthMaxStale}),
 	})

@@ -12,7 +12,8 @@ func TestLoadNamesEveryBadSetting(t *testing.T) {
 		"CELL_DATABASE_URL":          "",
 		"DIRECTORY_DATABASE_URL":     "postgres://x/y",
 		"CELL_BLOB_URL":              "ftp://bucket",
-		"CELL_RENDERER_URLS":         "http://127.0.0.1:1,not a url",
+		"CELL_RENDERER_URLS":         "http://127.0.0.1:1",
+		"RENDER_WORKERS_CONFIG":      `[{"worker_id":"r1","url":"ftp://x"}]`,
 		"CELL_IDEMPOTENCY_RETENTION": "1h",
 		"CELL_DIRECTORY_CACHE_TTL":   "soon",
 	} {
@@ -22,7 +23,8 @@ func TestLoadNamesEveryBadSetting(t *testing.T) {
 	if err == nil {
 		t.Fatal("invalid configuration accepted")
 	}
-	for _, name := range []string{"CELL_ID", "CELL_LISTEN_ADDR", "CELL_DATABASE_URL", "CELL_BLOB_URL", "CELL_RENDERER_URLS",
+	for _, name := range []string{"CELL_ID", "CELL_LISTEN_ADDR", "CELL_DATABASE_URL", "CELL_BLOB_URL", "CELL_RENDERER_URLS", "RENDER_WORKERS_CONFIG",
+		"RENDER_PROFILE_MANIFEST", "RENDER_SERVICE_CREDENTIAL_FILE", "RENDER_RUNTIME_NAVIGATION_BASE_URL", "RENDER_TICKET_SIGNING_KEY_FILE",
 		"CELL_IDEMPOTENCY_RETENTION", "CELL_DIRECTORY_CACHE_TTL"} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error does not name %s: %v", name, err)
@@ -39,7 +41,7 @@ func TestLoadDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.ListenAddr != "127.0.0.1:8081" || s.IdemRetention.Hours() != 24 || len(s.RendererURLs) != 0 {
+	if s.ListenAddr != "127.0.0.1:8081" || s.IdemRetention.Hours() != 24 || s.Render != nil {
 		t.Fatalf("defaults: %+v", s)
 	}
 }
