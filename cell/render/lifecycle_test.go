@@ -1,0 +1,511 @@
+package render
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"image/png"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"gocloud.dev/blob/fileblob"
+
+	"slidecells/cell/auth"
+	"slidecells/cell/snapshot"
+	"slidecells/shared/ids"
+	rc "slidecells/shared/rendercontract"
+	"slidecells/shared/ticket"
+)
+
+// These tests drive real renderer processes (bin/renderer, Debian Chromium, the kernel's
+// isolation, hence root) through the coordinator. The preview documents come from a small
+// document server that speaks render-ready.v1 like the preview host; what a document does is
+// chosen by the snapshot's entity ID: "ready" mounts at once, "never" stays pending forever.
+
+// docServer serves snapshot documents for the renderers' browsers and checks the preview
+// access each document request carries.
+type docServer struct {
+	srv     *http.Server
+	url     string
+	keys    *ticket.KeySet
+	bucket  string
+	mu      sync.Mutex
+	served  map[string]int // documents served by snapshot ref
+	refused int
+}
+
+func newDocServer(t *testing.T, f *fixture) *docServer {
+	t.Helper()
+	ks, err := ticket.NewKeySet(f.signer.PublicKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &docServer{url: "http://" + ln.Addr().String(), keys: ks, bucket: f.bucket, served: map[string]int{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /snapshots/{ref}", d.document)
+	d.srv = &http.Server{Handler: mux}
+	go func() { _ = d.srv.Serve(ln) }()
+	t.Cleanup(func() { _ = d.srv.Close() })
+	return d
+}
+
+func (d *docServer) document(w http.ResponseWriter, r *http.Request) {
+	ref := r.PathValue("ref")
+	var claims ticket.PreviewAccess
+	if err := d.keys.Verify(r.Header.Get(rc.PreviewAccessHeader), time.Now(), &claims); err != nil ||
+		claims.SnapshotRef != ref || claims.Path != r.URL.Path || claims.Origin != d.url {
+		d.mu.Lock()
+		d.refused++
+		d.mu.Unlock()
+		http.Error(w, "forbidden", http.StatusForbidden)
+		return
+	}
+	b, err := fileblob.OpenBucket(d.bucket, nil)
+	if err != nil {
+		http.Error(w, "bucket", 500)
+		return
+	}
+	defer b.Close()
+	m, err := snapshot.Load(r.Context(), b, claims.WorkspaceID, ref)
+	if err != nil {
+		http.Error(w, "not found", 404)
+		return
+	}
+	d.mu.Lock()
+	d.served[ref]++
+	d.mu.Unlock()
+	mount := `setTimeout(() => { S.mount = "mounted"; pub(); }, 30);`
+	if m.Entity.ID == "never" {
+		mount = ``
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	fmt.Fprintf(w, `<!doctype html><html><head><meta charset="utf-8"><script>
+(() => {
+  const send = typeof window.__renderReadyV1 === "function" ? window.__renderReadyV1 : null;
+  try { delete window.__renderReadyV1; } catch (e) {}
+  const stringify = JSON.stringify;
+  const S = {protocol: "render-ready.v1", artifact_id: %q, input_digest: %q, host_build: %q,
+    init: "ok", init_error: null, mount: "pending",
+    resources: {fonts: {loaded: 0, failed: 0, pending: 0}, images: {loaded: 0, failed: 0, pending: 0}, other: {loaded: 0, failed: 0, pending: 0}, failures: []},
+    scenes: ["default"], scene: "default", scene_receipts: [], content_faults: []};
+  window.__renderReady = S;
+  const pub = () => { if (send) send(stringify(S)); };
+  window.__pub = pub;
+  pub();
+  window.addEventListener("DOMContentLoaded", () => { %s });
+})();
+</script></head><body style="margin:0;background:#1f6feb"><h1 style="color:#fff;margin:0;padding:20px">Quarterly results</h1></body></html>`,
+		m.Ref, m.InputDigest, m.HostBuild, mount)
+}
+
+// renderer is one real renderer process.
+type renderer struct {
+	id, url string
+	cmd     *exec.Cmd
+	env     []string
+	log     *bytes.Buffer
+}
+
+func rendererBinary(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("renderers need root for their per-attempt isolation")
+	}
+	bin := os.Getenv("SLIDECELLS_BIN")
+	if bin == "" {
+		t.Skip("SLIDECELLS_BIN is unset (make test sets it)")
+	}
+	return filepath.Join(bin, "renderer")
+}
+
+func startRenderer(t *testing.T, f *fixture, d *docServer, id, credFile string) *renderer {
+	t.Helper()
+	rendererBinary(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	r := &renderer{id: id, url: "http://127.0.0.1:" + strconv.Itoa(port), env: append(os.Environ(),
+		"RENDER_WORKER_ID="+id,
+		"RENDER_LISTEN_ADDR=127.0.0.1:"+strconv.Itoa(port),
+		"RENDER_TICKET_PUBLIC_KEYS="+f.signer.PublicKey().String(),
+		"RENDER_PREVIEW_BASE_URL="+d.url,
+		"RENDER_TEMP_ROOT="+shortTemp(t),
+		"RENDER_SERVICE_CREDENTIAL_FILE="+credFile,
+	)}
+	r.start(t)
+	return r
+}
+
+func (r *renderer) start(t *testing.T) {
+	t.Helper()
+	r.log = &bytes.Buffer{}
+	r.cmd = exec.Command(rendererBinaryPath())
+	r.cmd.Env = r.env
+	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.kill() })
+	exited := make(chan struct{})
+	go func() { _, _ = r.cmd.Process.Wait(); close(exited) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			t.Fatalf("renderer %s exited: %s", r.id, r.log.String())
+		default:
+		}
+		resp, err := http.Get(r.url + "/livez")
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("renderer %s did not start: %s", r.id, r.log.String())
+}
+
+// shortTemp is a temp root short enough for the browser's socket paths below it.
+func shortTemp(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/tmp", "rr-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	return d
+}
+
+func rendererBinaryPath() string { return filepath.Join(os.Getenv("SLIDECELLS_BIN"), "renderer") }
+
+func (r *renderer) kill() {
+	if r.cmd != nil && r.cmd.Process != nil {
+		_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+		_ = r.cmd.Wait()
+	}
+}
+
+// world is a fixture with a document server, renderers and a credential.
+type world struct {
+	f         *fixture
+	docs      *docServer
+	renderers []*renderer
+	workers   []Worker
+	cred      string
+	profile   string
+}
+
+func newWorld(t *testing.T, n int) *world {
+	t.Helper()
+	rendererBinary(t)
+	f := setup(t, 2)
+	w := &world{f: f, docs: newDocServer(t, f), cred: filepath.Join(t.TempDir(), "cred")}
+	if err := os.WriteFile(w.cred, []byte("lifecycle-test-credential-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		// Worker IDs name the renderer's cgroup, whose leftovers a starting renderer kills:
+		// parallel tests need their own.
+		r := startRenderer(t, f, w.docs, fmt.Sprintf("r%d-%s", i+1, strings.TrimPrefix(ids.New("t"), "t_")[:8]), w.cred)
+		w.renderers = append(w.renderers, r)
+		w.workers = append(w.workers, Worker{ID: r.id, URL: r.url})
+	}
+	caps, _, err := newClient("lifecycle-test-credential-0123456789").capabilities(context.Background(), w.renderers[0].url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.profile = caps.EnvironmentDigest
+	return w
+}
+
+func (w *world) coordinator(t *testing.T, tune func(*Config)) *Coordinator {
+	t.Helper()
+	c := w.f.coordinator(t, w.workers, func(cfg *Config) {
+		cfg.Credential = "lifecycle-test-credential-0123456789"
+		cfg.ProfileDigest = w.profile
+		cfg.NavigationBase, _ = url.Parse(w.docs.url)
+		if tune != nil {
+			tune(cfg)
+		}
+	})
+	c.TickInterval = 200 * time.Millisecond
+	c.Lease = 2 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	c.Start(ctx)
+	t.Cleanup(func() { cancel(); c.Stop() })
+	return c
+}
+
+func docManifest(t *testing.T, sc auth.Scope, behaviour string, n int) *snapshot.Manifest {
+	t.Helper()
+	m := manifest(t, sc, n)
+	m.Entity.ID = behaviour
+	var err error
+	if m.InputDigest, err = m.ComputeInputDigest(); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func wait(t *testing.T, c *Coordinator, sc auth.Scope, id string, limit time.Duration) Request {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	r, err := c.Wait(ctx, sc, id)
+	if err != nil {
+		t.Fatalf("request %s: %v (state %s)", id, err, r.State)
+	}
+	return r
+}
+
+func TestCaptureAndDiagnoseThroughRealRenderers(t *testing.T) {
+	w := newWorld(t, 2)
+	c := w.coordinator(t, nil)
+	sc := w.f.scopes[0]
+	ctx := context.Background()
+	shot, err := c.Submit(ctx, sc, Spec{Owner: "t", Stage: "shot", Operation: rc.OpPageCapture, Category: Background, Snapshot: docManifest(t, sc, "ready", 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	diag, err := c.Submit(ctx, sc, Spec{Owner: "t", Stage: "diag", Operation: rc.OpPageDiagnose, Category: Interactive, Snapshot: docManifest(t, sc, "ready", 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, c, sc, shot.ID, time.Minute); r.State != StateSucceeded {
+		t.Fatalf("capture: %+v", r)
+	}
+	res, err := c.Result(ctx, sc, shot.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := c.bucket.NewReader(ctx, res.ArtifactKey, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(rd)
+	rd.Close()
+	img, err := png.DecodeConfig(bytes.NewReader(data))
+	if err != nil || img.Width != 320 || img.Height != 180 || !strings.Contains(res.ArtifactKey, shot.ID) || !strings.Contains(res.ArtifactKey, res.AttemptID) {
+		t.Fatalf("capture: %v %dx%d at %s, want a 320x180 PNG under the request and attempt", err, img.Width, img.Height, res.ArtifactKey)
+	}
+	if r := wait(t, c, sc, diag.ID, time.Minute); r.State != StateSucceeded {
+		t.Fatalf("diagnose: %+v", r)
+	}
+	dres, err := c.Result(ctx, sc, diag.ID)
+	if err != nil || dres.Diagnosis == nil || dres.Diagnosis.ArtifactID == "" {
+		t.Fatalf("diagnosis: %+v %v", dres, err)
+	}
+	var live int
+	_ = w.f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM render_attempts WHERE released = false`).Scan(&live)
+	if live != 0 {
+		t.Fatalf("%d attempts still hold capacity after both requests succeeded", live)
+	}
+	if h := c.Health(ctx); !h.Available || h.Ready != 2 {
+		t.Fatalf("health %+v, want 2 dispatchable renderers", h)
+	}
+	// The renderers' browsers carried the preview access on every document request.
+	if w.docs.refused != 0 {
+		t.Fatalf("%d document requests without valid preview access", w.docs.refused)
+	}
+}
+
+func TestCancelAndDeadlineOfExecutingRequests(t *testing.T) {
+	w := newWorld(t, 2)
+	c := w.coordinator(t, func(cfg *Config) { cfg.RequestTimeout = 6 * time.Second })
+	sc := w.f.scopes[0]
+	ctx := context.Background()
+	cancelled, err := c.Submit(ctx, sc, Spec{Owner: "t", Stage: "cancel", Operation: rc.OpPageDiagnose, Category: Interactive, Snapshot: docManifest(t, sc, "never", 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired, err := c.Submit(ctx, sc, Spec{Owner: "t", Stage: "expire", Operation: rc.OpPageDiagnose, Category: Interactive, Snapshot: docManifest(t, sc, "never", 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the first is executing on a renderer, then cancel it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r, _ := c.Get(ctx, sc, cancelled.ID)
+		if r.State == StateExecuting {
+			var st string
+			_ = w.f.db.Pool.QueryRow(ctx, `SELECT state FROM render_attempts WHERE request_id = $1 AND released = false`, cancelled.ID).Scan(&st)
+			if st == "running" || st == "accepted" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never executing: %+v", r)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := c.Cancel(ctx, sc, cancelled.ID); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, c, sc, cancelled.ID, 30*time.Second); r.State != StateCancelled {
+		t.Fatalf("cancelled while executing: %+v", r)
+	}
+	if r := wait(t, c, sc, expired.ID, 30*time.Second); r.State != StateExpired || r.ErrorCode != string(rc.CodeDeadlineExceeded) {
+		t.Fatalf("past its deadline: %+v", r)
+	}
+	waitReleased(t, w, 20*time.Second)
+}
+
+func waitReleased(t *testing.T, w *world, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		var live int
+		_ = w.f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM render_attempts WHERE released = false`).Scan(&live)
+		if live == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d attempts still hold capacity", live)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestRendererKilledMidAttemptRetriesOnProof(t *testing.T) {
+	w := newWorld(t, 1)
+	c := w.coordinator(t, func(cfg *Config) { cfg.RequestTimeout = 90 * time.Second })
+	sc := w.f.scopes[0]
+	ctx := context.Background()
+	// A document that mounts only after a while, so the kill lands mid-attempt.
+	req, err := c.Submit(ctx, sc, Spec{Owner: "t", Stage: "kill", Operation: rc.OpPageDiagnose, Category: Interactive, Snapshot: docManifest(t, sc, "never", 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var st string
+		_ = w.f.db.Pool.QueryRow(ctx, `SELECT state FROM render_attempts WHERE request_id = $1 AND released = false`, req.ID).Scan(&st)
+		if st == "running" || st == "accepted" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never running")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r := w.renderers[0]
+	r.kill()
+	// While the renderer is gone the attempt keeps its capacity (unknown, not released).
+	time.Sleep(1500 * time.Millisecond)
+	var live int
+	_ = w.f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM render_attempts WHERE request_id = $1 AND released = false`, req.ID).Scan(&live)
+	if live != 1 {
+		t.Fatalf("the attempt of a vanished renderer was released without proof (%d live)", live)
+	}
+	if h := c.Health(ctx); h.Available {
+		t.Fatalf("health says render is available with the only renderer dead: %+v", h)
+	}
+	// The renderer comes back with a new epoch: its start killed the old epoch's processes,
+	// which proves the attempt gone; the request retries within its budget.
+	r.start(t)
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		cur, _ := c.Get(ctx, sc, req.ID)
+		if cur.AttemptsUsed >= 2 || Terminal(cur.State) {
+			if cur.AttemptsUsed < 2 && cur.State != StateRetryWait && cur.State != StateExecuting {
+				t.Fatalf("after the restart: %+v, want a second attempt", cur)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no retry after the renderer came back: %+v", cur)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var epochs int
+	_ = w.f.db.Pool.QueryRow(ctx, `SELECT count(DISTINCT epoch) FROM render_attempts WHERE request_id = $1`, req.ID).Scan(&epochs)
+	if epochs != 2 {
+		t.Fatalf("attempts ran on %d epochs, want the old and the new", epochs)
+	}
+	if _, err := c.Cancel(ctx, sc, req.ID); err != nil {
+		t.Fatal(err)
+	}
+	if cur := wait(t, c, sc, req.ID, 30*time.Second); cur.State != StateCancelled {
+		t.Fatalf("%+v", cur)
+	}
+}
+
+func TestTakeoverAfterACoordinatorDies(t *testing.T) {
+	w := newWorld(t, 1)
+	a := w.coordinator(t, nil)
+	sc := w.f.scopes[0]
+	ctx := context.Background()
+	req, err := a.Submit(ctx, sc, Spec{Owner: "t", Stage: "takeover", Operation: rc.OpPageCapture, Category: Background, Snapshot: docManifest(t, sc, "ready", 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stop a as soon as it sent the attempt: its driver ends without a result.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var st string
+		_ = w.f.db.Pool.QueryRow(ctx, `SELECT state FROM render_attempts WHERE request_id = $1`, req.ID).Scan(&st)
+		if st != "" && st != "reserved" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never sent")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	a.Stop()
+	if cur, _ := a.Get(ctx, sc, req.ID); Terminal(cur.State) {
+		t.Skip("the attempt finished before the coordinator stopped; nothing to take over")
+	}
+	b := w.coordinator(t, nil)
+	cur := wait(t, b, sc, req.ID, time.Minute)
+	if cur.State != StateSucceeded || cur.AttemptsUsed != 1 {
+		t.Fatalf("after takeover: %+v, want succeeded by the same attempt", cur)
+	}
+	if n := w.docs.served[cur.SnapshotRef]; n != 1 {
+		t.Fatalf("document rendered %d times; a takeover must query, never redo", n)
+	}
+}
+
+func TestProfileMismatchIsNeverDispatched(t *testing.T) {
+	w := newWorld(t, 1)
+	c := w.coordinator(t, func(cfg *Config) {
+		cfg.ProfileDigest = "sha256:" + strings.Repeat("ab", 32)
+		cfg.RequestTimeout = 3 * time.Second
+	})
+	sc := w.f.scopes[0]
+	ctx := context.Background()
+	req, err := c.Submit(ctx, sc, Spec{Owner: "t", Stage: "mismatch", Operation: rc.OpPageCapture, Category: Background, Snapshot: docManifest(t, sc, "ready", 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := wait(t, c, sc, req.ID, 30*time.Second)
+	var state string
+	_ = w.f.db.Pool.QueryRow(ctx, `SELECT state FROM render_workers WHERE worker_id = $1`, w.workers[0].ID).Scan(&state)
+	if cur.State != StateExpired || cur.AttemptsUsed != 0 || state != "mismatch" {
+		t.Fatalf("request %+v on a worker %q: want expired without an attempt, the worker marked mismatch", cur, state)
+	}
+	if h := c.Health(ctx); h.Available {
+		t.Fatalf("health available with only a mismatching renderer: %+v", h)
+	}
+	_ = errors.New
+}
