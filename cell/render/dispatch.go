@@ -22,140 +22,94 @@ type reservation struct {
 	slotGeneration int64
 }
 
-// rotation is the 3:1 weighted rotation: three interactive dispatches, then one background.
-func preferred(round int64) Category {
-	if round%4 < 3 {
-		return Interactive
-	}
-	return Background
-}
-
 // dispatchOne runs one dispatch transaction. It returns nil when nothing can be dispatched now
 // (no waiting request, no idle worker, or a limit reached).
+//
+// It runs at READ COMMITTED: its correctness rests on the scheduler row lock (every attempt is
+// inserted, and every request leaves the queue, under it, so the occupancy count and the pick
+// are exact once the lock is held), the worker row lock and the two partial unique indexes, not
+// on serializability. At SERIALIZABLE every dispatcher that queued behind the lock would fail
+// with a serialization error when it got it (the row changed after its snapshot). On a
+// CockroachDB cluster without READ COMMITTED it runs SERIALIZABLE, which is also correct.
 func (c *Coordinator) dispatchOne(ctx context.Context) (*reservation, error) {
 	var res *reservation
-	err := c.db.Tx(ctx, func(tx pgx.Tx) error {
+	err := c.db.ReadCommitted(ctx, func(tx pgx.Tx) error {
 		res = nil
 		now := c.now().UTC()
-		var round int64
-		var cursorI, cursorB string
-		if err := tx.QueryRow(ctx, `SELECT round, cursor_interactive, cursor_background FROM render_scheduler_state
-			WHERE id = 1 FOR UPDATE`).Scan(&round, &cursorI, &cursorB); err != nil {
-			return err
-		}
-		// Occupancy: every attempt is inserted under the lock held now, so this count is exact.
-		busy := map[string]int{}
-		total := 0
-		rows, err := tx.Query(ctx, `SELECT workspace_id, count(*) FROM render_attempts WHERE released = false GROUP BY workspace_id`)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var ws string
-			var n int
-			if err := rows.Scan(&ws, &n); err != nil {
-				rows.Close()
-				return err
-			}
-			busy[ws], total = n, total+n
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if total >= c.cfg.GlobalConcurrency {
-			return nil
-		}
-		full := make([]string, 0, len(busy))
-		for ws, n := range busy {
-			if n >= c.cfg.WorkspaceConcurrency {
-				full = append(full, ws)
-			}
-		}
-		var w reservation
-		err = tx.QueryRow(ctx, `SELECT w.worker_id, w.epoch, w.url FROM render_workers w
+		// One round trip for every read: the lock comes first in the pipeline, so each later
+		// statement (READ COMMITTED: a snapshot per statement) reads after it is held.
+		b := &pgx.Batch{}
+		b.Queue(`SELECT round FROM render_scheduler_state WHERE id = 1 FOR UPDATE`)
+		b.Queue(`SELECT count(*) FROM render_attempts WHERE released = false`)
+		b.Queue(`SELECT w.worker_id, w.epoch, w.url FROM render_workers w
 			WHERE w.state = 'ready' AND w.environment_digest = $1
 			  AND NOT EXISTS (SELECT 1 FROM render_attempts a WHERE a.worker_id = w.worker_id AND a.released = false)
-			ORDER BY w.last_dispatch_at, w.worker_id LIMIT 1 FOR UPDATE`, c.cfg.ProfileDigest).Scan(&w.workerID, &w.epoch, &w.url)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
+			ORDER BY w.last_dispatch_at, w.worker_id LIMIT 1 FOR UPDATE`, c.cfg.ProfileDigest)
+		b.Queue(pickSQL, now, now.Add(-c.cfg.PromoteAfter), c.cfg.WorkspaceConcurrency)
+		br := tx.SendBatch(ctx, b)
+		var round int64
+		var total int
+		var w reservation
+		var ws, id, cat string
+		err := br.QueryRow().Scan(&round)
+		if err == nil {
+			err = br.QueryRow().Scan(&total)
 		}
-		if err != nil {
-			return err
-		}
-		// Pick: promoted (waited too long) first, then the rotation's category, then the other.
-		pick := func(where string, args ...any) (string, string, error) {
-			var ws, id string
-			args = append([]any{now, full}, args...)
-			err := tx.QueryRow(ctx, `SELECT workspace_id, id FROM render_requests
-				WHERE state IN ('queued', 'retry_wait') AND not_before <= $1 AND deadline_at > $1
-				  AND NOT (workspace_id = ANY($2)) AND `+where+` LIMIT 1`, args...).Scan(&ws, &id)
+		noWorker, noPick := false, false
+		if err == nil {
+			err = br.QueryRow().Scan(&w.workerID, &w.epoch, &w.url)
 			if errors.Is(err, pgx.ErrNoRows) {
-				return "", "", nil
+				noWorker, err = true, nil
 			}
-			return ws, id, err
 		}
-		var ws, id string
-		var cat Category
-		ws, id, err = pick(`enqueued_at <= $3 ORDER BY enqueued_at`, now.Add(-c.cfg.PromoteAfter))
-		if err != nil {
+		if err == nil {
+			var prio int
+			err = br.QueryRow().Scan(&prio, &ws, &id, &cat)
+			if errors.Is(err, pgx.ErrNoRows) {
+				noPick, err = true, nil
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil || noWorker || noPick || total >= c.cfg.GlobalConcurrency {
 			return err
 		}
-		promoted := id != ""
-		if !promoted {
-			first := preferred(round)
-			for _, cand := range []Category{first, other(first)} {
-				cursor := cursorI
-				if cand == Background {
-					cursor = cursorB
-				}
-				// Workspace round-robin: the next workspace after the cursor, wrapping around.
-				ws, id, err = pick(`category = $3 AND workspace_id > $4 ORDER BY workspace_id, enqueued_at`, string(cand), cursor)
-				if err == nil && id == "" {
-					ws, id, err = pick(`category = $3 ORDER BY workspace_id, enqueued_at`, string(cand))
-				}
-				if err != nil {
-					return err
-				}
-				if id != "" {
-					cat = cand
-					break
-				}
-			}
-		}
-		if id == "" {
-			return nil
-		}
-		req, err := scanRequest(tx.QueryRow(ctx, `UPDATE render_requests
+		// One round trip for every write.
+		w.attemptID = ids.New(ids.Attempt)
+		b = &pgx.Batch{}
+		b.Queue(`UPDATE render_requests
 			SET state = 'executing', attempts_used = attempts_used + 1, next_seq = next_seq + 1, updated_at = $3
 			WHERE workspace_id = $1 AND id = $2 AND state IN ('queued', 'retry_wait')
-			RETURNING `+requestCols, ws, id, now))
+			RETURNING `+requestCols+`, next_seq - 1`, ws, id, now)
+		b.Queue(`UPDATE render_workers SET slot_generation = slot_generation + 1, last_dispatch_at = $3
+			WHERE worker_id = $1 AND epoch = $2 RETURNING slot_generation`, w.workerID, w.epoch, now)
+		b.Queue(`INSERT INTO render_attempts (workspace_id, request_id, seq, attempt_id, worker_id, epoch,
+			slot_generation, state, driver, driver_until, created_at)
+			SELECT r.workspace_id, r.id, r.next_seq - 1, $3, w.worker_id, w.epoch, w.slot_generation, 'reserved', $6, $7, $8
+			FROM render_requests r, render_workers w
+			WHERE r.workspace_id = $1 AND r.id = $2 AND r.state = 'executing' AND w.worker_id = $4 AND w.epoch = $5`,
+			ws, id, w.attemptID, w.workerID, w.epoch, c.id, now.Add(c.Lease), now)
+		b.Queue(`UPDATE render_scheduler_state SET round = round + 1,
+			cursor_interactive = CASE WHEN $1 = 'interactive' THEN $2 ELSE cursor_interactive END,
+			cursor_background = CASE WHEN $1 = 'background' THEN $2 ELSE cursor_background END,
+			dispatched = dispatched + 1, updated_at = $3 WHERE id = 1`, cat, ws, now)
+		br = tx.SendBatch(ctx, b)
+		defer br.Close()
+		req, err := scanRequest(br.QueryRow(), &w.seq)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // cancelled between the pick and the update: nothing dispatched this time
+		}
 		if err != nil {
 			return err
 		}
-		if promoted {
-			cat = req.Category
-		}
-		if err := tx.QueryRow(ctx, `SELECT next_seq - 1 FROM render_requests WHERE workspace_id = $1 AND id = $2`, ws, id).Scan(&w.seq); err != nil {
+		if err := br.QueryRow().Scan(&w.slotGeneration); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, `UPDATE render_workers SET slot_generation = slot_generation + 1, last_dispatch_at = $3
-			WHERE worker_id = $1 AND epoch = $2 RETURNING slot_generation`, w.workerID, w.epoch, now).Scan(&w.slotGeneration); err != nil {
-			return err
+		if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 1 {
+			return errors.Join(err, errors.New("render: the reserved attempt was not inserted"))
 		}
-		w.attemptID = ids.New(ids.Attempt)
-		if _, err := tx.Exec(ctx, `INSERT INTO render_attempts (workspace_id, request_id, seq, attempt_id, worker_id, epoch,
-			slot_generation, state, driver, driver_until, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, 'reserved', $8, $9, $10)`,
-			ws, id, w.seq, w.attemptID, w.workerID, w.epoch, w.slotGeneration, c.id, now.Add(c.Lease), now); err != nil {
-			return err
-		}
-		col := "cursor_interactive"
-		if cat == Background {
-			col = "cursor_background"
-		}
-		if _, err := tx.Exec(ctx, `UPDATE render_scheduler_state SET round = round + 1, `+col+` = $1,
-			dispatched = dispatched + 1, updated_at = $2 WHERE id = 1`, ws, now); err != nil {
+		if _, err := br.Exec(); err != nil {
 			return err
 		}
 		w.req = req
@@ -164,6 +118,44 @@ func (c *Coordinator) dispatchOne(ctx context.Context) (*reservation, error) {
 	})
 	return res, err
 }
+
+// pickSQL picks the next request: one waiting past the promotion threshold first (oldest
+// first), else by the rotation's category (round % 4 < 3: interactive) then the other, each
+// round-robin over workspaces from the category's cursor (wrapping around), oldest first
+// within a workspace; workspaces at their concurrency cap are skipped. Every branch is an
+// index range scan with LIMIT 1 over the waiting rows ($1 now, $2 promotion cutoff, $3 the
+// workspace cap).
+const pickSQL = `WITH st AS (
+	SELECT CASE WHEN round % 4 < 3 THEN 'interactive' ELSE 'background' END AS pref,
+	       cursor_interactive, cursor_background FROM render_scheduler_state WHERE id = 1),
+capped AS (
+	SELECT workspace_id FROM render_attempts WHERE released = false GROUP BY workspace_id HAVING count(*) >= $3)
+SELECT prio, workspace_id, id, category FROM (
+	(SELECT 1 AS prio, workspace_id, id, category FROM render_requests WHERE ` + waitingSQL + ` AND enqueued_at <= $2
+	 ORDER BY enqueued_at LIMIT 1)
+	UNION ALL
+	(SELECT 2, workspace_id, id, category FROM render_requests WHERE ` + waitingSQL + `
+	   AND category = (SELECT pref FROM st)
+	   AND workspace_id > (SELECT CASE WHEN pref = 'interactive' THEN cursor_interactive ELSE cursor_background END FROM st)
+	 ORDER BY category, workspace_id, enqueued_at LIMIT 1)
+	UNION ALL
+	(SELECT 3, workspace_id, id, category FROM render_requests WHERE ` + waitingSQL + ` AND category = (SELECT pref FROM st)
+	 ORDER BY category, workspace_id, enqueued_at LIMIT 1)
+	UNION ALL
+	(SELECT 4, workspace_id, id, category FROM render_requests WHERE ` + waitingSQL + `
+	   AND category = (SELECT CASE WHEN pref = 'interactive' THEN 'background' ELSE 'interactive' END FROM st)
+	   AND workspace_id > (SELECT CASE WHEN pref = 'interactive' THEN cursor_background ELSE cursor_interactive END FROM st)
+	 ORDER BY category, workspace_id, enqueued_at LIMIT 1)
+	UNION ALL
+	(SELECT 5, workspace_id, id, category FROM render_requests WHERE ` + waitingSQL + `
+	   AND category = (SELECT CASE WHEN pref = 'interactive' THEN 'background' ELSE 'interactive' END FROM st)
+	 ORDER BY category, workspace_id, enqueued_at LIMIT 1)
+) candidates ORDER BY prio LIMIT 1`
+
+// waitingSQL is a waiting request that may run now, outside a capped workspace; it matches the
+// predicate of render_requests_waiting_idx.
+const waitingSQL = `state IN ('queued', 'retry_wait') AND not_before <= $1 AND deadline_at > $1
+	AND workspace_id NOT IN (SELECT workspace_id FROM capped)`
 
 func other(c Category) Category {
 	if c == Interactive {

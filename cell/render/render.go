@@ -264,7 +264,9 @@ func (c *Coordinator) create(ctx context.Context, ws, key, owner string, spec Sp
 		DeadlineAt: deadline, EnqueuedAt: now}
 	vpJSON, _ := json.Marshal(vp)
 	optJSON, _ := json.Marshal(spec.Options)
-	err := c.db.Tx(ctx, func(tx pgx.Tx) error {
+	// READ COMMITTED under the scheduler lock, like a dispatch: every request enters the queue
+	// under that lock, so the count is exact (see dispatchOne).
+	err := c.db.ReadCommitted(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT id FROM render_scheduler_state WHERE id = 1 FOR UPDATE`); err != nil {
 			return err
 		}
@@ -301,13 +303,14 @@ const requestCols = `workspace_id, id, operation, category, state, snapshot_ref,
 	profile_digest, viewport, options, attempts_used, max_attempts, cancel_version, deadline_at, enqueued_at,
 	finished_at, error_code, error_stage, error_message`
 
-func scanRequest(row pgx.Row) (Request, error) {
+// scanRequest scans requestCols, then extra columns into extra.
+func scanRequest(row pgx.Row, extra ...any) (Request, error) {
 	var r Request
 	var op, cat string
 	var vp, opts []byte
-	err := row.Scan(&r.WorkspaceID, &r.ID, &op, &cat, &r.State, &r.SnapshotRef, &r.InputDigest, &r.RenderDigest,
+	err := row.Scan(append([]any{&r.WorkspaceID, &r.ID, &op, &cat, &r.State, &r.SnapshotRef, &r.InputDigest, &r.RenderDigest,
 		&r.ProfileDigest, &vp, &opts, &r.AttemptsUsed, &r.MaxAttempts, &r.CancelVersion, &r.DeadlineAt, &r.EnqueuedAt,
-		&r.FinishedAt, &r.ErrorCode, &r.ErrorStage, &r.ErrorMessage)
+		&r.FinishedAt, &r.ErrorCode, &r.ErrorStage, &r.ErrorMessage}, extra...)...)
 	if err != nil {
 		return r, err
 	}

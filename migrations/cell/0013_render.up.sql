@@ -40,6 +40,9 @@ CREATE TABLE render_requests (
 -- The queue: only waiting rows, so dispatch scans stay small.
 CREATE INDEX render_requests_waiting_idx ON render_requests (category, workspace_id, enqueued_at)
     WHERE state IN ('queued', 'retry_wait');
+-- Wait promotion: the oldest waiting request.
+CREATE INDEX render_requests_waiting_age_idx ON render_requests (enqueued_at)
+    WHERE state IN ('queued', 'retry_wait');
 -- The deadline sweep and the cleaner.
 CREATE INDEX render_requests_live_idx ON render_requests (deadline_at) WHERE state IN ('queued', 'retry_wait', 'executing');
 CREATE INDEX render_requests_unreleased_idx ON render_requests (finished_at) WHERE artifact_released = false AND finished_at IS NOT NULL;
