@@ -125,6 +125,9 @@ func New(c Config) *Server {
 		benchWithoutIdempotency: c.BenchWithoutIdempotency,
 	}
 	s.Idem.Observe = s.metrics.idempotencyOutcome
+	if c.Renderer != nil {
+		s.metrics.reg.MustRegister(c.Renderer.Collectors()...)
+	}
 	if c.DB != nil {
 		c.DB.OnRetry = s.metrics.txRetry
 	}
