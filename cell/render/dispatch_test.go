@@ -260,3 +260,43 @@ func TestCancelAndExpireWaitingRequests(t *testing.T) {
 		t.Fatal("a request was read through another workspace's scope")
 	}
 }
+
+func TestCancelInRetryWaitAndExecuting(t *testing.T) {
+	f := setup(t, 1)
+	workers := f.addWorkers(t, 1)
+	c := f.coordinator(t, workers, nil)
+	sc := f.scopes[0]
+	ctx := context.Background()
+	req := f.submit(t, c, sc, 1, Interactive)
+	got := drain(t, c)
+	if len(got) != 1 {
+		t.Fatal("not dispatched")
+	}
+	a := &attempt{req: got[0].req, attemptID: got[0].attemptID, workerID: got[0].workerID, epoch: got[0].epoch}
+	c.finish(ctx, a, rc.NewError(rc.CodeBrowserLost, rc.StageLaunch, "crashed"), true)
+	if r, _ := c.Get(ctx, sc, req.ID); r.State != StateRetryWait {
+		t.Fatalf("after a retryable failure: %s, want retry_wait", r.State)
+	}
+	if r, err := c.Cancel(ctx, sc, req.ID); err != nil || r.State != StateCancelled {
+		t.Fatalf("cancel in retry_wait: %+v %v", r, err)
+	}
+	// Executing: the cancel version is persisted first; the request ends when its attempt does.
+	req2 := f.submit(t, c, sc, 2, Interactive)
+	got = drain(t, c)
+	if len(got) != 1 || got[0].req.ID != req2.ID {
+		t.Fatal("second request not dispatched")
+	}
+	r, err := c.Cancel(ctx, sc, req2.ID)
+	if err != nil || r.State != StateExecuting || r.CancelVersion != 1 {
+		t.Fatalf("cancel while executing: %+v %v, want executing with cancel version 1", r, err)
+	}
+	a = &attempt{req: got[0].req, attemptID: got[0].attemptID, workerID: got[0].workerID, epoch: got[0].epoch}
+	c.finish(ctx, a, rc.NewError(rc.CodeCancelled, rc.StageCleanup, "stopped"), true)
+	if r, _ := c.Get(ctx, sc, req2.ID); r.State != StateCancelled {
+		t.Fatalf("after the attempt stopped: %s, want cancelled", r.State)
+	}
+	// A terminal request cannot be cancelled again; the answer is its state.
+	if r, err := c.Cancel(ctx, sc, req2.ID); err != nil || r.State != StateCancelled || r.CancelVersion != 1 {
+		t.Fatalf("cancel of a cancelled request: %+v %v", r, err)
+	}
+}
