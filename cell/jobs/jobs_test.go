@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"slidecells/cell/auth"
+	"slidecells/cell/auth/authtest"
 	"slidecells/migrations"
 	"slidecells/shared/db/dbtest"
 	"slidecells/shared/directory"
@@ -25,7 +26,7 @@ import (
 type fixture struct {
 	q       *Queue
 	cellURL string
-	authn   *auth.Authenticator
+	tenants *authtest.Tenants
 	scope   auth.Scope // owner of workspace A
 	scopeB  auth.Scope // owner of workspace B (same user)
 }
@@ -35,33 +36,8 @@ func setup(t testing.TB) *fixture {
 	if tt, ok := t.(*testing.T); ok {
 		tt.Parallel()
 	}
-	ctx := context.Background()
-	dir, err := directory.Connect(ctx, dbtest.NewDatabase(t, migrations.FS, migrations.Directory))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(dir.Close)
-	if err := dir.AddCell(ctx, directory.Cell{ID: "cell-a", InternalURL: "http://127.0.0.1:1"}); err != nil {
-		t.Fatal(err)
-	}
-	u, err := dir.CreateUser(ctx, "ann@example.com", "Ann")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{cellURL: dbtest.NewDatabase(t, migrations.FS, migrations.Cell)}
-	f.authn = &auth.Authenticator{Dir: directory.NewCached(dir, directory.CacheOptions{TTL: time.Nanosecond, MaxStale: time.Minute})}
-	for _, sc := range []*auth.Scope{&f.scope, &f.scopeB} {
-		w, err := dir.CreateWorkspace(ctx, "ws "+fmt.Sprint(sc == &f.scopeB), "cell-a", false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := dir.AddMember(ctx, w.ID, u.ID, "owner"); err != nil {
-			t.Fatal(err)
-		}
-		if *sc, err = f.authn.Authorize(ctx, auth.Principal{UserID: u.ID, Scopes: directory.Scopes}, w.ID); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tn := authtest.New(t, 2)
+	f := &fixture{cellURL: dbtest.NewDatabase(t, migrations.FS, migrations.Cell), tenants: tn, scope: tn.Scopes[0], scopeB: tn.Scopes[1]}
 	f.q = &Queue{DB: dbtest.Open(t, f.cellURL), BackoffBase: 10 * time.Millisecond, BackoffMax: 40 * time.Millisecond}
 	return f
 }
@@ -72,7 +48,7 @@ func (f *fixture) pool(t *testing.T, handlers map[string]Handler, tune ...func(*
 	p := &Pool{Queue: f.q, Handlers: handlers, Lease: 600 * time.Millisecond, PollInterval: 20 * time.Millisecond,
 		ShutdownGrace: 100 * time.Millisecond,
 		Authorize: func(ctx context.Context, j Job) (auth.Scope, error) {
-			return f.authn.Authorize(ctx, auth.Principal{UserID: j.OwnerID, Scopes: directory.Scopes}, j.WorkspaceID)
+			return f.tenants.Authn.Authorize(ctx, auth.Principal{UserID: j.OwnerID, Scopes: directory.Scopes}, j.WorkspaceID)
 		}}
 	for _, fn := range tune {
 		fn(p)

@@ -10,11 +10,11 @@ import (
 	"gocloud.dev/blob/fileblob"
 
 	"slidecells/cell/auth"
+	"slidecells/cell/auth/authtest"
 	"slidecells/cell/snapshot"
 	"slidecells/migrations"
 	"slidecells/shared/db"
 	"slidecells/shared/db/dbtest"
-	"slidecells/shared/directory"
 	rc "slidecells/shared/rendercontract"
 	"slidecells/shared/ticket"
 )
@@ -34,35 +34,9 @@ func setup(t testing.TB, workspaces int) *fixture {
 	if tt, ok := t.(*testing.T); ok {
 		tt.Parallel()
 	}
-	ctx := context.Background()
-	dir, err := directory.Connect(ctx, dbtest.NewDatabase(t, migrations.FS, migrations.Directory))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(dir.Close)
-	if err := dir.AddCell(ctx, directory.Cell{ID: "cell-a", InternalURL: "http://127.0.0.1:1"}); err != nil {
-		t.Fatal(err)
-	}
-	u, err := dir.CreateUser(ctx, "ann@example.com", "Ann")
-	if err != nil {
-		t.Fatal(err)
-	}
-	authn := &auth.Authenticator{Dir: directory.NewCached(dir, directory.CacheOptions{TTL: time.Nanosecond, MaxStale: time.Minute})}
-	f := &fixture{url: dbtest.NewDatabase(t, migrations.FS, migrations.Cell), bucket: t.TempDir()}
-	for i := range workspaces {
-		w, err := dir.CreateWorkspace(ctx, fmt.Sprintf("ws %d", i), "cell-a", false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := dir.AddMember(ctx, w.ID, u.ID, "owner"); err != nil {
-			t.Fatal(err)
-		}
-		sc, err := authn.Authorize(ctx, auth.Principal{UserID: u.ID, Scopes: directory.Scopes}, w.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.scopes = append(f.scopes, sc)
-	}
+	f := &fixture{url: dbtest.NewDatabase(t, migrations.FS, migrations.Cell), bucket: t.TempDir(),
+		scopes: authtest.New(t, workspaces).Scopes}
+	var err error
 	if f.signer, err = ticket.GenerateSigner("test-1"); err != nil {
 		t.Fatal(err)
 	}

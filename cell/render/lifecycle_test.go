@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -343,21 +344,7 @@ func TestCancelAndDeadlineOfExecutingRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait until the first is executing on a renderer, then cancel it.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r, _ := c.Get(ctx, sc, cancelled.ID)
-		if r.State == StateExecuting {
-			var st string
-			_ = w.f.db.Pool.QueryRow(ctx, `SELECT state FROM render_attempts WHERE request_id = $1 AND released = false`, cancelled.ID).Scan(&st)
-			if st == "running" || st == "accepted" {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never executing: %+v", r)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	w.waitAttempt(t, cancelled.ID, "running", "accepted")
 	if _, err := c.Cancel(ctx, sc, cancelled.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -368,6 +355,24 @@ func TestCancelAndDeadlineOfExecutingRequests(t *testing.T) {
 		t.Fatalf("past its deadline: %+v", r)
 	}
 	waitReleased(t, w, 20*time.Second)
+}
+
+// waitAttempt waits until the request's latest attempt is in one of states.
+func (w *world) waitAttempt(t *testing.T, requestID string, states ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var st string
+		_ = w.f.db.Pool.QueryRow(context.Background(), `SELECT state FROM render_attempts WHERE request_id = $1
+			ORDER BY seq DESC LIMIT 1`, requestID).Scan(&st)
+		if slices.Contains(states, st) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("attempt of %s is %q, never %v", requestID, st, states)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func waitReleased(t *testing.T, w *world, limit time.Duration) {
@@ -396,18 +401,7 @@ func TestRendererKilledMidAttemptRetriesOnProof(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var st string
-		_ = w.f.db.Pool.QueryRow(ctx, `SELECT state FROM render_attempts WHERE request_id = $1 AND released = false`, req.ID).Scan(&st)
-		if st == "running" || st == "accepted" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("never running")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	w.waitAttempt(t, req.ID, "running", "accepted")
 	r := w.renderers[0]
 	r.kill()
 	// While the renderer is gone the attempt keeps its capacity (unknown, not released).
@@ -423,7 +417,7 @@ func TestRendererKilledMidAttemptRetriesOnProof(t *testing.T) {
 	// The renderer comes back with a new epoch: its start killed the old epoch's processes,
 	// which proves the attempt gone; the request retries within its budget.
 	r.start(t)
-	deadline = time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		cur, _ := c.Get(ctx, sc, req.ID)
 		if cur.AttemptsUsed >= 2 || Terminal(cur.State) {
@@ -460,18 +454,7 @@ func TestTakeoverAfterACoordinatorDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Stop a as soon as it sent the attempt: its driver ends without a result.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var st string
-		_ = w.f.db.Pool.QueryRow(ctx, `SELECT state FROM render_attempts WHERE request_id = $1`, req.ID).Scan(&st)
-		if st != "" && st != "reserved" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("never sent")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	w.waitAttempt(t, req.ID, "dispatched", "accepted", "running", "cleaning", "terminal")
 	a.Stop()
 	if cur, _ := a.Get(ctx, sc, req.ID); Terminal(cur.State) {
 		t.Skip("the attempt finished before the coordinator stopped; nothing to take over")
