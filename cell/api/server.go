@@ -29,6 +29,7 @@ import (
 	"slidecells/shared/directory"
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
+	"slidecells/shared/ticket"
 )
 
 // Version is the service version reported by /api/v1/system/version (set at build time).
@@ -87,6 +88,12 @@ type Config struct {
 	// (keys ignored, no exactly-once): only for the benchmark that measures what the layer
 	// costs. cell/cmd/cell accepts it only for cells whose ID starts with "bench-".
 	BenchWithoutIdempotency bool
+	// TicketSigner signs the render subsystem's tokens (admission tickets, preview access);
+	// loaded from RENDER_TICKET_SIGNING_KEY_FILE. Nil when not configured.
+	TicketSigner *ticket.Signer
+	// PreviewBackend, when set, serves the preview host's interface under /internal/preview/v1/
+	// (cell/preview.NewBackend; it checks the preview service credential itself).
+	PreviewBackend http.Handler
 }
 
 // New builds the API with every operation registered.
@@ -119,6 +126,9 @@ func New(c Config) *Server {
 		c.DB.OnRetry = s.metrics.txRetry
 	}
 	s.API = humago.New(opMux{s}, hc)
+	if c.PreviewBackend != nil {
+		mux.Handle("/internal/preview/v1/", c.PreviewBackend)
+	}
 	s.registerSystem()
 	s.registerIdentity()
 	s.registerCapabilities()

@@ -26,6 +26,7 @@ import (
 	cblob "slidecells/cell/blob"
 	"slidecells/cell/idempotency"
 	"slidecells/cell/maintenance"
+	"slidecells/cell/preview"
 	"slidecells/migrations"
 	"slidecells/shared/config"
 	"slidecells/shared/db"
@@ -33,6 +34,7 @@ import (
 	"slidecells/shared/failpoint"
 	"slidecells/shared/ids"
 	"slidecells/shared/logging"
+	"slidecells/shared/ticket"
 )
 
 type settings struct {
@@ -55,6 +57,11 @@ type settings struct {
 	JobSlots           int
 	JobLease           time.Duration
 	CompileSlots       int
+	// TicketSigner is the render subsystem's token signer (RENDER_TICKET_SIGNING_KEY_FILE).
+	TicketSigner *ticket.Signer
+	// PreviewCredentials are the preview host's service credentials the cell accepts
+	// (PREVIEW_SERVICE_CREDENTIAL_FILE: the current one, and the next during a rotation).
+	PreviewCredentials []string
 }
 
 func load() (settings, error) {
@@ -99,6 +106,29 @@ func load() (settings, error) {
 		s.RendererCredential = strings.TrimSpace(line)
 	} else if len(s.RendererURLs) > 0 {
 		l.Fail("RENDER_SERVICE_CREDENTIAL_FILE", "required with CELL_RENDERER_URLS: the renderers' service credential")
+	}
+	if p := l.String("RENDER_TICKET_SIGNING_KEY_FILE", "", false); p != "" {
+		b, err := os.ReadFile(p)
+		if err == nil {
+			s.TicketSigner, err = ticket.ParseSigner(strings.TrimSpace(string(b)))
+		}
+		if err != nil {
+			l.Fail("RENDER_TICKET_SIGNING_KEY_FILE", "unreadable or not a ticket signing key (kid:base64 seed)")
+		}
+	}
+	if p := l.String("PREVIEW_SERVICE_CREDENTIAL_FILE", "", false); p != "" {
+		b, err := os.ReadFile(p)
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if line = strings.TrimSpace(line); len(line) >= 16 && len(s.PreviewCredentials) < 2 {
+				s.PreviewCredentials = append(s.PreviewCredentials, line)
+			}
+		}
+		if err != nil || len(s.PreviewCredentials) == 0 {
+			l.Fail("PREVIEW_SERVICE_CREDENTIAL_FILE", "unreadable or shorter than 16 characters")
+		}
+		if s.TicketSigner == nil {
+			l.Fail("RENDER_TICKET_SIGNING_KEY_FILE", "required with PREVIEW_SERVICE_CREDENTIAL_FILE: its public key verifies preview access")
+		}
 	}
 	if s.CellID != "" && !ids.CellIDValid(s.CellID) {
 		l.Fail("CELL_ID", "%q: use 1-32 of a-z, 0-9 and '-', starting with a letter", s.CellID)
@@ -154,9 +184,16 @@ func run() error {
 	if len(s.RendererURLs) > 0 {
 		render = api.ProbeRenderers(s.RendererURLs, s.RendererCredential)
 	}
+	var previewBackend http.Handler
+	if len(s.PreviewCredentials) > 0 {
+		signer := s.TicketSigner
+		previewBackend = preview.NewBackend(preview.BackendConfig{Bucket: bucket, Credentials: s.PreviewCredentials,
+			Keys: func() []ticket.PublicKey { return []ticket.PublicKey{signer.PublicKey()} }})
+	}
 	srv := api.New(api.Config{
 		CellID: s.CellID, DB: cellDB, Log: log, Render: render, IdempotencyRetention: s.IdemRetention, Blobs: bucket,
 		BenchWithoutIdempotency: s.BenchNoIdem, CompileSlots: s.CompileSlots,
+		TicketSigner: s.TicketSigner, PreviewBackend: previewBackend,
 		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: s.AuthTTL, MaxStale: s.AuthMaxStale}),
 	})
 	if len(s.Failpoints) > 0 {
