@@ -64,7 +64,8 @@
   var imgComplete = getter(HTMLImageElement.prototype, "complete");
   var imgCurrentSrc = getter(HTMLImageElement.prototype, "currentSrc");
   var linkSheet = getter(HTMLLinkElement.prototype, "sheet");
-  var fontsForEach = uncurry(FontFaceSet.prototype.forEach);
+  // FontFaceSet has no global interface object in Chromium: take forEach from document.fonts.
+  var fontsForEach = uncurry(O.getPrototypeOf(document.fonts).forEach);
   var faceLoad = uncurry(FontFace.prototype.load);
   var faceStatus = getter(FontFace.prototype, "status");
   var faceFamily = getter(FontFace.prototype, "family");
