@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	gcblob "gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
-	"go.uber.org/zap"
 
 	"slidecells/cell/compile"
 	"slidecells/cell/snapshot"

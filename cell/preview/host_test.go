@@ -293,10 +293,10 @@ func TestBackendInterface(t *testing.T) {
 		t.Fatalf("object: %d %v", obj.status, obj.header)
 	}
 	for name, u := range map[string]string{
-		"object of another snapshot":   manURL + "/objects/" + other.Assets[0].Hex(),
-		"object in no manifest":        manURL + "/objects/" + strings.Repeat("cd", 32),
+		"object of another snapshot":    manURL + "/objects/" + other.Assets[0].Hex(),
+		"object in no manifest":         manURL + "/objects/" + strings.Repeat("cd", 32),
 		"snapshot of another workspace": root + "/workspaces/" + ids.New(ids.Workspace) + "/snapshots/" + m.Ref,
-		"malformed ref":                root + "/workspaces/" + m.WorkspaceID + "/snapshots/..",
+		"malformed ref":                 root + "/workspaces/" + m.WorkspaceID + "/snapshots/..",
 	} {
 		if a := get(t, u, cred); a.status != http.StatusNotFound {
 			t.Errorf("%s: %d", name, a.status)

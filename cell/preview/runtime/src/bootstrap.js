@@ -269,6 +269,7 @@
     initError = rec();
     initError.code = toStr(code); initError.message = clip(message, MAX_MESSAGE); initError.permanent = !!permanent;
     publish();
+    runSwitches(); // waiting scene requests are answered: failed
     return true;
   }
   function contentFault(code, message, blocking, moduleLevel) {
@@ -359,7 +360,6 @@
       hostFault("STYLES_FETCH_FAILED", "the snapshot's styles could not be loaded", false);
       return;
     }
-    loadFonts();
     publish();
     maybeStart();
   }
@@ -374,11 +374,15 @@
   function maybeStart() {
     if (started || !domReady || stylesState !== "loaded" || init !== "pending") return;
     started = true;
+    // Every face the styles and (html) the page declare is known now; count them before init
+    // is "ok", so there is no moment of "ok, mounted, nothing pending" before they load.
+    loadFonts();
     if (FILE_TYPE === "html") {
       init = "ok";
       mount = "mounted";
       for (var i = 0; i < faults.n; i++) if (faults.items[i].blocking) mount = "failed";
       publish();
+      runSwitches();
       return;
     }
     var p;
