@@ -18,7 +18,9 @@ PREVIEW_RUNTIME_SRC := cell/preview/runtime
 PREVIEW_NPM_STAMP := $(PREVIEW_RUNTIME_SRC)/node_modules/.package-lock.json
 
 $(PREVIEW_NPM_STAMP): $(PREVIEW_RUNTIME_SRC)/package.json $(PREVIEW_RUNTIME_SRC)/package-lock.json
-	@command -v npm >/dev/null || { echo "npm not found: install Debian's nodejs and npm (.ci/run does)"; exit 1; }
+	@command -v npm >/dev/null || [ "$$(id -u)" != 0 ] || { echo "installing Debian's nodejs and npm"; \
+	  apt-get update -q >/dev/null; DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm >/dev/null; }
+	@command -v npm >/dev/null || { echo "npm not found: install Debian's nodejs and npm"; exit 1; }
 	cd $(PREVIEW_RUNTIME_SRC) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	@touch $@
 

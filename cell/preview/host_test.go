@@ -2,11 +2,18 @@ package preview
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"image/color"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -420,5 +427,44 @@ func TestLoadRuntimeMissing(t *testing.T) {
 	rt := testRuntime(t)
 	if len(rt.Version) != 16 || rt.bootstrap == "" {
 		t.Fatalf("runtime %+v", rt.Version)
+	}
+}
+
+// runtimeSources are the digests of the runtime's sources (runtime/src and package-lock.json)
+// each HostBuild was released with. The render profile pins HostBuild, so a change of the
+// runtime must come with a new HostBuild: add its entry here when you bump it.
+var runtimeSources = map[string]string{
+	"preview-host-1": "",
+}
+
+func TestHostBuildPinsRuntimeSources(t *testing.T) {
+	h := sha256.New()
+	var files []string
+	err := filepath.WalkDir("runtime", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == "node_modules" {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && (strings.HasPrefix(p, filepath.Join("runtime", "src")+string(filepath.Separator)) || p == filepath.Join("runtime", "package-lock.json")) {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(h, "%s %x\n", filepath.ToSlash(f), sha256.Sum256(b))
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if want, ok := runtimeSources[HostBuild]; !ok || want != got {
+		t.Fatalf("the runtime's sources are %s, HostBuild %q was released with %q: bump HostBuild and record the new digest", got, HostBuild, want)
 	}
 }
