@@ -11,12 +11,12 @@ import (
 	"image/color"
 	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
-	"sort"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -434,7 +434,7 @@ func TestLoadRuntimeMissing(t *testing.T) {
 // each HostBuild was released with. The render profile pins HostBuild, so a change of the
 // runtime must come with a new HostBuild: add its entry here when you bump it.
 var runtimeSources = map[string]string{
-	"preview-host-1": "",
+	"preview-host-1": "54b3fe114b2b175a2a505b5e66c3ef94e2c31655284bbfcc45fecb6189dbf64e",
 }
 
 func TestHostBuildPinsRuntimeSources(t *testing.T) {

@@ -386,3 +386,28 @@ func TestDebugCopyWithoutBinding(t *testing.T) {
 		t.Fatalf("debug copy: %+v", st)
 	}
 }
+
+// Images that fail are counted as failed resources with their asset ID or file name (never a
+// query), not as faults.
+func TestImageFailures(t *testing.T) {
+	e := newEnv(t)
+	m := e.snapshot(snap{Source: `import { Image } from "@kit/media";
+export default function P() {
+  return <div><Image asset="ast_gone" width={10} height={10} /><img src="/nowhere/missing.png?sig=secret" width={5} height={5} /></div>;
+}`, Assets: []blobSpec{{ID: "ast_gone", Data: pngOf(t, 2, 2, color.White), Type: "image/png", Write: false}}})
+	tb := open(t, e.docURL(m), e.token(m, nil), 320, 200)
+	st := tb.wait("settled", settled)
+	if st.Init != rc.InitOK || st.Mount != rc.MountMounted || len(st.ContentFaults) != 0 || st.Resources.Images != (rc.ResourceCounts{Failed: 2}) {
+		t.Fatalf("state: %+v", st)
+	}
+	refs := map[string]bool{}
+	for _, f := range st.Resources.Failures {
+		if f.Kind != "image" {
+			t.Fatalf("failure %+v", f)
+		}
+		refs[f.Ref] = true
+	}
+	if !refs["ast_gone"] || !refs["missing.png"] || len(refs) != 2 {
+		t.Fatalf("failures: %+v", st.Resources.Failures)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -75,6 +76,24 @@ func binaries(t *testing.T) (bin, runtimeDir string) {
 	return bin, runtimeDir
 }
 
+// syncBuffer collects a process's output; the process writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 func credentialFile(t *testing.T, cred string) string {
 	p := filepath.Join(t.TempDir(), "credential")
 	if err := os.WriteFile(p, []byte(cred+"\n"), 0o600); err != nil {
@@ -119,7 +138,7 @@ func TestProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	var logs bytes.Buffer
+	var logs syncBuffer
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "PREVIEW_LISTEN_ADDR="+addr, "PREVIEW_BACKEND_URL="+cell.URL,
 		"PREVIEW_SERVICE_CREDENTIAL_FILE="+credentialFile(t, cred), "PREVIEW_RUNTIME_DIR="+rtDir)
