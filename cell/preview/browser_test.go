@@ -35,7 +35,7 @@ var (
 	browserErr    error
 )
 
-func browser(t *testing.T) context.Context {
+func browser(t testing.TB) context.Context {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("browser tests need Debian's chromium; -short skips them")
@@ -99,7 +99,7 @@ func closeBrowser() {
 
 // tab is one page opened like the renderer opens it.
 type tab struct {
-	t        *testing.T
+	t        testing.TB
 	ctx      context.Context
 	topFrame cdp.FrameID
 
@@ -117,13 +117,13 @@ type contextAux struct {
 }
 
 // open navigates a fresh tab to docURL with the token attached to that exact URL only.
-func open(t *testing.T, docURL, token string, width, height int) *tab {
+func open(t testing.TB, docURL, token string, width, height int) *tab {
 	t.Helper()
 	return openWith(t, docURL, token, width, height, true)
 }
 
 // openWith opens a tab, with or without the binding (an ordinary browser has none).
-func openWith(t *testing.T, docURL, token string, width, height int, binding bool) *tab {
+func openWith(t testing.TB, docURL, token string, width, height int, binding bool) *tab {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(browser(t))
 	t.Cleanup(cancel)
@@ -310,7 +310,7 @@ func (tb *tab) receipt(requestID string) *rc.ReadyState {
 }
 
 // evalMain evaluates expr in the page's main world, as content sees it.
-func evalMain(t *testing.T, tb *tab, expr string, out any) {
+func evalMain(t testing.TB, tb *tab, expr string, out any) {
 	t.Helper()
 	if err := chromedp.Run(tb.ctx, chromedp.Evaluate(expr, out)); err != nil {
 		t.Fatal(err)

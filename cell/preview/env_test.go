@@ -35,7 +35,7 @@ var (
 	runtimeErr  error
 )
 
-func testRuntime(t *testing.T) *Runtime {
+func testRuntime(t testing.TB) *Runtime {
 	t.Helper()
 	runtimeOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "preview-runtime-*")
@@ -70,7 +70,7 @@ const testCredential = "preview-service-credential-for-tests"
 // env is one cell blob store with its backend interface and one preview host in front of it,
 // talking real HTTP.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	ws     string
 	bucket *gcblob.Bucket
 	mu     sync.Mutex
@@ -84,7 +84,7 @@ type env struct {
 	cellCalls map[string]int
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	b, err := fileblob.OpenBucket(t.TempDir(), nil)
 	if err != nil {
@@ -267,7 +267,7 @@ func (e *env) token(m *snapshot.Manifest, mod func(*ticket.PreviewAccess)) strin
 }
 
 // pngOf is a w×h PNG of one colour.
-func pngOf(t *testing.T, w, h int, c color.Color) []byte {
+func pngOf(t testing.TB, w, h int, c color.Color) []byte {
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
 	for y := 0; y < h; y++ {
 		for x := 0; x < w; x++ {
@@ -282,7 +282,7 @@ func pngOf(t *testing.T, w, h int, c color.Color) []byte {
 }
 
 // testFont is a font Debian's fonts-dejavu-core installs (.ci/run installs it).
-func testFont(t *testing.T) []byte {
+func testFont(t testing.TB) []byte {
 	b, err := os.ReadFile("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
 	if err != nil {
 		t.Fatalf("test font (Debian's fonts-dejavu-core): %v", err)
