@@ -12,10 +12,26 @@ TEST_TIMEOUT ?= 30m
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-14s %s\n", $$1, $$2}'
 
+# The preview host's runtime: npm packages pinned by cell/preview/runtime/package-lock.json,
+# installed with npm ci only when the lock file changed, bundled into bin/preview-runtime.
+PREVIEW_RUNTIME_SRC := cell/preview/runtime
+PREVIEW_NPM_STAMP := $(PREVIEW_RUNTIME_SRC)/node_modules/.package-lock.json
+
+$(PREVIEW_NPM_STAMP): $(PREVIEW_RUNTIME_SRC)/package.json $(PREVIEW_RUNTIME_SRC)/package-lock.json
+	@command -v npm >/dev/null || [ "$$(id -u)" != 0 ] || { echo "installing Debian's nodejs and npm"; \
+	  apt-get update -q >/dev/null; DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm >/dev/null; }
+	@command -v npm >/dev/null || { echo "npm not found: install Debian's nodejs and npm"; exit 1; }
+	cd $(PREVIEW_RUNTIME_SRC) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	@touch $@
+
+.PHONY: npm
+npm: $(PREVIEW_NPM_STAMP) ## Install the preview runtime's npm packages (npm ci, only when needed)
+
 .PHONY: build
-build: ## Build every binary into bin/
+build: npm ## Build every binary into bin/, and the preview runtime into bin/preview-runtime
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./router/cmd/... ./cell/cmd/... ./deploy/cmd/... $(wildcard ./renderer/cmd/renderer)
+	$(BIN)/preview build-runtime -src $(PREVIEW_RUNTIME_SRC) -out $(BIN)/preview-runtime
 
 .PHONY: run
 run: build ## Start the local deployment (PostgreSQL, directory, cell-a, cell-b, router) with demo data

@@ -97,6 +97,9 @@ type Config struct {
 	// (keys ignored, no exactly-once): only for the benchmark that measures what the layer
 	// costs. cell/cmd/cell accepts it only for cells whose ID starts with "bench-".
 	BenchWithoutIdempotency bool
+	// PreviewBackend, when set, serves the preview host's interface under /internal/preview/v1/
+	// (cell/preview.NewBackend; it checks the preview service credential itself).
+	PreviewBackend http.Handler
 }
 
 // New builds the API with every operation registered.
@@ -132,6 +135,9 @@ func New(c Config) *Server {
 		c.DB.OnRetry = s.metrics.txRetry
 	}
 	s.API = humago.New(opMux{s}, hc)
+	if c.PreviewBackend != nil {
+		mux.Handle("/internal/preview/v1/", c.PreviewBackend)
+	}
 	s.registerSystem()
 	s.registerIdentity()
 	s.registerCapabilities()

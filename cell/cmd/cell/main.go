@@ -27,6 +27,7 @@ import (
 	cblob "slidecells/cell/blob"
 	"slidecells/cell/idempotency"
 	"slidecells/cell/maintenance"
+	"slidecells/cell/preview"
 	"slidecells/cell/render"
 	"slidecells/migrations"
 	"slidecells/shared/config"
@@ -62,6 +63,9 @@ type settings struct {
 	JobSlots      int
 	JobLease      time.Duration
 	CompileSlots  int
+	// PreviewCredentials are the preview host's service credentials the cell accepts
+	// (PREVIEW_SERVICE_CREDENTIAL_FILE: the current one, and the next during a rotation).
+	PreviewCredentials []string
 }
 
 func load() (settings, error) {
@@ -117,6 +121,20 @@ func load() (settings, error) {
 	s.PreviewTTL = l.PositiveDuration("CELL_PREVIEW_TTL", 15*time.Minute)
 	if s.PreviewTTL > 24*time.Hour {
 		l.Fail("CELL_PREVIEW_TTL", "at most 24h: preview URLs are short-lived")
+	}
+	if p := l.String("PREVIEW_SERVICE_CREDENTIAL_FILE", "", false); p != "" {
+		b, err := os.ReadFile(p)
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if line = strings.TrimSpace(line); len(line) >= 16 && len(s.PreviewCredentials) < 2 {
+				s.PreviewCredentials = append(s.PreviewCredentials, line)
+			}
+		}
+		if err != nil || len(s.PreviewCredentials) == 0 {
+			l.Fail("PREVIEW_SERVICE_CREDENTIAL_FILE", "unreadable or shorter than 16 characters")
+		}
+		if s.TicketSigner == nil {
+			l.Fail("RENDER_TICKET_SIGNING_KEY_FILE", "required with PREVIEW_SERVICE_CREDENTIAL_FILE: its public key verifies preview access")
+		}
 	}
 	if s.CellID != "" && !ids.CellIDValid(s.CellID) {
 		l.Fail("CELL_ID", "%q: use 1-32 of a-z, 0-9 and '-', starting with a letter", s.CellID)
@@ -174,9 +192,16 @@ func run() error {
 		coordinator.Start(ctx)
 		defer coordinator.Stop()
 	}
+	var previewBackend http.Handler
+	if len(s.PreviewCredentials) > 0 {
+		signer := s.TicketSigner
+		previewBackend = preview.NewBackend(preview.BackendConfig{Bucket: bucket, Credentials: s.PreviewCredentials,
+			Keys: func() []ticket.PublicKey { return []ticket.PublicKey{signer.PublicKey()} }})
+	}
 	srv := api.New(api.Config{
 		CellID: s.CellID, DB: cellDB, Log: log, Renderer: coordinator, IdempotencyRetention: s.IdemRetention, Blobs: bucket,
 		BenchWithoutIdempotency: s.BenchNoIdem, CompileSlots: s.CompileSlots,
+		TicketSigner: s.TicketSigner, PreviewBackend: previewBackend,
 		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: s.AuthTTL, MaxStale: s.AuthMaxStale}),
 	})
 	if len(s.Failpoints) > 0 {

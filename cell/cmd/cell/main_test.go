@@ -1,8 +1,12 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"slidecells/shared/ticket"
 )
 
 func TestLoadNamesEveryBadSetting(t *testing.T) {
@@ -43,5 +47,41 @@ func TestLoadDefaults(t *testing.T) {
 	}
 	if s.ListenAddr != "127.0.0.1:8081" || s.IdemRetention.Hours() != 24 || s.Render != nil {
 		t.Fatalf("defaults: %+v", s)
+	}
+}
+
+func TestLoadPreviewAndTicketSettings(t *testing.T) {
+	t.Setenv("CELL_ID", "cell-a")
+	t.Setenv("CELL_DATABASE_URL", "postgres://127.0.0.1/cell")
+	t.Setenv("DIRECTORY_DATABASE_URL", "postgres://127.0.0.1/directory")
+	t.Setenv("CELL_BLOB_URL", "file:///tmp/blobs")
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "preview-credential")
+	if err := os.WriteFile(creds, []byte("current-preview-credential\nnext-preview-credential\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PREVIEW_SERVICE_CREDENTIAL_FILE", creds)
+	if _, err := load(); err == nil || !strings.Contains(err.Error(), "RENDER_TICKET_SIGNING_KEY_FILE") {
+		t.Fatalf("preview credential without a signing key: %v", err)
+	}
+	signer, _ := ticket.GenerateSigner("k1")
+	key := filepath.Join(dir, "ticket-signer")
+	if err := os.WriteFile(key, []byte(signer.EncodePrivate()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("RENDER_TICKET_SIGNING_KEY_FILE", key)
+	s, err := load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.TicketSigner == nil || s.TicketSigner.PublicKey().String() != signer.PublicKey().String() ||
+		len(s.PreviewCredentials) != 2 || s.PreviewCredentials[1] != "next-preview-credential" {
+		t.Fatalf("settings: %+v", s)
+	}
+	if err := os.WriteFile(key, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load(); err == nil || !strings.Contains(err.Error(), "RENDER_TICKET_SIGNING_KEY_FILE") || strings.Contains(err.Error(), "not a key") {
+		t.Fatalf("bad signing key: %v", err)
 	}
 }
