@@ -162,6 +162,9 @@ func (a *attempt) diagnose(ctx context.Context, first *rc.ReadyState) *rc.Error 
 	if e != nil {
 		return e
 	}
+	if a.ch.look(a.loader).away {
+		return errNavigatedAway(rc.StageDiagnose)
+	}
 	if err := a.w.SendArtifact(ArtifactFrame{Name: rc.ArtifactDiagnosis}, body); err != nil {
 		return rc.NewError(rc.CodeResultLost, rc.StageResult, "artifact not handed to the supervisor")
 	}
