@@ -394,8 +394,14 @@ func (s *Server) finishLocked(a *attempt, ev *childEvents, out supervisor.Outcom
 	s.metrics.between("work", t.ReadyAt, t.WorkFinishedAt)
 	s.metrics.between("cleanup", t.CleanupStartedAt, t.CleanupFinishedAt)
 	s.metrics.between("total", t.AcceptedAt, t.TerminalAt)
-	log.Info("attempt terminal", zap.String("outcome", string(r.Outcome)), zap.Int("processes_reclaimed", out.ProcessesReclaimed),
-		zap.Bool("grace_expired", out.GraceExpired))
+	fields := []zap.Field{zap.String("outcome", string(r.Outcome)), zap.Int("processes_reclaimed", out.ProcessesReclaimed),
+		zap.Bool("grace_expired", out.GraceExpired)}
+	if ev != nil && ev.result != nil && ev.result.IgnoredReadinessCalls > 0 {
+		// Content called the readiness binding from somewhere the renderer does not trust
+		// (an iframe, another document): worth knowing, never acted on.
+		fields = append(fields, zap.Int("ignored_readiness_calls", ev.result.IgnoredReadinessCalls))
+	}
+	log.Info("attempt terminal", fields...)
 	if s.active == a {
 		s.active = nil
 		close(s.idle)

@@ -177,17 +177,7 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 	l := &config.Loader{Getenv: getenv}
 	bad := l.Fail
 	get := func(name string) string { return l.String(name, "", false) }
-	var legacy []string
-	for _, kv := range environ {
-		k, _, _ := strings.Cut(kv, "=")
-		if repl, ok := legacyVariables[k]; ok {
-			legacy = append(legacy, k+" → "+repl)
-		}
-	}
-	if len(legacy) > 0 {
-		sort.Strings(legacy)
-		bad("(environment)", "old browser variables are set; remove them (replacements: %s)", strings.Join(legacy, "; "))
-	}
+	checkLegacy(l, environ)
 	c := Config{
 		WorkerID:         get("RENDER_WORKER_ID"),
 		ListenAddr:       l.Addr("RENDER_LISTEN_ADDR", DefaultListenAddr, false),
@@ -218,9 +208,7 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 		}
 		c.AssetOrigins = append(c.AssetOrigins, u.Scheme+"://"+u.Host)
 	}
-	if st, err := os.Stat(c.BrowserPath); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-		bad("RENDER_BROWSER_PATH", "%s is not an executable file (install Debian's chromium package)", c.BrowserPath)
-	}
+	checkBrowser(l, c.BrowserPath)
 	if !filepath.IsAbs(c.TempRoot) || len(c.TempRoot) > maxTempRootLen {
 		bad("RENDER_TEMP_ROOT", "must be an absolute path of at most %d characters (browser socket paths live below it)", maxTempRootLen)
 	}
@@ -302,6 +290,39 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 		bad("(process)", "the renderer must run as root to give every attempt its own PID, network and mount namespaces, cgroup and user; run it as root in a user namespace of its own (Kubernetes: hostUsers: false) rather than unprivileged. There is no weaker mode")
 	}
 	return c, l.Err()
+}
+
+// LoadProfileConfig reads the settings the RenderProfile depends on, and
+// only those: what `renderer profile` needs to print the profile a release
+// writes as RENDER_PROFILE_MANIFEST, on a machine that does not run the
+// service.
+func LoadProfileConfig(getenv func(string) string, environ []string) (Config, error) {
+	l := &config.Loader{Getenv: getenv}
+	checkLegacy(l, environ)
+	c := Config{BrowserPath: l.String("RENDER_BROWSER_PATH", chromium.DefaultBrowserPath, false)}
+	checkBrowser(l, c.BrowserPath)
+	return c, l.Err()
+}
+
+// checkLegacy fails on browser settings of earlier systems.
+func checkLegacy(l *config.Loader, environ []string) {
+	var legacy []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if repl, ok := legacyVariables[k]; ok {
+			legacy = append(legacy, k+" → "+repl)
+		}
+	}
+	if len(legacy) > 0 {
+		sort.Strings(legacy)
+		l.Fail("(environment)", "old browser variables are set; remove them (replacements: %s)", strings.Join(legacy, "; "))
+	}
+}
+
+func checkBrowser(l *config.Loader, path string) {
+	if st, err := os.Stat(path); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+		l.Fail("RENDER_BROWSER_PATH", "%s is not an executable file (install Debian's chromium package)", path)
+	}
 }
 
 // ReadCredentials reads a credential file: one credential per line (blank

@@ -25,10 +25,14 @@ var (
 	fontConfigDir = "/etc/fonts"
 )
 
-// ComputeProfile builds the RenderProfile of this instance and checks it
-// against the manifest, if one is configured: every field the manifest sets
-// must match, and fields only the manifest knows (image digest, preview host
-// build) are taken from it.
+// ComputeProfile builds the RenderProfile of this instance and, when a
+// manifest is configured (RENDER_PROFILE_MANIFEST), checks it against the
+// manifest: the manifest must be a complete profile, as `renderer profile`
+// writes it, every field it holds must match what this instance computes,
+// and the fields only the release knows (image digest, preview host build)
+// are taken from it. The result is then exactly the manifest's profile, so
+// this instance's environment digest is the manifest's digest, which is
+// what the cells require of their renderers.
 func ComputeProfile(ctx context.Context, cfg *Config) (rc.RenderProfile, error) {
 	build, err := chromium.BrowserBuild(ctx, cfg.BrowserPath)
 	if err != nil {
@@ -72,36 +76,58 @@ func ComputeProfile(ctx context.Context, cfg *Config) (rc.RenderProfile, error) 
 	if err != nil {
 		return p, fmt.Errorf("RENDER_PROFILE_MANIFEST: %w", err)
 	}
+	return checkManifest(p, b)
+}
+
+// releaseFields are the profile fields only the release knows; a manifest
+// sets them and the instance adopts them.
+var releaseFields = map[string]bool{"image_digest": true, "preview_host_build": true}
+
+// checkManifest compares the computed profile with a manifest and returns
+// the manifest's profile.
+func checkManifest(p rc.RenderProfile, manifest []byte) (rc.RenderProfile, error) {
 	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
+	if err := json.Unmarshal(manifest, &m); err != nil {
 		return p, fmt.Errorf("RENDER_PROFILE_MANIFEST: not a JSON object: %w", err)
 	}
 	var computed map[string]json.RawMessage
 	cb, _ := json.Marshal(p)
 	_ = json.Unmarshal(cb, &computed)
-	var mismatches []string
+	var mismatches, missing []string
 	for k, v := range m {
 		have, known := computed[k]
-		if !known {
-			return p, fmt.Errorf("RENDER_PROFILE_MANIFEST: unknown field %q", k)
-		}
-		if k == "image_digest" || k == "preview_host_build" {
+		switch {
+		case releaseFields[k]:
 			continue
-		}
-		if !jsonEqual(have, v) {
+		case !known:
+			return p, fmt.Errorf("RENDER_PROFILE_MANIFEST: unknown field %q", k)
+		case !jsonEqual(have, v):
 			mismatches = append(mismatches, k)
 		}
+	}
+	for k := range computed {
+		if _, ok := m[k]; !ok && !releaseFields[k] {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return p, fmt.Errorf("RENDER_PROFILE_MANIFEST lacks %s: write it whole with `renderer profile`", strings.Join(missing, ", "))
 	}
 	if len(mismatches) > 0 {
 		sort.Strings(mismatches)
 		return p, fmt.Errorf("%s: this instance does not match RENDER_PROFILE_MANIFEST in %s", rc.CodeProfileMismatch, strings.Join(mismatches, ", "))
 	}
-	var adopt struct {
-		ImageDigest      string `json:"image_digest"`
-		PreviewHostBuild string `json:"preview_host_build"`
+	var want rc.RenderProfile
+	if err := json.Unmarshal(manifest, &want); err != nil {
+		return p, fmt.Errorf("RENDER_PROFILE_MANIFEST: %w", err)
 	}
-	_ = json.Unmarshal(b, &adopt)
-	p.ImageDigest, p.PreviewHostBuild = adopt.ImageDigest, adopt.PreviewHostBuild
+	p.ImageDigest, p.PreviewHostBuild = want.ImageDigest, want.PreviewHostBuild
+	got, err1 := p.Digest()
+	exp, err2 := want.Digest()
+	if err1 != nil || err2 != nil || got != exp {
+		return p, fmt.Errorf("%s: the profile this instance adopted does not have the manifest's digest", rc.CodeProfileMismatch)
+	}
 	return p, nil
 }
 

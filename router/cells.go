@@ -44,6 +44,9 @@ type Cell struct {
 	ID    string
 	URL   string // internal base URL, e.g. http://10.0.0.5:8081
 	State CellState
+	// PreviewURL is the base URL of the cell's preview host (http(s)://host[:port]); empty
+	// when it has none.
+	PreviewURL string
 }
 
 // CellSource lists the cells.
@@ -65,6 +68,9 @@ type cell struct {
 	healthy   atomic.Bool
 	probeFail atomic.Int32
 	m         cellMetrics
+	// preview is the cell's preview host; nil when it has none. Replaced when the directory
+	// lists another URL for it.
+	preview atomic.Pointer[previewHost]
 
 	// ctx ends when the cell is closed; it cancels a probe in flight.
 	ctx    context.Context
@@ -98,6 +104,7 @@ func (c *cell) close() {
 		<-c.done
 	}
 	c.transport.Close()
+	c.preview.Load().close()
 }
 
 // cellSet is an immutable snapshot of the cells; requests read it without locks.
@@ -198,9 +205,15 @@ func (rt *Router) reconcile(list []Cell) {
 		if c == nil || c.rawURL != lc.URL {
 			c = rt.newCell(lc)
 			rt.log.Info("cell added", zap.String("cell", lc.ID), zap.String("state", string(st)))
-		} else if c.State() != st {
-			rt.log.Info("cell state changed", zap.String("cell", lc.ID),
-				zap.String("from", string(c.State())), zap.String("to", string(st)))
+		} else {
+			if c.State() != st {
+				rt.log.Info("cell state changed", zap.String("cell", lc.ID),
+					zap.String("from", string(c.State())), zap.String("to", string(st)))
+			}
+			if c.previewURL() != lc.PreviewURL {
+				rt.log.Info("cell preview host changed", zap.String("cell", lc.ID))
+				c.preview.Swap(rt.newPreviewHost(c, lc.PreviewURL)).close()
+			}
 		}
 		c.state.Store(&st)
 		next.byID[lc.ID] = c
@@ -256,6 +269,7 @@ func (rt *Router) newCell(lc Cell) *cell {
 	})
 	c.proxy = rt.newProxy(c)
 	c.m = rt.m.forCell(lc.ID)
+	c.preview.Store(rt.newPreviewHost(c, lc.PreviewURL))
 	return c
 }
 

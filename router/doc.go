@@ -17,7 +17,23 @@
 // other /api/v1/… path, /workspaces/… and /ai/agent-configs[/…] without a workspace is 400
 // WORKSPACE_REQUIRED. The legacy prefix /api/external/… is 404 NOT_FOUND, as is every other
 // path, and every path with empty or dot segments (so the router and a cell can never disagree
-// about which route a path is).
+// about which route a path is). In particular /internal/… (the service APIs of renderers,
+// preview hosts and cells) is never forwarded anywhere: it is not a public route.
+//
+// # Preview paths
+//
+// /preview/w/{ws}[/…] is the public form of a preview host's documents. It goes, with the path
+// and query unchanged, to the preview host of the cell that hosts {ws} (the directory's
+// cells.preview_url), never to the cell's API; X-Workspace-ID is not read. The request loses
+// its Authorization header (a PAT means nothing to a preview host and must not reach one);
+// Cookie passes unchanged (the preview host's session, if it sets one; the API sets no
+// cookies). The router headers are the same as for the cell, and a 421 from the preview host
+// is handled like a cell's. Each preview host has its own transport and breaker, like its
+// cell, so a dead preview host fails only the preview paths (503 PREVIEW_UNAVAILABLE). A
+// workspace the directory does not know is the router's own 404 NOT_FOUND, the body of every
+// other 404; a cell without a preview host is 503 PREVIEW_UNAVAILABLE; a cell marked down is
+// 503 CELL_UNAVAILABLE. The cell API's health probes do not gate previews: the preview host is
+// a process of its own.
 //
 // # Unknown workspaces
 //

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -28,6 +29,7 @@ type attempt struct {
 	workspace bool // a workspace route: send the epoch, and a 421 is the router's business
 	buffered  bool // the body is in memory; drop Expect: 100-continue
 
+	preview     *previewHost   // a preview route: sent to this preview host of cell
 	rejected    *problem.Error // not sent: breaker open or cell unhealthy
 	misdirected bool           // the cell answered 421; nothing was written to the client
 	owningHint  string         // the cell's X-Owning-Cell on a 421, for logs only
@@ -92,15 +94,25 @@ func canonicalKeys(keys ...string) []string {
 // try runs one attempt through the cell's breaker and ReverseProxy.
 func (rt *Router) try(x *exchange, r *http.Request, a *attempt) {
 	c := a.cell
-	if rej := c.admit(); rej != nil {
+	breaker, proxy := c.breaker, c.proxy
+	if a.preview != nil {
+		// The preview host is a process of its own: the cell API's health probes say nothing
+		// about it, its own breaker does. A cell marked down serves nothing.
+		breaker, proxy = a.preview.breaker, a.preview.proxy
+		if c.State() == CellDown {
+			e := problem.New(problem.CellUnavailable, "the cell is unavailable; retry shortly")
+			e.RetryAfter, e.Retryable = 1, true
+			a.rejected = e
+			return
+		}
+	} else if rej := c.admit(); rej != nil {
 		a.rejected = rej
 		return
 	}
-	done, err := c.breaker.Allow()
+	done, err := breaker.Allow()
 	if err != nil {
-		e := problem.New(problem.CellUnavailable, "the cell is unavailable; retry shortly")
+		e := a.unavailable("is unavailable; retry shortly")
 		e.RetryAfter = int(math.Ceil(rt.cfg.BreakerOpenTimeout.Seconds()))
-		e.Retryable = true
 		a.rejected = e
 		return
 	}
@@ -122,7 +134,7 @@ func (rt *Router) try(x *exchange, r *http.Request, a *attempt) {
 	}()
 	a.Context = r.Context()
 	a.reqIDHeader[0] = a.reqID
-	c.proxy.ServeHTTP(&x.rec, r.WithContext(a))
+	proxy.ServeHTTP(&x.rec, r.WithContext(a))
 }
 
 // newProxy builds the ReverseProxy of one cell.
@@ -136,13 +148,17 @@ func (rt *Router) newProxy(c *cell) *httputil.ReverseProxy {
 	}
 }
 
-func (c *cell) rewrite(pr *httputil.ProxyRequest) {
+func (c *cell) rewrite(pr *httputil.ProxyRequest) { c.rewriteTo(pr, c.target) }
+
+// rewriteTo sends the request to target (the cell, or its preview host) with the router's
+// headers.
+func (c *cell) rewriteTo(pr *httputil.ProxyRequest, target *url.URL) {
 	a := attemptOf(pr.In.Context())
 	h := pr.Out.Header
 	for _, k := range routerOnlyRequest {
 		delete(h, k)
 	}
-	pr.SetURL(c.target)
+	pr.SetURL(target)
 	pr.SetXForwarded()
 	// The value slices are shared, not copied: nothing downstream writes into header values,
 	// and this saves allocations on every request.

@@ -17,6 +17,9 @@ const (
 	toWorkspace routeKind = iota
 	// toAnyCell: a route without a workspace that every cell answers the same way.
 	toAnyCell
+	// toPreview: a public preview path, /preview/w/{ws}/…, for the preview host of the cell
+	// that hosts the workspace.
+	toPreview
 )
 
 // route is the routing decision for one request.
@@ -50,6 +53,18 @@ func classify(r *http.Request) (route, error) {
 	if p == "/api/external" || strings.HasPrefix(p, "/api/external/") {
 		return route{}, errNoRoute
 	}
+	// Preview documents: the workspace is the path's, whatever X-Workspace-ID says (the
+	// preview host does not read it).
+	if strings.HasPrefix(p, previewPrefix) {
+		ws := p[len(previewPrefix):]
+		if i := strings.IndexByte(ws, '/'); i >= 0 {
+			ws = ws[:i]
+		}
+		if !ids.Valid(ids.Workspace, ws) {
+			return route{}, errInvalidWorkspace
+		}
+		return route{kind: toPreview, ws: ws}, nil
+	}
 	public := strings.HasPrefix(p, "/api/v1/") || strings.HasPrefix(p, "/workspaces/") ||
 		p == "/openapi.json" || underSegment(p, "/ai/agent-catalog") || underSegment(p, "/ai/agent-configs")
 	if !public {
@@ -80,6 +95,10 @@ func classify(r *http.Request) (route, error) {
 	}
 	return route{}, errWorkspaceRequired
 }
+
+// previewPrefix starts the public preview paths: /preview/w/{ws}/… is the preview host's
+// public form of its documents. Nothing else under /preview is routed, and /internal/… never is.
+const previewPrefix = "/preview/w/"
 
 // workspaceInPath finds {id} in /api/v1/workspaces/{id}[/…] and /workspaces/{id}[/…]. An empty
 // segment ("/api/v1/workspaces/") names no workspace.

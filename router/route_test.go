@@ -67,6 +67,17 @@ func TestClassify(t *testing.T) {
 		{name: "api root", path: "/api/v1", code: problem.NotFound},
 		{name: "dot segments", path: "/api/v1/system/../workspaces/" + wsA, code: problem.NotFound},
 		{name: "empty segment", path: "/api/v1/workspaces//" + wsA, code: problem.NotFound},
+
+		{name: "preview document", path: "/preview/w/" + wsA + "/snapshots/snap_x", kind: toPreview, ws: wsA},
+		{name: "preview asset", method: http.MethodHead, path: "/preview/w/" + wsA + "/assets/a.css", kind: toPreview, ws: wsA},
+		{name: "preview ignores the header", path: "/preview/w/" + wsA + "/snapshots/snap_x", header: []string{wsB}, kind: toPreview, ws: wsA},
+		{name: "preview workspace root", path: "/preview/w/" + wsA, kind: toPreview, ws: wsA},
+		{name: "preview malformed", path: "/preview/w/ws_bad/snapshots/snap_x", code: problem.WorkspaceIDInvalid},
+		{name: "preview without workspace", path: "/preview/w/", code: problem.WorkspaceIDInvalid},
+		{name: "preview host's own form", path: "/preview/snapshots/snap_x", code: problem.NotFound},
+		{name: "preview dot segments", path: "/preview/w/" + wsA + "/../../internal/preview/v1/x", code: problem.NotFound},
+		{name: "internal", path: "/internal/render/v1/capabilities", code: problem.NotFound},
+		{name: "internal with header", path: "/internal/preview/v1/snapshots/snap_x", header: []string{wsA}, code: problem.NotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -272,15 +272,18 @@ func (rt *Router) serve(x *exchange) {
 	}
 
 	x.ws = rte.ws
+	preview := rte.kind == toPreview
 	ctx := x.r.Context()
 	p, outcome, err := rt.cache.Lookup(ctx, x.ws)
 	rt.m.cache(outcome, err)
-	c, epoch, perr := rt.target(ctx, x.ws, p, err)
+	c, epoch, ph, perr := rt.targetFor(ctx, x.ws, p, err, preview)
+	if c != nil {
+		x.cell = c
+	}
 	if perr != nil {
 		rt.fail(x, perr)
 		return
 	}
-	x.cell = c
 
 	out, replayable, err := rt.bufferBody(x.r)
 	if err != nil {
@@ -288,7 +291,7 @@ func (rt *Router) serve(x *exchange) {
 		return
 	}
 	a := &x.first
-	a.cell, a.reqID, a.epoch, a.workspace, a.buffered = c, x.reqID, epoch, true, replayable
+	a.cell, a.reqID, a.epoch, a.workspace, a.buffered, a.preview = c, x.reqID, epoch, true, replayable, ph
 	rt.try(x, out, a)
 	if !a.misdirected {
 		rt.finishAttempt(x, a)
@@ -310,14 +313,16 @@ func (rt *Router) serve(x *exchange) {
 		return
 	}
 	p, err = rt.cache.Refresh(ctx, x.ws)
-	c, epoch, perr = rt.target(ctx, x.ws, p, err)
+	c, epoch, ph, perr = rt.targetFor(ctx, x.ws, p, err, preview)
+	if c != nil {
+		x.cell = c
+	}
 	if perr != nil {
 		rt.m.misdirect("lookup_failed")
 		rt.fail(x, perr)
 		return
 	}
-	x.cell = c
-	a = &attempt{cell: c, reqID: x.reqID, epoch: epoch, workspace: true, buffered: true}
+	a = &attempt{cell: c, reqID: x.reqID, epoch: epoch, workspace: true, buffered: true, preview: ph}
 	rt.try(x, rewind(out), a)
 	if !a.misdirected {
 		rt.m.misdirect("retried")
@@ -400,9 +405,9 @@ func (rt *Router) finishAttempt(x *exchange, a *attempt) {
 			return
 		}
 		rt.log.Warn("cell request failed", zap.String("trace_id", x.reqID), zap.String("cell", a.cell.id),
-			zap.String("workspace_id", x.ws), zap.Error(a.err))
-		e := problem.New(problem.CellUnavailable, "the cell did not answer; retry shortly")
-		e.RetryAfter = 1
+			zap.String("workspace_id", x.ws), zap.Bool("preview", a.preview != nil), zap.Error(a.err))
+		e := a.unavailable("did not answer; retry shortly")
+		e.Retryable = false
 		rt.fail(x, e)
 	}
 }

@@ -84,6 +84,12 @@ func start(t *testing.T, directoryURL string, extra map[string][]string) *env {
 
 func startWith(t *testing.T, directoryURL string, extra map[string][]string, renderers bool) *env {
 	t.Helper()
+	return startIn(t, binDir, directoryURL, extra, renderers)
+}
+
+// startIn is startWith over the binaries in bin.
+func startIn(t *testing.T, bin, directoryURL string, extra map[string][]string, renderers bool) *env {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
@@ -94,7 +100,7 @@ func startWith(t *testing.T, directoryURL string, extra map[string][]string, ren
 	dir := t.TempDir()
 	e := &env{dir: dir}
 	s, err := stack.Start(ctx, stack.Options{
-		Dir: dir, BinDir: binDir, Cells: []string{"cell-a", "cell-b"},
+		Dir: dir, BinDir: bin, Cells: []string{"cell-a", "cell-b"},
 		DirectoryURL: directoryURL,
 		CellURLs: map[string]string{
 			"cell-a": dbtest.NewDatabase(t, migrations.FS, migrations.Cell),
@@ -126,6 +132,30 @@ func startWith(t *testing.T, directoryURL string, extra map[string][]string, ren
 	}
 	e.other = w.ID
 	return e
+}
+
+// waitRender waits until every cell's health says render ok: its coordinator has seen a
+// renderer ready with the release's profile (renderers finish their launch probe first).
+func (e *env) waitRender(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for c, p := range e.s.Cells {
+		for {
+			resp, err := client.Get(p.URL + "/api/v1/system/health")
+			var body []byte
+			if err == nil {
+				body, _ = io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if bytes.Contains(body, []byte(`"render":{"status":"ok"`)) {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never reported render ok: %v %s", c, err, body)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
 }
 
 type answer struct {
@@ -419,21 +449,89 @@ func TestDirectoryOutageServesCachedForBoundedTime(t *testing.T) {
 	}
 }
 
+// TestHealthReportsRenderersOfTheCell: each cell runs two renderers, each reporting the
+// environment digest of the one profile manifest the stack wrote with `renderer profile` (the
+// digest the cell is given the same file for), under the worker IDs and addresses of the cell's
+// RENDER_WORKERS_CONFIG. Without its renderers a cell reports render unavailable, and ordinary
+// API traffic goes on.
 func TestHealthReportsRenderersOfTheCell(t *testing.T) {
 	e := startWith(t, "", nil, true)
-	a := e.get(t, "/api/v1/system/health", "")
-	if a.status != 200 || !bytes.Contains(a.body, []byte(`"render":{"status":"ok"`)) {
-		t.Fatalf("health with renderers: %d %s", a.status, a.body)
-	}
-	// Without its renderer a cell reports render unavailable, never a pass.
-	e.s.Renderers["cell-a"].Stop()
-	resp, err := client.Get(e.s.Cells["cell-a"].URL + "/api/v1/system/health")
+	e.waitRender(t)
+	cred, err := os.ReadFile(filepath.Join(e.dir, "keys", "renderer-service-credential"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !bytes.Contains(body, []byte(`"render":{"status":"unavailable"`)) {
-		t.Fatalf("health without renderer: %s", body)
+	if e.s.ProfileDigest == "" {
+		t.Fatal("no profile digest")
 	}
+	for _, cell := range []string{"cell-a", "cell-b"} {
+		cenv := envMap(e.s.Cells[cell].Env())
+		if cenv["RENDER_PROFILE_MANIFEST"] != e.s.ProfileManifest {
+			t.Errorf("%s manifest = %q, renderers' = %q", cell, cenv["RENDER_PROFILE_MANIFEST"], e.s.ProfileManifest)
+		}
+		var workers []struct {
+			WorkerID string `json:"worker_id"`
+			URL      string `json:"url"`
+		}
+		if err := json.Unmarshal([]byte(cenv["RENDER_WORKERS_CONFIG"]), &workers); err != nil || len(workers) != 2 || len(e.s.Renderers[cell]) != 2 {
+			t.Fatalf("%s RENDER_WORKERS_CONFIG = %q (%v), renderers %d", cell, cenv["RENDER_WORKERS_CONFIG"], err, len(e.s.Renderers[cell]))
+		}
+		for i, w := range workers {
+			if w.WorkerID != fmt.Sprintf("%s-r%d", cell, i+1) {
+				t.Errorf("%s worker %d is %q", cell, i, w.WorkerID)
+			}
+			req, _ := http.NewRequest(http.MethodGet, w.URL+"/internal/render/v1/capabilities", nil)
+			req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(cred)))
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var caps struct {
+				WorkerID          string `json:"worker_id"`
+				EnvironmentDigest string `json:"environment_digest"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&caps)
+			resp.Body.Close()
+			if err != nil || caps.WorkerID != w.WorkerID || caps.EnvironmentDigest != e.s.ProfileDigest {
+				t.Errorf("%s capabilities = %+v (%v), want worker %s with digest %s", w.URL, caps, err, w.WorkerID, e.s.ProfileDigest)
+			}
+		}
+	}
+	// Without its renderers a cell reports render unavailable, never a pass.
+	for _, r := range e.s.Renderers["cell-a"] {
+		r.Stop()
+	}
+	// The coordinator reads its workers every second; within a few its health says so.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := client.Get(e.s.Cells["cell-a"].URL + "/api/v1/system/health")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if bytes.Contains(body, []byte(`"render":{"status":"unavailable"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health without renderers: %s", body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if a := e.get(t, "/api/v1/workspaces/"+e.demo.WorkspaceA, e.demo.PAT); a.status != 200 || a.header.Get("X-Cell-ID") != "cell-a" {
+		t.Fatalf("API without renderers: %d %s", a.status, a.body)
+	}
+	if a := e.get(t, "/api/v1/workspaces", e.demo.PAT); a.status != 200 {
+		t.Fatalf("workspace list without renderers: %d %s", a.status, a.body)
+	}
+}
+
+// envMap turns KEY=value pairs into a map (the last value wins).
+func envMap(kvs []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range kvs {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
 }

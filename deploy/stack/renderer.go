@@ -1,8 +1,10 @@
 package stack
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -11,7 +13,9 @@ import (
 	"strconv"
 	"strings"
 
+	"slidecells/cell/preview"
 	"slidecells/shared/pgserver"
+	rc "slidecells/shared/rendercontract"
 	"slidecells/shared/ticket"
 )
 
@@ -71,7 +75,12 @@ func ticketKeys(dir string) (string, error) {
 // random credential once (0600 in dir). Renderers require it on every endpoint but /livez; the
 // cells read the same file for their health probe and coordinators.
 func serviceCredential(dir string) (string, error) {
-	path := filepath.Join(dir, "renderer-service-credential")
+	return credentialFile(dir, "renderer-service-credential")
+}
+
+// credentialFile returns the path of dir/name, creating a random credential there once (0600).
+func credentialFile(dir, name string) (string, error) {
+	path := filepath.Join(dir, name)
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}
@@ -88,26 +97,82 @@ func serviceCredential(dir string) (string, error) {
 	return path, nil
 }
 
-// startRenderer starts one renderer for a cell. Its preview base is the cell's preview host path.
-func (s *Stack) startRenderer(cell, cellURL, publicKeys, credentialFile string) (*Proc, error) {
-	port, err := pgserver.FreePort()
-	if err != nil {
-		return nil, err
+// RenderersPerCell is how many renderers the stack starts for each cell (worker IDs
+// <cell>-r1, <cell>-r2, …): more than one, so that scheduling across workers runs locally too.
+const RenderersPerCell = 2
+
+// rendererSpec is one renderer as the stack starts it and as its cell is told about it.
+type rendererSpec struct {
+	WorkerID string `json:"worker_id"`
+	URL      string `json:"url"`
+	port     int
+}
+
+// planRenderers picks the worker IDs and ports of a cell's renderers.
+func planRenderers(cell string) ([]rendererSpec, error) {
+	out := make([]rendererSpec, RenderersPerCell)
+	for i := range out {
+		port, err := pgserver.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = rendererSpec{WorkerID: cell + "-r" + strconv.Itoa(i+1), URL: "http://127.0.0.1:" + strconv.Itoa(port), port: port}
 	}
+	return out, nil
+}
+
+// workersConfig is RENDER_WORKERS_CONFIG for a cell: its renderers' identities and addresses.
+func workersConfig(specs []rendererSpec) string {
+	b, _ := json.Marshal(specs)
+	return string(b)
+}
+
+// startRenderer starts one renderer of a cell. It opens preview documents at the cell's preview
+// host (previewURL, the origin the browser may reach) and runs with the stack's profile
+// manifest, so its environment digest is the one the cell requires.
+func (s *Stack) startRenderer(cell string, spec rendererSpec, previewURL, publicKeys, credentialFile, manifest string) (*Proc, error) {
 	o := s.opts
-	p := &Proc{Name: cell + "-renderer", URL: "http://127.0.0.1:" + strconv.Itoa(port), bin: filepath.Join(o.BinDir, "renderer"),
-		log: filepath.Join(o.Dir, "logs", cell+"-renderer.log"),
+	p := &Proc{Name: spec.WorkerID, URL: spec.URL, bin: filepath.Join(o.BinDir, "renderer"),
+		log: filepath.Join(o.Dir, "logs", spec.WorkerID+".log"),
 		env: append([]string{
-			"RENDER_WORKER_ID=" + cell + "-r1",
-			"RENDER_LISTEN_ADDR=127.0.0.1:" + strconv.Itoa(port),
+			"RENDER_WORKER_ID=" + spec.WorkerID,
+			"RENDER_LISTEN_ADDR=127.0.0.1:" + strconv.Itoa(spec.port),
 			"RENDER_TICKET_PUBLIC_KEYS=" + publicKeys,
-			"RENDER_PREVIEW_BASE_URL=" + cellURL + "/preview",
-			"RENDER_TEMP_ROOT=/tmp/slidecells-r-" + cell,
+			"RENDER_PREVIEW_BASE_URL=" + previewURL + "/",
+			"RENDER_ASSET_ORIGINS=" + previewURL,
+			"RENDER_PROFILE_MANIFEST=" + manifest,
+			"RENDER_TEMP_ROOT=/tmp/slidecells-r-" + spec.WorkerID,
 			"RENDER_SERVICE_CREDENTIAL_FILE=" + credentialFile,
 		}, o.Env["renderer"]...)}
 	if err := p.Start(); err != nil {
 		return nil, err
 	}
-	s.Renderers[cell] = p
+	s.Renderers[cell] = append(s.Renderers[cell], p)
 	return p, nil
+}
+
+// writeProfile writes the release's render profile manifest once per start, with `renderer
+// profile` (so it matches the Chromium and fonts installed now), pinning the preview host build
+// the cells' snapshots record. Renderers and cells both get the file as RENDER_PROFILE_MANIFEST.
+func (s *Stack) writeProfile(ctx context.Context, dir string) (path, digest string, err error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(s.opts.BinDir, "renderer"), "profile", "--preview-host-build", preview.HostBuild)
+	cmd.Env = append(os.Environ(), s.opts.Env["renderer"]...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", "", fmt.Errorf("renderer profile: %v: %s", err, lastLines([]byte(stderr.String())))
+	}
+	var p rc.RenderProfile
+	if err := json.Unmarshal(out, &p); err != nil {
+		return "", "", fmt.Errorf("renderer profile printed no profile: %w", err)
+	}
+	if digest, err = p.Digest(); err != nil {
+		return "", "", err
+	}
+	path = filepath.Join(dir, "render-profile.json")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", err
+	}
+	return path, digest, os.WriteFile(path, out, 0o644)
 }

@@ -1,5 +1,6 @@
 // Package stack runs the whole local deployment as real processes: one PostgreSQL (or given
-// database URLs), the directory, N cells and the router, each a child process on a loopback
+// database URLs), the directory, N cells, per cell a preview host (when bin/preview exists) and
+// two renderers (Options.Renderers), and the router, each a child process on a loopback
 // port. `make run` (deploy/cmd/devstack) and the end-to-end tests both use it, so what a
 // developer runs is what the tests check.
 package stack
@@ -27,7 +28,8 @@ import (
 type Options struct {
 	// Dir holds the database folder (pg/) and logs (logs/). Reused across runs.
 	Dir string
-	// BinDir holds the built binaries: cell, router.
+	// BinDir holds the built binaries: cell, router, renderer, and preview (optional: without
+	// it no preview hosts run).
 	BinDir string
 	// Cells to run, e.g. ["cell-a", "cell-b"].
 	Cells []string
@@ -37,12 +39,14 @@ type Options struct {
 	CellURLs     map[string]string
 	// RouterAddr is the router's listen address; empty picks a free port.
 	RouterAddr string
-	// Env adds environment variables per component ("router", "cell-a", or "cell" for all cells).
+	// Env adds environment variables per component ("router", "cell-a", "cell" for all cells,
+	// "renderer" for all renderers, "preview" for all preview hosts, "cell-a-preview").
 	Env map[string][]string
 	// Durable keeps PostgreSQL's fsync on (make run); tests turn it off.
 	Durable bool
-	// Renderers starts one renderer per cell (needs Debian's chromium, installed when missing and
-	// we are root). The ticket key pair is kept in Dir/keys.
+	// Renderers starts RenderersPerCell renderers per cell (needs Debian's chromium, installed
+	// when missing and we are root), all with one profile manifest written by `renderer
+	// profile`. Keys and credentials are kept in Dir/keys.
 	Renderers bool
 	// Log receives progress lines.
 	Log func(format string, args ...any)
@@ -57,8 +61,13 @@ type Stack struct {
 	RouterURL string
 	Router    *Proc
 	Cells     map[string]*Proc
-	Renderers map[string]*Proc // by cell
+	Renderers map[string][]*Proc // by cell: <cell>-r1, <cell>-r2
+	// Previews are the preview hosts, by cell; empty without bin/preview.
+	Previews  map[string]*Proc
 	CellDBURL map[string]string
+	// ProfileManifest is the render profile manifest renderers and cells were given, and
+	// ProfileDigest its environment digest (empty without renderers).
+	ProfileManifest, ProfileDigest string
 	// Replicas are further processes of a cell (StartReplica), sharing its database.
 	Replicas []*Proc
 }
@@ -80,7 +89,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
-	s := &Stack{opts: o, Cells: map[string]*Proc{}, Renderers: map[string]*Proc{}, CellDBURL: map[string]string{}}
+	s := &Stack{opts: o, Cells: map[string]*Proc{}, Renderers: map[string][]*Proc{}, Previews: map[string]*Proc{}, CellDBURL: map[string]string{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -122,57 +131,27 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	s.Directory = dir
 
-	var publicKeys, credentialFile string
+	// The ticket key pair signs admission tickets and preview access; the cells need it with
+	// or without renderers.
+	keys := filepath.Join(o.Dir, "keys")
+	publicKeys, err := ticketKeys(keys)
+	if err != nil {
+		return nil, err
+	}
+	var credentialFile string
 	if o.Renderers {
 		if err := ensureChromium(o.Log); err != nil {
 			return nil, err
 		}
-		if publicKeys, err = ticketKeys(filepath.Join(o.Dir, "keys")); err != nil {
+		if credentialFile, err = serviceCredential(keys); err != nil {
 			return nil, err
 		}
-		if credentialFile, err = serviceCredential(filepath.Join(o.Dir, "keys")); err != nil {
-			return nil, err
-		}
-	}
-	for _, c := range o.Cells {
-		port, err := pgserver.FreePort()
-		if err != nil {
-			return nil, err
-		}
-		url := "http://127.0.0.1:" + strconv.Itoa(port)
-		var rendererURLs []string
-		if o.Renderers {
-			r, err := s.startRenderer(c, url, publicKeys, credentialFile)
-			if err != nil {
-				return nil, err
-			}
-			rendererURLs = append(rendererURLs, r.URL) // the cells' RENDER_WORKERS_CONFIG: wired with the preview hosts
-		}
-		_ = rendererURLs
-		p := &Proc{Name: c, URL: url, bin: filepath.Join(o.BinDir, "cell"), log: filepath.Join(o.Dir, "logs", c+".log"),
-			env: append(append([]string{
-				"CELL_ID=" + c,
-				"CELL_LISTEN_ADDR=127.0.0.1:" + strconv.Itoa(port),
-				"CELL_DATABASE_URL=" + s.CellDBURL[c],
-				"DIRECTORY_DATABASE_URL=" + s.DirURL,
-				"CELL_BLOB_URL=file://" + filepath.Join(o.Dir, "blobs", c),
-				"RENDER_SERVICE_CREDENTIAL_FILE=" + credentialFile,
-			}, o.Env["cell"]...), o.Env[c]...)}
-		if err := p.Start(); err != nil {
-			return nil, err
-		}
-		s.Cells[c] = p
-		if _, err := dir.Cell(ctx, c); errors.Is(err, directory.ErrNotFound) {
-			err = dir.AddCell(ctx, directory.Cell{ID: c, InternalURL: url})
-			if err != nil {
-				return nil, err
-			}
-		} else if err != nil {
-			return nil, err
-		} else if err := dir.SetCellURL(ctx, c, url); err != nil {
+		if s.ProfileManifest, s.ProfileDigest, err = s.writeProfile(ctx, keys); err != nil {
 			return nil, err
 		}
 	}
+	// The router's address comes first: cells put the public URL into the preview URLs they
+	// hand out.
 	addr := o.RouterAddr
 	if addr == "" {
 		port, err := pgserver.FreePort()
@@ -182,14 +161,88 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		addr = "127.0.0.1:" + strconv.Itoa(port)
 	}
 	s.RouterURL = "http://" + addr
+	previewBin, havePreview := s.previewBinary()
+	for _, c := range o.Cells {
+		port, err := pgserver.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		url := "http://127.0.0.1:" + strconv.Itoa(port)
+		pv, err := planPreview(keys, c)
+		if err != nil {
+			return nil, err
+		}
+		env := []string{
+			"CELL_ID=" + c,
+			"CELL_LISTEN_ADDR=127.0.0.1:" + strconv.Itoa(port),
+			"CELL_DATABASE_URL=" + s.CellDBURL[c],
+			"DIRECTORY_DATABASE_URL=" + s.DirURL,
+			"CELL_BLOB_URL=file://" + filepath.Join(o.Dir, "blobs", c),
+			"CELL_PUBLIC_URL=" + s.RouterURL,
+			"RENDER_TICKET_SIGNING_KEY_FILE=" + filepath.Join(keys, "ticket-signer"),
+			"RENDER_RUNTIME_NAVIGATION_BASE_URL=" + pv.URL + "/",
+			"PREVIEW_SERVICE_CREDENTIAL_FILE=" + pv.credential,
+		}
+		if o.Renderers {
+			specs, err := planRenderers(c)
+			if err != nil {
+				return nil, err
+			}
+			for _, spec := range specs {
+				if _, err := s.startRenderer(c, spec, pv.URL, publicKeys, credentialFile, s.ProfileManifest); err != nil {
+					return nil, err
+				}
+			}
+			env = append(env,
+				"RENDER_SERVICE_CREDENTIAL_FILE="+credentialFile,
+				"RENDER_WORKERS_CONFIG="+workersConfig(specs),
+				"RENDER_PROFILE_MANIFEST="+s.ProfileManifest,
+			)
+		}
+		p := &Proc{Name: c, URL: url, bin: filepath.Join(o.BinDir, "cell"), log: filepath.Join(o.Dir, "logs", c+".log"),
+			env: append(append(env, o.Env["cell"]...), o.Env[c]...)}
+		if err := p.Start(); err != nil {
+			return nil, err
+		}
+		s.Cells[c] = p
+		previewURL := ""
+		if havePreview {
+			if _, err := s.startPreview(c, previewBin, url, pv); err != nil {
+				return nil, err
+			}
+			previewURL = pv.URL
+		}
+		if _, err := dir.Cell(ctx, c); errors.Is(err, directory.ErrNotFound) {
+			err = dir.AddCell(ctx, directory.Cell{ID: c, InternalURL: url, PreviewURL: previewURL})
+			if err != nil {
+				return nil, err
+			}
+		} else if err != nil {
+			return nil, err
+		} else if err := dir.SetCellURL(ctx, c, url); err != nil {
+			return nil, err
+		} else if err := dir.SetCellPreviewURL(ctx, c, previewURL); err != nil {
+			return nil, err
+		}
+	}
 	s.Router = &Proc{Name: "router", URL: s.RouterURL, bin: filepath.Join(o.BinDir, "router"), log: filepath.Join(o.Dir, "logs", "router.log"),
 		env: append([]string{"ROUTER_LISTEN_ADDR=" + addr, "DIRECTORY_DATABASE_URL=" + s.DirURL}, o.Env["router"]...)}
 	if err := s.Router.Start(); err != nil {
 		return nil, err
 	}
 	for _, p := range s.procs() {
+		if s.isPreview(p) {
+			continue
+		}
 		if err := p.WaitLive(ctx, 60*time.Second); err != nil {
 			return nil, err
+		}
+	}
+	for _, c := range o.Cells {
+		if p := s.Previews[c]; p != nil {
+			if err := p.waitAnswering(ctx, 60*time.Second); err != nil {
+				return nil, err
+			}
 		}
 	}
 	// A renderer is live at once, but takes work only after its launch probe (a real sandboxed
@@ -199,9 +252,11 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, r := range s.Renderers {
-			if err := r.waitReady(ctx, strings.TrimSpace(string(b)), 60*time.Second); err != nil {
-				return nil, err
+		for _, c := range o.Cells {
+			for _, r := range s.Renderers[c] {
+				if err := r.waitReady(ctx, strings.TrimSpace(string(b)), 90*time.Second); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
@@ -230,14 +285,27 @@ func (s *Stack) procs() []*Proc {
 		}
 	}
 	for _, c := range s.opts.Cells {
-		if p := s.Renderers[c]; p != nil {
+		if p := s.Previews[c]; p != nil {
 			out = append(out, p)
 		}
+	}
+	for _, c := range s.opts.Cells {
+		out = append(out, s.Renderers[c]...)
 	}
 	return append(out, s.Replicas...)
 }
 
-// Stop stops the router, the cells and the database, in that order.
+func (s *Stack) isPreview(p *Proc) bool {
+	for _, q := range s.Previews {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+// Stop stops the router, the cells, the preview hosts, the renderers and the database, in that
+// order.
 func (s *Stack) Stop() {
 	for _, p := range s.procs() {
 		p.Stop()

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/inspector"
@@ -93,6 +94,13 @@ type attempt struct {
 	scene   string
 	errors  map[string][]rc.RuntimeError
 	docResp map[network.RequestID]int64
+	// ch is the readiness channel; topFrame and loader name the page's
+	// main frame and the navigation to the preview document; world is the
+	// renderer's isolated world in it (0 until made).
+	ch       *channel
+	topFrame cdp.FrameID
+	loader   cdp.LoaderID
+	world    cdpruntime.ExecutionContextID
 	// crashed is set, and crash called, when the page's renderer process
 	// crashed.
 	crashed atomic.Bool
@@ -122,9 +130,13 @@ func execute(ctx context.Context, job Job, started time.Time, w *EventWriter, lo
 		scene:   rc.DefaultScene,
 		errors:  map[string][]rc.RuntimeError{},
 		docResp: map[network.RequestID]int64{},
+		ch:      newChannel(),
 	}
 	a.gate.logf = logf
-	defer func() { res.BlockedRequests = int(a.gate.blocked.Load()) }()
+	defer func() {
+		res.BlockedRequests = int(a.gate.blocked.Load())
+		res.IgnoredReadinessCalls = a.ch.ignoredCalls()
+	}()
 
 	wd, _ := os.Getwd()
 	opts := []chromedp.ExecAllocatorOption{
@@ -194,7 +206,7 @@ func execute(ctx context.Context, job Job, started time.Time, w *EventWriter, lo
 		return res
 	}
 	logf("document committed after %s", time.Since(started).Round(time.Millisecond))
-	st, e := waitReady(bctx, a.until, a.exp, rc.DefaultScene)
+	st, e := a.waitReady(bctx, rc.DefaultScene)
 	if st != nil {
 		res.HostBuild, res.ArtifactID, res.InputDigest = st.HostBuild, st.ArtifactID, st.InputDigest
 	}
@@ -225,6 +237,9 @@ func (a *attempt) onEvent(ctx context.Context) func(any) {
 		switch ev := ev.(type) {
 		case *fetch.EventRequestPaused:
 			go a.gate.handle(ctx, ev)
+		case *page.EventFrameNavigated, *cdpruntime.EventExecutionContextCreated, *cdpruntime.EventExecutionContextDestroyed,
+			*cdpruntime.EventExecutionContextsCleared, *cdpruntime.EventBindingCalled:
+			a.ch.handle(ev)
 		case *inspector.EventTargetCrashed:
 			a.logf("page renderer crashed")
 			a.crashed.Store(true)
@@ -311,6 +326,18 @@ func (a *attempt) setup(ctx context.Context) *rc.Error {
 			_, err := page.AddScriptToEvaluateOnNewDocument(animationCSS).Do(ctx)
 			return err
 		}),
+		// The readiness channel exists before the document does, so the
+		// host's bootstrap finds it in its first script.
+		cdpruntime.AddBinding(rc.ReadyBinding),
+		chromedp.ActionFunc(func(ctx context.Context) error {
+			tree, err := page.GetFrameTree().Do(ctx)
+			if err != nil {
+				return err
+			}
+			a.topFrame = tree.Frame.ID
+			a.ch.setTopFrame(tree.Frame.ID)
+			return nil
+		}),
 	)
 	if err == nil && !a.job.NoBrowserGate {
 		err = chromedp.Run(ctx, fetch.Enable().WithPatterns([]*fetch.RequestPattern{{URLPattern: "*", RequestStage: fetch.RequestStageRequest}}))
@@ -332,6 +359,7 @@ func (a *attempt) navigate(ctx context.Context, doc *url.URL) *rc.Error {
 	err := chromedp.Run(nctx, chromedp.ActionFunc(func(ctx context.Context) error {
 		_, l, et, _, err := page.Navigate(doc.String()).Do(ctx)
 		loader, errText = network.RequestID(l), et
+		a.loader = l
 		return err
 	}))
 	if err != nil && nctx.Err() != nil && ctx.Err() == nil {
@@ -370,7 +398,8 @@ func (a *attempt) navigate(ctx context.Context, doc *url.URL) *rc.Error {
 
 // finishAnimations runs before a capture: Web Animations started by script
 // are not covered by the CSS policy.
-const finishAnimations = `(() => { for (const an of document.getAnimations()) { try { an.finish(); } catch (e) { an.cancel(); } } return true; })()`
+// It runs in the isolated world: content cannot replace getAnimations there.
+const finishAnimations = `(() => { for (const an of document.getAnimations()) { try { an.finish(); } catch (e) { an.cancel(); } } return "done"; })()`
 
 func (a *attempt) capture(ctx context.Context, st *rc.ReadyState) *rc.Error {
 	if st.Mount == rc.MountFailed {
@@ -381,13 +410,13 @@ func (a *attempt) capture(ctx context.Context, st *rc.ReadyState) *rc.Error {
 			return rc.NewError(rc.CodeContentError, rc.StageCapture, "blocking content fault %s: %s", clip(f.Code, 64), clip(f.Message, 200))
 		}
 	}
-	var ok bool
-	if err := chromedp.Run(ctx, chromedp.Evaluate(finishAnimations, &ok)); err != nil {
+	var ok string
+	if err := a.inIsolatedWorld(ctx, finishAnimations, &ok); err != nil && ctx.Err() != nil {
 		return rc.NewError(rc.CodeBrowserLost, rc.StageCapture, "browser stopped answering before capture")
 	}
 	// Finishing animations can start loads (a final frame's image); the
 	// capture waits for readiness once more.
-	if _, e := waitReady(ctx, a.until, a.exp, rc.DefaultScene); e != nil {
+	if _, e := a.waitReady(ctx, rc.DefaultScene); e != nil {
 		return e
 	}
 	var buf []byte
@@ -406,6 +435,11 @@ func (a *attempt) capture(ctx context.Context, st *rc.ReadyState) *rc.Error {
 	cfg, err := png.DecodeConfig(bytes.NewReader(buf))
 	if err != nil {
 		return rc.NewError(rc.CodeInternal, rc.StageCapture, "browser returned no valid PNG")
+	}
+	// A document committed in the top frame before the capture would be
+	// what the capture shows.
+	if a.ch.look(a.loader).away {
+		return errNavigatedAway(rc.StageCapture)
 	}
 	wantW, wantH := a.job.Viewport.PhysicalSize()
 	if cfg.Width != wantW || cfg.Height != wantH {

@@ -342,6 +342,21 @@ func codes(d rc.Diagnosis, scene string) map[string]rc.Finding {
 func TestPageDiagnoseFindsLayoutProblems(t *testing.T) {
 	h := setup(t)
 	d := decodeDiagnosis(t, h.run(t, h.job(fixture.Layout, rc.OpPageDiagnose, rc.Viewport{Width: 360, Height: 270, DeviceScaleFactor: 1}), time.Minute))
+	wantLayoutFindings(t, d)
+}
+
+// TestLayoutAnalysisIgnoresPatchedPrototypes: content that replaces
+// getBoundingClientRect, getClientRects, getComputedStyle, scrollWidth,
+// querySelectorAll and JSON.stringify in its own world does not change the
+// diagnosis: the analysis runs in an isolated world.
+func TestLayoutAnalysisIgnoresPatchedPrototypes(t *testing.T) {
+	h := setup(t)
+	d := decodeDiagnosis(t, h.run(t, h.job(fixture.LayoutPatched, rc.OpPageDiagnose, rc.Viewport{Width: 360, Height: 270, DeviceScaleFactor: 1}), time.Minute))
+	wantLayoutFindings(t, d)
+}
+
+func wantLayoutFindings(t *testing.T, d rc.Diagnosis) {
+	t.Helper()
 	got := codes(d, "default")
 	for code, sel := range map[string]string{
 		rc.FindingTextOverflow: "#overflow",
@@ -368,6 +383,99 @@ func TestPageDiagnoseFindsLayoutProblems(t *testing.T) {
 	}
 	if d.SchemaVersion != rc.DiagnosisSchemaVersion {
 		t.Fatalf("schema = %s", d.SchemaVersion)
+	}
+}
+
+// TestOverwrittenReadinessCannotFakeSuccess: the host never mounts; content
+// sets window.__renderReady to a perfect ready object and replaces
+// JSON.stringify, JSON.parse, Object.keys, Array.prototype.push,
+// Object.prototype.toJSON, document.fonts and document.readyState. The
+// attempt runs out of time: it neither succeeds nor blames the renderer's
+// contract (RENDER_CONTRACT_MISMATCH would quarantine the node).
+func TestOverwrittenReadinessCannotFakeSuccess(t *testing.T) {
+	h := setup(t)
+	for _, op := range []rc.Operation{rc.OpPageCapture, rc.OpPageDiagnose} {
+		t.Run(string(op), func(t *testing.T) {
+			j := h.job(fixture.FakeReady, op, small)
+			j.Budget = 3 * time.Second
+			o := h.run(t, j, time.Minute)
+			if o.result == nil || o.result.Error == nil {
+				t.Fatalf("the faked page succeeded; stderr:\n%s", o.group.Stderr)
+			}
+			if o.result.Error.Code == rc.CodeContractMismatch {
+				t.Fatalf("content caused %s: %+v", rc.CodeContractMismatch, o.result.Error)
+			}
+			wantError(t, o, rc.CodeDeadlineExceeded)
+			if len(o.artifacts) != 0 {
+				t.Fatalf("artifacts handed over: %v", o.frames)
+			}
+		})
+	}
+}
+
+// TestForgedChannelCallsAreIgnored: before the host mounts, content calls
+// the readiness binding of an about:blank iframe from the top document and
+// lets a srcdoc iframe call its own, each once with a failing state of
+// another artifact and once with a payload that is not JSON, and calls a
+// window.__renderReadyV1 it defined itself. None of it reaches the trusted
+// state: the capture succeeds with the host's facts.
+func TestForgedChannelCallsAreIgnored(t *testing.T) {
+	h := setup(t)
+	o := h.run(t, h.job(fixture.Forge, rc.OpPageCapture, small), time.Minute)
+	wantOK(t, o)
+	if o.result.ArtifactID != fixture.Forge || o.result.HostBuild != fixture.HostBuild {
+		t.Fatalf("host facts = %+v", o.result)
+	}
+	if o.result.IgnoredReadinessCalls < 4 {
+		t.Fatalf("ignored readiness calls = %d, want the 4 forged ones", o.result.IgnoredReadinessCalls)
+	}
+	if _, err := png.Decode(bytes.NewReader(o.artifacts[rc.ArtifactCapture])); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNavigationAwayIsNotSuccess: content replaces the top document with a
+// same-origin page that reports a perfect ready state for the same
+// artifact; the attempt fails as a content fault, for every operation.
+func TestNavigationAwayIsNotSuccess(t *testing.T) {
+	h := setup(t)
+	for _, op := range []rc.Operation{rc.OpPageCapture, rc.OpPageDiagnose} {
+		t.Run(string(op), func(t *testing.T) {
+			before := len(h.srv.CredentialSeen("/preview/landing/" + fixture.NavigateAway))
+			o := h.run(t, h.job(fixture.NavigateAway, op, small), time.Minute)
+			wantError(t, o, rc.CodeContentError)
+			if len(o.artifacts) != 0 {
+				t.Fatalf("artifacts handed over: %v", o.frames)
+			}
+			if after := len(h.srv.CredentialSeen("/preview/landing/" + fixture.NavigateAway)); after == before {
+				t.Fatal("test setup: the page never navigated away")
+			}
+		})
+	}
+}
+
+func TestComponentDiagnoseRunsDeclaredScenes(t *testing.T) {
+	h := setup(t)
+	d := decodeDiagnosis(t, h.run(t, h.job(fixture.Component, rc.OpComponentDiagnose, small), time.Minute))
+	var names []string
+	for _, s := range d.Scenes {
+		names = append(names, s.Scene)
+	}
+	if strings.Join(names, ",") != "default,dense,broken" {
+		t.Fatalf("scenes = %v", names)
+	}
+	if _, ok := codes(d, "broken")[rc.FindingMountFailed]; !ok {
+		t.Errorf("broken scene lacks %s: %+v", rc.FindingMountFailed, d.Items)
+	}
+	// More declared scenes than a request may run: refused, not cut.
+	o := h.run(t, h.job(fixture.ManyScenes, rc.OpComponentDiagnose, small), time.Minute)
+	wantError(t, o, rc.CodeOutputLimitExceeded)
+	// Requested scenes win over the declared ones.
+	j := h.job(fixture.ManyScenes, rc.OpComponentDiagnose, small)
+	j.Scenes = []string{"s3"}
+	d = decodeDiagnosis(t, h.run(t, j, time.Minute))
+	if len(d.Scenes) != 2 || d.Scenes[1].Scene != "s3" {
+		t.Fatalf("scenes = %+v", d.Scenes)
 	}
 }
 

@@ -30,6 +30,24 @@ type scriptOutput struct {
 	Truncated bool         `json:"truncated"`
 }
 
+// sceneList is the scenes a diagnosis runs: default alone for a page;
+// for a component default plus the requested scenes, or, when none were
+// requested, default plus every scene the host declares (at most
+// rc.MaxScenes in all).
+func (a *attempt) sceneList(first *rc.ReadyState) ([]string, *rc.Error) {
+	if a.job.Operation != rc.OpComponentDiagnose {
+		return []string{rc.DefaultScene}, nil
+	}
+	if len(a.job.Scenes) > 0 {
+		return rc.OperationOptions{Scenes: a.job.Scenes}.SceneList(), nil
+	}
+	scenes := rc.OperationOptions{Scenes: first.Scenes}.SceneList()
+	if len(scenes) > rc.MaxScenes {
+		return nil, rc.NewError(rc.CodeOutputLimitExceeded, rc.StageDiagnose, "the component declares %d scenes, at most %d including default", len(scenes), rc.MaxScenes)
+	}
+	return scenes, nil
+}
+
 // sceneSwitchExpr dispatches a scene switch request to the host.
 func sceneSwitchExpr(req rc.SceneSwitchRequest) string {
 	b, _ := json.Marshal(req)
@@ -37,9 +55,9 @@ func sceneSwitchExpr(req rc.SceneSwitchRequest) string {
 }
 
 func (a *attempt) diagnose(ctx context.Context, first *rc.ReadyState) *rc.Error {
-	scenes := []string{rc.DefaultScene}
-	if a.job.Operation == rc.OpComponentDiagnose {
-		scenes = rc.OperationOptions{Scenes: a.job.Scenes}.SceneList()
+	scenes, e := a.sceneList(first)
+	if e != nil {
+		return e
 	}
 	d := rc.Diagnosis{
 		SchemaVersion: rc.DiagnosisSchemaVersion,
@@ -67,10 +85,22 @@ func (a *attempt) diagnose(ctx context.Context, first *rc.ReadyState) *rc.Error 
 				continue
 			}
 		}
+		// The analysis runs in the isolated world, where content cannot
+		// replace getBoundingClientRect, getComputedStyle or JSON.
 		var raw string
 		args, _ := json.Marshal(map[string]any{"scene": scene, "width": a.job.Viewport.Width, "height": a.job.Viewport.Height})
-		if err := chromedp.Run(ctx, chromedp.Evaluate(diagnoseJS+"("+string(args)+")", &raw)); err != nil {
-			return rc.NewError(rc.CodeBrowserLost, rc.StageDiagnose, "browser stopped answering during layout analysis")
+		if err := a.inIsolatedWorld(ctx, diagnoseJS+"("+string(args)+")", &raw); err != nil {
+			if ctx.Err() != nil {
+				return rc.NewError(rc.CodeBrowserLost, rc.StageDiagnose, "browser stopped answering during layout analysis")
+			}
+			if a.ch.look(a.loader).away {
+				return errNavigatedAway(rc.StageDiagnose)
+			}
+			a.logf("layout analysis: %v", err)
+			return rc.NewError(rc.CodeInternal, rc.StageDiagnose, "layout analysis did not run")
+		}
+		if a.ch.look(a.loader).away {
+			return errNavigatedAway(rc.StageDiagnose)
 		}
 		var out scriptOutput
 		if err := json.Unmarshal([]byte(raw), &out); err != nil {
@@ -131,6 +161,9 @@ func (a *attempt) diagnose(ctx context.Context, first *rc.ReadyState) *rc.Error 
 	body, e := encodeBounded(&d)
 	if e != nil {
 		return e
+	}
+	if a.ch.look(a.loader).away {
+		return errNavigatedAway(rc.StageDiagnose)
 	}
 	if err := a.w.SendArtifact(ArtifactFrame{Name: rc.ArtifactDiagnosis}, body); err != nil {
 		return rc.NewError(rc.CodeResultLost, rc.StageResult, "artifact not handed to the supervisor")
@@ -193,12 +226,20 @@ func (a *attempt) switchScene(ctx context.Context, st *rc.ReadyState, scene, req
 	a.mu.Lock()
 	a.scene = scene
 	a.mu.Unlock()
+	// The request is dispatched in the page's main world, where the host's
+	// bootstrap listens. Content that broke window.dispatchEvent or
+	// CustomEvent there broke its own scene switch: the scene fails, it is
+	// not an infrastructure fault.
 	var ok bool
 	if err := chromedp.Run(ctx, chromedp.Evaluate(sceneSwitchExpr(rc.SceneSwitchRequest{Scene: scene, RequestID: requestID}), &ok)); err != nil {
-		return st, false, rc.NewError(rc.CodeBrowserLost, rc.StageDiagnose, "browser stopped answering during a scene switch")
+		if ctx.Err() != nil {
+			return st, false, rc.NewError(rc.CodeBrowserLost, rc.StageDiagnose, "browser stopped answering during a scene switch")
+		}
+		a.logf("scene switch not dispatched: %v", clip(err.Error(), 200))
+		return st, false, nil
 	}
 	for {
-		cur, e := waitReady(ctx, a.until, a.exp, "")
+		cur, e := a.waitReady(ctx, "")
 		if e != nil {
 			return cur, false, e
 		}
@@ -206,7 +247,7 @@ func (a *attempt) switchScene(ctx context.Context, st *rc.ReadyState, scene, req
 			if r.State == rc.SceneFailed {
 				return cur, false, nil
 			}
-			next, e := waitReady(ctx, a.until, a.exp, scene)
+			next, e := a.waitReady(ctx, scene)
 			return next, e == nil, e
 		}
 		if time.Now().After(a.until) {

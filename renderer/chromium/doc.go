@@ -2,7 +2,11 @@
 // runs inside one supervised process group, launches one fresh Debian
 // Chromium through chromedp with a new profile directory, opens the preview
 // document, waits on the render-ready.v1 protocol and nothing else, and
-// produces a PNG capture or a layout diagnosis.
+// produces a PNG capture or a layout diagnosis. The protocol's state arrives
+// on a DevTools binding the host's bootstrap captures before content runs,
+// trusted only from the main world of the top frame's navigated document
+// (channel.go); what the child reads of the page itself (fonts, document
+// state, the layout analysis) it reads in an isolated world.
 //
 // The child reads one Job (JSON) from standard input and writes Events to
 // standard output: JSON lines, where an artifact event is followed by exactly

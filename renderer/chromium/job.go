@@ -102,6 +102,10 @@ type ChildResult struct {
 	// BlockedRequests counts requests the browser was not allowed to
 	// make.
 	BlockedRequests int `json:"blocked_requests"`
+	// IgnoredReadinessCalls counts calls of the readiness binding that
+	// did not come from the preview document's main world (iframes, other
+	// documents): content trying the channel.
+	IgnoredReadinessCalls int `json:"ignored_readiness_calls"`
 }
 
 // maxEventLine bounds one JSON line; artifacts travel as raw frames.

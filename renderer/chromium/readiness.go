@@ -6,78 +6,143 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
+	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	rc "slidecells/shared/rendercontract"
 )
 
-// readExpr reads the readiness object with a fixed expression. The object is
-// copied through JSON so functions and cycles cannot confuse the reader.
-const readExpr = `(() => {
-  const r = window.` + rc.ReadyGlobal + `;
-  let s = null;
-  if (r !== undefined && r !== null) {
-    try { s = JSON.parse(JSON.stringify(r)); } catch (e) { s = "unserializable"; }
-  }
-  return JSON.stringify({doc: document.readyState, fonts: document.fonts ? document.fonts.status : "loaded", state: s});
-})()`
+// isolatedWorldName names the renderer's isolated world in the preview
+// document. Content cannot reach its globals or prototypes; it shares only
+// the DOM.
+const isolatedWorldName = "render-inspect"
 
-type snapshot struct {
-	Doc   string          `json:"doc"`
-	Fonts string          `json:"fonts"`
-	State json.RawMessage `json:"state"`
+// inspectExpr reads, in the isolated world, the document facts the renderer
+// needs besides the host's state: content can redefine document.fonts or
+// Document.prototype.readyState in its own world, not in this one.
+const inspectExpr = `JSON.stringify({doc: document.readyState, fonts: document.fonts ? document.fonts.status : "loaded"})`
+
+type inspection struct {
+	Doc   string `json:"doc"`
+	Fonts string `json:"fonts"`
 }
 
-// pollInterval is how often readiness is read; each read is one DevTools
-// round trip of well under a millisecond.
+// pollInterval is how often readiness is checked; each check is one
+// DevTools round trip of well under a millisecond.
 const pollInterval = 10 * time.Millisecond
 
-// missingPolls is how many reads after the load event may still find no
-// readiness object before it counts as missing (the protocol requires it
-// before load; this absorbs the event's own timing).
+// missingPolls is how many checks after the load event may still find no
+// state on the channel before the protocol counts as missing (the host sends
+// its first state before any content runs; this absorbs the event's timing).
 const missingPolls = 5
+
+// maxWorldFailures bounds consecutive failed reads in the isolated world
+// (each failure makes a new world, which is what a document that was not yet
+// committed when the world was made needs).
+const maxWorldFailures = 50
 
 // expect is what the host must report.
 type expect struct {
 	artifactID, inputDigest, hostBuild string
 }
 
-// readiness reads the state until it is settled: ready, or failed in a way
-// that waiting cannot change. It returns the last state read.
-func waitReady(ctx context.Context, until time.Time, exp expect, scene string) (*rc.ReadyState, *rc.Error) {
-	missing := 0
+// errNavigatedAway: the top frame committed another document. Content did
+// that (the host never navigates), and nothing the new document says is
+// trusted.
+func errNavigatedAway(stage rc.Stage) *rc.Error {
+	return rc.NewError(rc.CodeContentError, stage, "the preview document navigated the top frame to another document")
+}
+
+// inIsolatedWorld evaluates expr in the renderer's isolated world of the top
+// frame, making the world on first use and again after a failure (a world
+// made before the document committed dies with the old document).
+func (a *attempt) inIsolatedWorld(ctx context.Context, expr string, out *string) error {
+	if a.world == 0 {
+		err := chromedp.Run(ctx, chromedp.ActionFunc(func(ctx context.Context) error {
+			id, err := page.CreateIsolatedWorld(a.topFrame).WithWorldName(isolatedWorldName).Do(ctx)
+			a.world = id
+			return err
+		}))
+		if err != nil {
+			a.world = 0
+			return err
+		}
+	}
+	world := a.world
+	err := chromedp.Run(ctx, chromedp.Evaluate(expr, out, func(p *cdpruntime.EvaluateParams) *cdpruntime.EvaluateParams {
+		return p.WithContextID(world)
+	}))
+	if err != nil {
+		a.world = 0
+	}
+	return err
+}
+
+// waitReady waits until the trusted state is settled: ready (for scene,
+// when given), or failed in a way that waiting cannot change. It returns the
+// last trusted state.
+func (a *attempt) waitReady(ctx context.Context, scene string) (*rc.ReadyState, *rc.Error) {
+	missing, worldFailures := 0, 0
 	var last *rc.ReadyState
+	// Reads end with the budget; the browser call itself is not
+	// cancelled (the supervisor closes the browser).
+	rctx, cancel := context.WithDeadline(ctx, a.until)
+	defer cancel()
 	for {
-		var raw string
-		if err := chromedp.Run(ctx, chromedp.Evaluate(readExpr, &raw)); err != nil {
-			return last, rc.NewError(rc.CodeBrowserLost, rc.StageReadiness, "browser stopped answering while reading readiness")
+		before := a.ch.look(a.loader)
+		if before.state != nil {
+			last = before.state
 		}
-		var snap snapshot
-		if err := json.Unmarshal([]byte(raw), &snap); err != nil {
-			return last, rc.NewError(rc.CodeInternal, rc.StageReadiness, "readiness read returned an unexpected value")
+		if e := channelFault(before); e != nil {
+			return last, e
 		}
-		switch {
-		case len(snap.State) == 0 || string(snap.State) == "null":
-			if snap.Doc == "complete" {
-				missing++
-				if missing >= missingPolls {
-					return nil, rc.NewError(rc.CodeContractMismatch, rc.StageReadiness, "preview document loaded without publishing %s (window.%s)", rc.ReadinessProtocol, rc.ReadyGlobal)
+		if before.committed {
+			var raw string
+			err := a.inIsolatedWorld(rctx, inspectExpr, &raw)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return last, rc.NewError(rc.CodeBrowserLost, rc.StageReadiness, "browser stopped answering while reading readiness")
+			case err != nil && rctx.Err() != nil:
+				// The budget ran out during the read: reported below.
+			case err != nil:
+				worldFailures++
+				if worldFailures >= maxWorldFailures {
+					a.logf("isolated world read: %v", err)
+					return last, rc.NewError(rc.CodeInternal, rc.StageReadiness, "the preview document could not be inspected")
+				}
+			default:
+				worldFailures = 0
+				var in inspection
+				if err := json.Unmarshal([]byte(raw), &in); err != nil {
+					return last, rc.NewError(rc.CodeInternal, rc.StageReadiness, "readiness read returned an unexpected value")
+				}
+				// The state must not have changed during the read, or
+				// the fonts fact may belong to another moment.
+				after := a.ch.look(a.loader)
+				if after.state != nil {
+					last = after.state
+				}
+				if e := channelFault(after); e != nil {
+					return last, e
+				}
+				switch {
+				case after.state == nil:
+					if in.Doc == "complete" {
+						missing++
+						if missing >= missingPolls {
+							return nil, rc.NewError(rc.CodeContractMismatch, rc.StageReadiness, "preview document loaded without sending %s on the readiness channel (%s)", rc.ReadinessProtocol, rc.ReadyBinding)
+						}
+					}
+				case after.seq == before.seq:
+					st := after.state
+					if e := settled(st, in.Fonts, a.exp, scene); e != nil || ready(st, in.Fonts, scene) {
+						return st, e
+					}
 				}
 			}
-		default:
-			var st rc.ReadyState
-			if err := json.Unmarshal(snap.State, &st); err != nil {
-				return nil, rc.NewError(rc.CodeContractMismatch, rc.StageReadiness, "%s object is undeterminable", rc.ReadinessProtocol)
-			}
-			last = &st
-			if msg, ok := st.CheckShape(); !ok {
-				return last, rc.NewError(rc.CodeContractMismatch, rc.StageReadiness, "%s", msg)
-			}
-			if e := settled(&st, snap.Fonts, exp, scene); e != nil || ready(&st, snap.Fonts, scene) {
-				return last, e
-			}
 		}
-		if time.Now().After(until) {
+		if time.Now().After(a.until) {
 			e := rc.NewError(rc.CodeDeadlineExceeded, rc.StageReadiness, "preview not ready before the deadline")
 			if last != nil {
 				res := last.Resources
@@ -90,6 +155,17 @@ func waitReady(ctx context.Context, until time.Time, exp expect, scene string) (
 		}
 		time.Sleep(pollInterval)
 	}
+}
+
+// channelFault is the error of a view that waiting cannot fix.
+func channelFault(v view) *rc.Error {
+	switch {
+	case v.away:
+		return errNavigatedAway(rc.StageReadiness)
+	case v.broken != "":
+		return rc.NewError(rc.CodeContractMismatch, rc.StageReadiness, "%s", v.broken)
+	}
+	return nil
 }
 
 // ready reports whether capture or analysis may run now.

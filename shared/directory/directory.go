@@ -13,6 +13,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -67,8 +68,11 @@ func ValidScope(s string) bool {
 
 // Cell is one backend cell.
 type Cell struct {
-	ID             string
-	InternalURL    string
+	ID          string
+	InternalURL string
+	// PreviewURL is the base URL (scheme://host[:port], no path) of the cell's preview host;
+	// empty when it has none. The router sends public preview paths there unchanged.
+	PreviewURL     string
 	State          string // active, draining, down
 	MaxWorkspaces  int64
 	WorkspaceCount int64 // filled by CellsWithCounts and Cell; 0 from Cells
@@ -164,15 +168,19 @@ func (d *Directory) AddCell(ctx context.Context, c Cell) error {
 	if !strings.HasPrefix(c.InternalURL, "http://") && !strings.HasPrefix(c.InternalURL, "https://") {
 		return invalid("internal URL %q must start with http:// or https://", c.InternalURL)
 	}
+	preview, err := CheckPreviewURL(c.PreviewURL)
+	if err != nil {
+		return err
+	}
 	if c.State == "" {
 		c.State = "active"
 	}
 	if c.State != "active" && c.State != "draining" && c.State != "down" {
 		return invalid("cell state %q: use active, draining or down", c.State)
 	}
-	_, err := d.DB.Exec(ctx,
-		`INSERT INTO cells (id, internal_url, state, max_workspaces) VALUES ($1, $2, $3, $4)`,
-		c.ID, strings.TrimRight(c.InternalURL, "/"), c.State, c.MaxWorkspaces)
+	_, err = d.DB.Exec(ctx,
+		`INSERT INTO cells (id, internal_url, preview_url, state, max_workspaces) VALUES ($1, $2, $3, $4, $5)`,
+		c.ID, strings.TrimRight(c.InternalURL, "/"), preview, c.State, c.MaxWorkspaces)
 	if db.IsUniqueViolation(err) {
 		return fmt.Errorf("%w: cell %s", ErrConflict, c.ID)
 	}
@@ -186,6 +194,37 @@ func (d *Directory) SetCellURL(ctx context.Context, id, url string) error {
 		return ErrNotFound
 	}
 	return err
+}
+
+// SetCellPreviewURL sets the base URL of a cell's preview host; "" removes it (the router then
+// answers the cell's preview paths with 503 PREVIEW_UNAVAILABLE).
+func (d *Directory) SetCellPreviewURL(ctx context.Context, id, url string) error {
+	preview, err := CheckPreviewURL(url)
+	if err != nil {
+		return err
+	}
+	tag, err := d.DB.Exec(ctx, `UPDATE cells SET preview_url = $2 WHERE id = $1`, id, preview)
+	if err == nil && tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return err
+}
+
+// CheckPreviewURL checks a preview host base URL and returns it without a trailing slash: empty,
+// or http(s)://host[:port] without path, query, fragment or user information. A path is
+// refused because the router keeps public preview paths unchanged: the preview host serves
+// them at its root.
+func CheckPreviewURL(s string) (string, error) {
+	s = strings.TrimRight(strings.TrimSpace(s), "/")
+	if s == "" {
+		return "", nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" ||
+		u.RawQuery != "" || u.Fragment != "" || u.User != nil || u.Opaque != "" {
+		return "", invalid("preview URL %q: use http(s)://host[:port], without path, query or credentials", s)
+	}
+	return s, nil
 }
 
 // SetCellState sets a cell's state: active (takes new workspaces), draining (keeps its
@@ -217,13 +256,13 @@ func (d *Directory) SetCellCapacity(ctx context.Context, id string, max int64) e
 // Cells lists all cells, without workspace counts: what routers reread every few seconds, so it
 // must not scan placements.
 func (d *Directory) Cells(ctx context.Context) ([]Cell, error) {
-	return d.cells(ctx, `SELECT id, internal_url, state, max_workspaces, created_at, 0 FROM cells ORDER BY id`)
+	return d.cells(ctx, `SELECT id, internal_url, preview_url, state, max_workspaces, created_at, 0 FROM cells ORDER BY id`)
 }
 
 // CellsWithCounts lists all cells with their workspace counts (for operators).
 func (d *Directory) CellsWithCounts(ctx context.Context) ([]Cell, error) {
 	return d.cells(ctx, `
-		SELECT c.id, c.internal_url, c.state, c.max_workspaces, c.created_at,
+		SELECT c.id, c.internal_url, c.preview_url, c.state, c.max_workspaces, c.created_at,
 		       (SELECT count(*) FROM placements p WHERE p.cell_id = c.id)
 		FROM cells c ORDER BY c.id`)
 }
@@ -235,7 +274,7 @@ func (d *Directory) cells(ctx context.Context, query string) ([]Cell, error) {
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Cell, error) {
 		var c Cell
-		err := r.Scan(&c.ID, &c.InternalURL, &c.State, &c.MaxWorkspaces, &c.CreatedAt, &c.WorkspaceCount)
+		err := r.Scan(&c.ID, &c.InternalURL, &c.PreviewURL, &c.State, &c.MaxWorkspaces, &c.CreatedAt, &c.WorkspaceCount)
 		return c, err
 	})
 }
@@ -244,10 +283,10 @@ func (d *Directory) cells(ctx context.Context, query string) ([]Cell, error) {
 func (d *Directory) Cell(ctx context.Context, id string) (Cell, error) {
 	var c Cell
 	err := d.DB.Pool.QueryRow(ctx, `
-		SELECT c.id, c.internal_url, c.state, c.max_workspaces, c.created_at,
+		SELECT c.id, c.internal_url, c.preview_url, c.state, c.max_workspaces, c.created_at,
 		       (SELECT count(*) FROM placements p WHERE p.cell_id = c.id)
 		FROM cells c WHERE c.id = $1`, id).
-		Scan(&c.ID, &c.InternalURL, &c.State, &c.MaxWorkspaces, &c.CreatedAt, &c.WorkspaceCount)
+		Scan(&c.ID, &c.InternalURL, &c.PreviewURL, &c.State, &c.MaxWorkspaces, &c.CreatedAt, &c.WorkspaceCount)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c, ErrNotFound
 	}

@@ -43,6 +43,7 @@ const (
 	RateLimited            Code = "RATE_LIMITED"
 	Internal               Code = "INTERNAL"
 	CellUnavailable        Code = "CELL_UNAVAILABLE"
+	PreviewUnavailable     Code = "PREVIEW_UNAVAILABLE"
 	DirectoryUnavailable   Code = "DIRECTORY_UNAVAILABLE"
 	RetryBodyTooLarge      Code = "RETRY_BODY_TOO_LARGE"
 	ServiceUnavailable     Code = "SERVICE_UNAVAILABLE"
@@ -89,6 +90,7 @@ var statuses = map[Code]int{
 	RateLimited:            http.StatusTooManyRequests,
 	Internal:               http.StatusInternalServerError,
 	CellUnavailable:        http.StatusServiceUnavailable,
+	PreviewUnavailable:     http.StatusServiceUnavailable,
 	DirectoryUnavailable:   http.StatusServiceUnavailable,
 	RetryBodyTooLarge:      http.StatusServiceUnavailable,
 	ServiceUnavailable:     http.StatusServiceUnavailable,

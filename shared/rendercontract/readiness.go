@@ -1,7 +1,20 @@
 package rendercontract
 
-// ReadyGlobal is the window property holding the readiness object.
+// ReadyBinding is the name of the CDP binding (Runtime.addBinding) the
+// renderer installs before navigating: the readiness channel. The preview
+// host's bootstrap captures it and deletes it from window before any content
+// runs, and sends the whole state through it as a JSON string after every
+// change.
+const ReadyBinding = "__renderReadyV1"
+
+// ReadyGlobal is the window property where the host keeps a frozen copy of
+// the state for people debugging a preview in an ordinary browser. Content
+// can overwrite it; nobody trusts it.
 const ReadyGlobal = "__renderReady"
+
+// MaxReadyStateBytes bounds one payload on the readiness channel; a larger
+// one is a broken host (RENDER_CONTRACT_MISMATCH).
+const MaxReadyStateBytes = 1 << 20
 
 // SceneSwitchEvent is the CustomEvent type the renderer dispatches on window
 // to request a scene; detail is SceneSwitchRequest.
@@ -27,7 +40,8 @@ const (
 	SceneFailed = "failed"
 )
 
-// ReadyState is window.__renderReady as the renderer reads it.
+// ReadyState is one render-ready.v1 state as the host sends it through
+// ReadyBinding.
 type ReadyState struct {
 	Protocol      string          `json:"protocol"`
 	ArtifactID    string          `json:"artifact_id"`

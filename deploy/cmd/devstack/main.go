@@ -1,6 +1,7 @@
 // Command devstack is `make run`: it starts the whole local deployment (PostgreSQL, the
-// directory, cell-a and cell-b, the router), seeds demo data, writes .run/env and runs until
-// Ctrl-C or SIGTERM, then stops every child.
+// directory, cell-a and cell-b with a preview host each (when bin/preview is built) and two
+// renderers each, the router), seeds demo data, writes .run/env and runs until Ctrl-C or
+// SIGTERM, then stops every child.
 package main
 
 import (
@@ -85,7 +86,11 @@ export DIRECTORY_DATABASE_URL=%s
 export CELLCTL=%s
 `, s.RouterURL, demo.PAT, demo.PATReadOnly, demo.WorkspaceA, demo.WorkspaceB, s.DirURL, filepath.Join(binAbs, "cellctl"))
 	for _, c := range strings.Split(*cells, ",") {
-		env += fmt.Sprintf("export %s_URL=%s\n", strings.ToUpper(strings.ReplaceAll(c, "-", "_")), s.Cells[c].URL)
+		name := strings.ToUpper(strings.ReplaceAll(c, "-", "_"))
+		env += fmt.Sprintf("export %s_URL=%s\n", name, s.Cells[c].URL)
+		if p := s.Previews[c]; p != nil {
+			env += fmt.Sprintf("export %s_PREVIEW_URL=%s\n", name, p.URL)
+		}
 	}
 	if err := os.WriteFile(filepath.Join(abs, "env"), []byte(env), 0o600); err != nil {
 		return err
@@ -96,9 +101,17 @@ Local deployment is up.
 `, s.RouterURL)
 	for _, c := range strings.Split(*cells, ",") {
 		fmt.Printf("  %-17s %s (internal)\n", c, s.Cells[c].URL)
-		if r := s.Renderers[c]; r != nil {
-			fmt.Printf("  %-17s %s (internal)\n", c+" renderer", r.URL)
+		if p := s.Previews[c]; p != nil {
+			fmt.Printf("  %-17s %s (internal; public as %s/preview/w/{workspace}/…)\n", c+" preview", p.URL, s.RouterURL)
+		} else {
+			fmt.Printf("  %-17s not running (build bin/preview)\n", c+" preview")
 		}
+		for _, r := range s.Renderers[c] {
+			fmt.Printf("  %-17s %s (internal)\n", r.Name, r.URL)
+		}
+	}
+	if s.ProfileDigest != "" {
+		fmt.Printf("  render profile    %s (%s)\n", s.ProfileManifest, s.ProfileDigest)
 	}
 	fmt.Printf(`  directory DB      %s
   workspace A       %s (on %s)

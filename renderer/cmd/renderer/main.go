@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,12 +34,68 @@ func main() {
 			os.Exit(chromium.RunChild(os.Stdin, os.Stdout, os.Stderr))
 		case "keygen":
 			os.Exit(keygen(os.Args[2:]))
+		case "profile":
+			os.Exit(profile(os.Args[2:], os.Stdout, os.Stderr))
 		default:
-			fmt.Fprintf(os.Stderr, "usage: renderer            (serve; configured by RENDER_* variables)\n       renderer keygen <kid>\n")
+			fmt.Fprint(os.Stderr, usage)
 			os.Exit(2)
 		}
 	}
 	os.Exit(serve())
+}
+
+const usage = `usage: renderer            (serve; configured by RENDER_* variables)
+       renderer keygen <kid>
+       renderer profile [--preview-host-build B] [--image-digest D]
+`
+
+// profile prints this instance's RenderProfile as JSON: what a release
+// writes as RENDER_PROFILE_MANIFEST for its renderers and its cells. The
+// preview host build and the image digest are release facts the renderer
+// cannot compute; they come from flags (the renderer does not link the
+// cell's code to learn the host build).
+func profile(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("profile", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	hostBuild := fs.String("preview-host-build", "", "preview host build the release pins (the cell's preview.HostBuild); renderers then refuse documents of any other build. Empty pins none")
+	image := fs.String("image-digest", "", "digest of the renderer image the release ships, if any")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	for name, v := range map[string]string{"--preview-host-build": *hostBuild, "--image-digest": *image} {
+		if len(v) > 200 || strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			fmt.Fprintf(stderr, "renderer profile: %s must be at most 200 printable characters without spaces\n", name)
+			return 2
+		}
+	}
+	cfg, err := renderer.LoadProfileConfig(os.Getenv, os.Environ())
+	if err != nil {
+		fmt.Fprintln(stderr, "renderer: invalid configuration:", err)
+		return 2
+	}
+	p, err := renderer.ComputeProfile(context.Background(), &cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "renderer profile:", err)
+		return 1
+	}
+	p.PreviewHostBuild, p.ImageDigest = *hostBuild, *image
+	d, err := p.Digest()
+	if err != nil {
+		fmt.Fprintln(stderr, "renderer profile:", err)
+		return 1
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(p); err != nil {
+		return 1
+	}
+	fmt.Fprintf(stderr, "environment digest %s\n", d)
+	return 0
 }
 
 func keygen(args []string) int {

@@ -555,3 +555,110 @@ func mustParse(t *testing.T, der []byte) *x509.Certificate {
 	}
 	return c
 }
+
+// TestProfileManifestFlow: `renderer profile` prints the profile a release
+// writes as RENDER_PROFILE_MANIFEST; a renderer started with that manifest
+// reports exactly the manifest's digest (what the cells compare with the
+// same file), pins the preview host build, and an edited or incomplete
+// manifest fails start-up.
+func TestProfileManifestFlow(t *testing.T) {
+	rendertest.RequireBrowser(t)
+	rendertest.RequireRoot(t)
+	bin := build(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "profile", "--preview-host-build", "preview-host-1", "--image-digest", "sha256:feed")
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("renderer profile: %v\n%s", err, stderr.String())
+	}
+	var want rc.RenderProfile
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&want); err != nil {
+		t.Fatalf("profile output: %v\n%s", err, out)
+	}
+	if want.PreviewHostBuild != "preview-host-1" || want.ImageDigest != "sha256:feed" || want.BrowserBuild == "" || want.ReadinessProtocol != rc.ReadinessProtocol {
+		t.Fatalf("profile = %+v", want)
+	}
+	digest, _ := want.Digest()
+	if !strings.Contains(stderr.String(), digest) {
+		t.Fatalf("stderr does not name the digest %s: %s", digest, stderr.String())
+	}
+	manifest := filepath.Join(dir, "profile.json")
+	if err := os.WriteFile(manifest, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	root, err := os.MkdirTemp("/tmp", "rp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	signer, _ := ticket.GenerateSigner("k1")
+	env := []string{
+		"PATH=/usr/bin:/bin",
+		"RENDER_WORKER_ID=" + rendertest.Name("w-prof-"),
+		"RENDER_TICKET_PUBLIC_KEYS=" + signer.PublicKey().String(),
+		"RENDER_PREVIEW_BASE_URL=http://127.0.0.1:9/preview/",
+		"RENDER_TEMP_ROOT=" + root,
+		"RENDER_LISTEN_ADDR=127.0.0.1:0",
+		"RENDER_MIN_FREE_DISK_MB=1",
+		"RENDER_SERVICE_CREDENTIAL_FILE=" + writeCredential(t, dir),
+	}
+	base, rcmd, _, exited := runBinary(t, bin, append(env, "RENDER_PROFILE_MANIFEST="+manifest))
+	var caps rc.Capabilities
+	getJSON(t, base+rc.APIRoot+"/capabilities", &caps)
+	_ = rcmd.Process.Signal(syscall.SIGTERM)
+	<-exited
+	if caps.EnvironmentDigest != digest {
+		t.Fatalf("renderer reports %s, the manifest's digest is %s", caps.EnvironmentDigest, digest)
+	}
+
+	// Edited or incomplete manifests fail start-up, naming the fields.
+	var fields map[string]any
+	_ = json.Unmarshal(out, &fields)
+	edit := func(f func(map[string]any)) string {
+		m := map[string]any{}
+		for k, v := range fields {
+			m[k] = v
+		}
+		f(m)
+		b, _ := json.Marshal(m)
+		p := filepath.Join(t.TempDir(), "manifest.json")
+		_ = os.WriteFile(p, b, 0o644)
+		return p
+	}
+	for _, tc := range []struct {
+		name, path, want string
+	}{
+		{"other locale", edit(func(m map[string]any) { m["locale"] = "de-DE" }), "RENDER_PROFILE_MISMATCH: this instance does not match RENDER_PROFILE_MANIFEST in locale"},
+		{"other browser", edit(func(m map[string]any) { m["browser_build"] = "Chromium 1.0" }), "in browser_build"},
+		{"missing field", edit(func(m map[string]any) { delete(m, "fonts_digest") }), "RENDER_PROFILE_MANIFEST lacks fonts_digest"},
+		{"unknown field", edit(func(m map[string]any) { m["gpu"] = "on" }), `unknown field "gpu"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := exec.Command(bin)
+			c.Env = append(append([]string(nil), env...), "RENDER_PROFILE_MANIFEST="+tc.path)
+			out, err := c.CombinedOutput()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+				t.Fatalf("exit = %v, want 2\n%s", err, out)
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Fatalf("output lacks %q:\n%s", tc.want, out)
+			}
+		})
+	}
+}
+
+func TestProfileRejectsBadFlags(t *testing.T) {
+	bin := build(t)
+	for _, args := range [][]string{{"profile", "extra"}, {"profile", "--preview-host-build", "a b"}, {"profile", "--nope"}} {
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+			t.Fatalf("%v: exit = %v, want 2\n%s", args, err, out)
+		}
+	}
+}

@@ -107,9 +107,10 @@ func (a *app) cellsCmd() *cobra.Command {
 	add.Flags().StringVar(&c.ID, "id", "", "cell ID, e.g. cell-c (required)")
 	add.Flags().StringVar(&c.InternalURL, "url", "", "internal base URL of the cell backend (required)")
 	add.Flags().Int64Var(&c.MaxWorkspaces, "max-workspaces", 0, "capacity hint; 0 means unlimited")
+	add.Flags().StringVar(&c.PreviewURL, "preview-url", "", "base URL (http(s)://host[:port]) of the cell's preview host; the router sends /preview/w/{workspace}/... there")
 	_ = add.MarkFlagRequired("id")
 	_ = add.MarkFlagRequired("url")
-	list := &cobra.Command{Use: "list", Short: "List cells with internal URL, state and workspace count",
+	list := &cobra.Command{Use: "list", Short: "List cells with internal URL, preview host URL, state and workspace count",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cells, err := a.dir.CellsWithCounts(cmd.Context())
 			if err != nil {
@@ -124,17 +125,26 @@ func (a *app) cellsCmd() *cobra.Command {
 						state = "full"
 					}
 				}
-				rows = append(rows, []string{c.ID, c.InternalURL, state, strconv.FormatInt(c.WorkspaceCount, 10), max})
+				preview := c.PreviewURL
+				if preview == "" {
+					preview = "-"
+				}
+				rows = append(rows, []string{c.ID, c.InternalURL, preview, state, strconv.FormatInt(c.WorkspaceCount, 10), max})
 			}
-			a.table("ID\tURL\tSTATE\tWORKSPACES\tMAX", rows)
+			a.table("ID\tURL\tPREVIEW\tSTATE\tWORKSPACES\tMAX", rows)
 			return nil
 		}}
-	var id, state string
+	var id, state, preview string
 	var capacity int64
-	set := &cobra.Command{Use: "set", Short: "Set a cell's state (active, draining: no new workspaces, down) and/or its capacity",
+	set := &cobra.Command{Use: "set", Short: "Set a cell's state (active, draining: no new workspaces, down), capacity and/or preview host URL",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if state == "" && !cmd.Flags().Changed("max-workspaces") {
-				return errors.New("give --state and/or --max-workspaces")
+			if state == "" && !cmd.Flags().Changed("max-workspaces") && !cmd.Flags().Changed("preview-url") {
+				return errors.New("give --state, --max-workspaces and/or --preview-url")
+			}
+			if cmd.Flags().Changed("preview-url") {
+				if err := a.dir.SetCellPreviewURL(cmd.Context(), id, preview); err != nil {
+					return err
+				}
 			}
 			if state != "" {
 				if err := a.dir.SetCellState(cmd.Context(), id, state); err != nil {
@@ -152,6 +162,7 @@ func (a *app) cellsCmd() *cobra.Command {
 	set.Flags().StringVar(&id, "id", "", "cell ID (required)")
 	set.Flags().StringVar(&state, "state", "", "active, draining or down")
 	set.Flags().Int64Var(&capacity, "max-workspaces", 0, "most workspaces the cell takes; 0 means unlimited")
+	set.Flags().StringVar(&preview, "preview-url", "", "base URL (http(s)://host[:port]) of the cell's preview host; \"\" removes it")
 	_ = set.MarkFlagRequired("id")
 	return a.group("cells", "Register, list and set cells", add, list, set)
 }

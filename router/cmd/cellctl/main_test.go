@@ -28,7 +28,7 @@ func TestCellctlFlow(t *testing.T) {
 		}
 		return strings.TrimSpace(out)
 	}
-	mustRun("cells", "add", "--id", "cell-a", "--url", "http://127.0.0.1:9001")
+	mustRun("cells", "add", "--id", "cell-a", "--url", "http://127.0.0.1:9001", "--preview-url", "http://127.0.0.1:9101/")
 	user := mustRun("users", "create", "--email", "ann@example.com")
 	ws := mustRun("workspaces", "create", "--name", "Acme", "--cell", "cell-a", "--pin")
 	mustRun("members", "add", "--workspace", ws, "--user", "ann@example.com", "--role", "editor")
@@ -37,11 +37,17 @@ func TestCellctlFlow(t *testing.T) {
 		t.Fatalf("token %q", tok)
 	}
 	cells := mustRun("cells", "list")
-	if !strings.Contains(cells, "cell-a") || !strings.Contains(cells, "http://127.0.0.1:9001") || !strings.Contains(cells, "active") {
+	if fields := strings.Fields(strings.Split(cells, "\n")[1]); len(fields) != 6 || fields[0] != "cell-a" || fields[1] != "http://127.0.0.1:9001" ||
+		fields[2] != "http://127.0.0.1:9101" || fields[3] != "active" || fields[4] != "1" {
 		t.Fatalf("cells list:\n%s", cells)
 	}
-	if fields := strings.Fields(strings.Split(cells, "\n")[1]); fields[3] != "1" {
-		t.Fatalf("workspace count: %v", fields)
+	mustRun("cells", "set", "--id", "cell-a", "--preview-url", "https://preview.cell-a.internal:8443")
+	if fields := strings.Fields(strings.Split(mustRun("cells", "list"), "\n")[1]); fields[2] != "https://preview.cell-a.internal:8443" {
+		t.Fatalf("preview URL not set: %v", fields)
+	}
+	mustRun("cells", "set", "--id", "cell-a", "--preview-url", "")
+	if fields := strings.Fields(strings.Split(mustRun("cells", "list"), "\n")[1]); fields[2] != "-" {
+		t.Fatalf("preview URL not removed: %v", fields)
 	}
 	if pl := mustRun("placements", "list"); !strings.Contains(pl, ws) || !strings.Contains(pl, "true") {
 		t.Fatalf("placements:\n%s", pl)
@@ -66,6 +72,11 @@ func TestCellctlBadInput(t *testing.T) {
 		{"cells", "add", "--id", "Bad_ID", "--url", "http://x"},
 		{"cells", "add", "--id", "cell-a", "--url", "http://x"}, // duplicate
 		{"cells", "add", "--id", "cell-z", "--url", "ftp://x"},
+		{"cells", "add", "--id", "cell-y", "--url", "http://y", "--preview-url", "http://p/preview"}, // a path
+		{"cells", "add", "--id", "cell-y", "--url", "http://y", "--preview-url", "ftp://p"},
+		{"cells", "set", "--id", "cell-a", "--preview-url", "http://user:pw@p"},
+		{"cells", "set", "--id", "cell-a", "--preview-url", "http://p?x=1"},
+		{"cells", "set", "--id", "nope", "--preview-url", "http://p"},
 		{"cells", "add", "--url", "http://x"}, // missing --id
 		{"users", "create", "--email", "not-an-address"},
 		{"workspaces", "create", "--name", "X", "--cell", "nope"},

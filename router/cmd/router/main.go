@@ -144,7 +144,7 @@ func (s directorySource) Cells(ctx context.Context) ([]router.Cell, error) {
 	}
 	out := make([]router.Cell, len(list))
 	for i, c := range list {
-		out[i] = router.Cell{ID: c.ID, URL: c.InternalURL, State: router.CellState(c.State)}
+		out[i] = router.Cell{ID: c.ID, URL: c.InternalURL, State: router.CellState(c.State), PreviewURL: c.PreviewURL}
 	}
 	return out, nil
 }

@@ -253,9 +253,12 @@ func execAdmin(ctx context.Context, admin, q string) error {
 	return err
 }
 
+// isDuplicateDatabase reports a database name that exists. Two renames racing to one name can
+// also fail on the catalog's unique index (23505 on pg_database_datname_index) instead of
+// PostgreSQL's own check (42P04), when both pass the check before either commits.
 func isDuplicateDatabase(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "42P04"
+	return errors.As(err, &pe) && (pe.Code == "42P04" || (pe.Code == "23505" && pe.ConstraintName == "pg_database_datname_index"))
 }
 
 func isObjectInUse(err error) bool {

@@ -1,0 +1,219 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"image/png"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// pageJob creates a page through a mutation job and waits for it; it returns the page ID.
+func (e *env) pageJob(t *testing.T, ws, projectID, key, source string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"project_id": projectID, "key": key, "file_type": "tsx", "source": source})
+	a := e.do(t, http.MethodPost, "/api/v1/pages", e.demo.PAT, body, "X-Workspace-ID", ws, "Idempotency-Key", "e2e-page-"+key, "Content-Type", "application/json")
+	if a.status != http.StatusAccepted {
+		t.Fatalf("submit page %s: %d %s", key, a.status, a.body)
+	}
+	var job struct {
+		JobID string `json:"job_id"`
+	}
+	_ = json.Unmarshal(a.body, &job)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		a = e.get(t, "/api/v1/jobs/mutations/"+job.JobID, e.demo.PAT, "X-Workspace-ID", ws)
+		var st struct {
+			Status string `json:"status"`
+			Result struct {
+				ObjectID string `json:"object_id"`
+			} `json:"result"`
+			ErrorSummary string `json:"error_summary"`
+		}
+		_ = json.Unmarshal(a.body, &st)
+		switch st.Status {
+		case "succeeded":
+			return st.Result.ObjectID
+		case "failed", "canceled":
+			t.Fatalf("page job %s: %s", key, a.body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("page job %s never finished: %s", key, a.body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+type validation struct {
+	Valid  bool   `json:"valid"`
+	Status string `json:"status"`
+	Code   string `json:"code"`
+	Stages struct {
+		Compile struct{ Status string } `json:"compile"`
+		Render  struct {
+			Status   string `json:"status"`
+			Code     string `json:"code"`
+			Findings []struct {
+				Code     string `json:"code"`
+				Severity string `json:"severity"`
+			} `json:"findings"`
+		} `json:"render"`
+	} `json:"stages"`
+}
+
+func (e *env) validate(t *testing.T, ws, pageID string) validation {
+	t.Helper()
+	a := e.do(t, http.MethodPost, "/api/v1/pages/"+pageID+"/validate", e.demo.PAT, []byte(`{}`), "X-Workspace-ID", ws, "Content-Type", "application/json")
+	if a.status != http.StatusOK {
+		t.Fatalf("validate: %d %s", a.status, a.body)
+	}
+	var v validation
+	if err := json.Unmarshal(a.body, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// The whole render path through the router with real processes: two cells, each with its
+// preview host and two renderers. A page made by a job validates with a real render stage,
+// its screenshot is a PNG of the canvas, its preview URL opens in a browser through the public
+// host without an API token and stops working when it expires; a throwing page is a content
+// failure; with the renderers stopped, validation says unavailable while ordinary API traffic
+// goes on.
+func TestRenderThroughTheRouter(t *testing.T) {
+	e := startWith(t, "", map[string][]string{"cell": {"CELL_PREVIEW_TTL=4s"}}, true)
+	if len(e.s.Previews) == 0 {
+		t.Fatal("the stack started no preview hosts")
+	}
+	e.waitRender(t)
+	ws := e.demo.WorkspaceA
+	a := e.do(t, http.MethodPost, "/api/v1/projects", e.demo.PAT, []byte(`{"name":"Render"}`),
+		"X-Workspace-ID", ws, "Idempotency-Key", "e2e-render-project", "Content-Type", "application/json")
+	if a.status != http.StatusCreated {
+		t.Fatalf("project: %d %s", a.status, a.body)
+	}
+	var prj struct{ ID string }
+	_ = json.Unmarshal(a.body, &prj)
+	good := e.pageJob(t, ws, prj.ID, "hello", `import { Slide } from "@kit/layout";
+import { Title, Body } from "@kit/text";
+export default function Hello() {
+  return <Slide><Title>Quarterly results</Title><Body>Revenue grew in every region.</Body></Slide>;
+}`)
+	bad := e.pageJob(t, ws, prj.ID, "thrower", `export default function Broken() { throw new Error("chart data missing"); }`)
+
+	// Validation runs the render stage for real.
+	if v := e.validate(t, ws, good); !v.Valid || v.Status != "passed" || v.Stages.Render.Status != "passed" {
+		t.Fatalf("valid page: %+v", v)
+	}
+	if v := e.validate(t, ws, bad); v.Valid || v.Status != "failed" || v.Stages.Render.Status != "failed" || v.Stages.Compile.Status != "passed" {
+		t.Fatalf("throwing page: %+v, want a failed render stage (content), not unavailable", v)
+	}
+
+	// The screenshot is the canvas at the device scale.
+	a = e.get(t, "/api/v1/pages/"+good+"/screenshot", e.demo.PAT, "X-Workspace-ID", ws)
+	if a.status != http.StatusOK || a.header.Get("Content-Type") != "image/png" {
+		t.Fatalf("screenshot: %d %s", a.status, a.body)
+	}
+	img, err := png.DecodeConfig(bytes.NewReader(a.body))
+	if err != nil || img.Width != 2560 || img.Height != 1440 {
+		t.Fatalf("screenshot: %v %dx%d, want 2560x1440 (1280x720 at scale 2)", err, img.Width, img.Height)
+	}
+	// The same page again is the same render request: answered from its result.
+	start := time.Now()
+	if a2 := e.get(t, "/api/v1/pages/"+good+"/screenshot", e.demo.PAT, "X-Workspace-ID", ws); a2.status != 200 || !bytes.Equal(a2.body, a.body) {
+		t.Fatalf("repeat screenshot: %d", a2.status)
+	}
+	t.Logf("repeat screenshot answered in %s", time.Since(start))
+
+	// The preview URL opens in a browser through the router, with its fonts and assets, and
+	// no API token.
+	a = e.do(t, http.MethodPost, "/api/v1/pages/"+good+"/preview-artifact", e.demo.PAT, []byte(`{}`), "X-Workspace-ID", ws, "Content-Type", "application/json")
+	if a.status != http.StatusOK {
+		t.Fatalf("preview artifact: %d %s", a.status, a.body)
+	}
+	var pv struct {
+		PreviewURL string    `json:"preview_url"`
+		ExpiresAt  time.Time `json:"expires_at"`
+	}
+	_ = json.Unmarshal(a.body, &pv)
+	if !strings.HasPrefix(pv.PreviewURL, e.s.RouterURL+"/preview/w/"+ws+"/snapshots/snap_") {
+		t.Fatalf("preview URL %q is not on the public host", pv.PreviewURL)
+	}
+	text := openInBrowser(t, pv.PreviewURL)
+	if !strings.Contains(text, "Quarterly results") {
+		t.Fatalf("the preview in a browser shows %q", text)
+	}
+	// Another workspace's prefix with the same token is refused.
+	foreign := strings.Replace(pv.PreviewURL, "/w/"+ws+"/", "/w/"+e.other+"/", 1)
+	if resp, err := client.Get(foreign); err != nil || resp.StatusCode == http.StatusOK {
+		t.Fatalf("the token opened the snapshot under another workspace: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+	time.Sleep(time.Until(pv.ExpiresAt) + time.Second)
+	resp, err := client.Get(pv.PreviewURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		t.Fatal("the preview URL still works after it expired")
+	}
+
+	// Renderers offline: validation is unavailable (never passed, never "source has errors"),
+	// health says so, and ordinary traffic is unaffected.
+	for _, r := range e.s.Renderers["cell-a"] {
+		r.Stop()
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		h := e.get(t, "/api/v1/system/health", "")
+		if bytes.Contains(h.body, []byte(`"render":{"status":"unavailable"`)) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	edited := e.pageJob(t, ws, prj.ID, "offline", `export default function Offline() { return <h1>written while renderers are down</h1>; }`)
+	v := e.validate(t, ws, edited)
+	if v.Valid || v.Status != "unavailable" || v.Stages.Render.Status != "unavailable" || !strings.HasPrefix(v.Code, "RENDER_") || v.Stages.Compile.Status != "passed" {
+		t.Fatalf("validation with the renderers down: %+v", v)
+	}
+	if a := e.get(t, "/api/v1/projects/"+prj.ID, e.demo.PAT, "X-Workspace-ID", ws); a.status != http.StatusOK {
+		t.Fatalf("ordinary read with the renderers down: %d", a.status)
+	}
+}
+
+// openInBrowser opens url in headless Debian Chromium (tests only: run as root, without the
+// browser sandbox; the renderers never do that) and returns the document's text once the
+// preview mounted.
+func openInBrowser(t *testing.T, url string) string {
+	t.Helper()
+	const chromium = "/usr/lib/chromium/chromium"
+	if _, err := os.Stat(chromium); err != nil {
+		t.Fatalf("Debian's chromium is not installed: %v", err)
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromium), chromedp.Flag("headless", "new"), chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true), chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.UserDataDir(t.TempDir()))
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelT()
+	var text string
+	err := chromedp.Run(ctx, chromedp.Navigate(url),
+		chromedp.Poll(`window.__renderReady && window.__renderReady.mount === "mounted" && document.fonts.status === "loaded"`, nil, chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Evaluate(`document.body.innerText`, &text))
+	if err != nil {
+		t.Fatalf("opening the preview: %v", err)
+	}
+	return text
+}

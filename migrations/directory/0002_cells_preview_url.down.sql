@@ -1,0 +1,1 @@
+ALTER TABLE cells DROP COLUMN preview_url;
