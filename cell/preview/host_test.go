@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-
 	"slidecells/cell/snapshot"
 	"slidecells/shared/ids"
 	rc "slidecells/shared/rendercontract"
