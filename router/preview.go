@@ -102,12 +102,11 @@ func errNoPreviewHost() *problem.Error {
 }
 
 // targetFor is target for a workspace route or a preview route. A preview path of a
-// workspace the directory does not know gets the router's 404 (the body every 404 has): there
-// is no preview host to ask that would answer it the same way a known workspace's does.
+// workspace the directory does not know goes, like its API paths, to the preview host of the
+// cell chosen by the keyed hash: that host refuses it with the one answer it gives every
+// refused document (no token of that workspace can verify), so a caller cannot tell an unknown
+// workspace from a known one.
 func (rt *Router) targetFor(ctx context.Context, ws string, p placement.Placement, err error, preview bool) (*cell, int64, *previewHost, error) {
-	if preview && errors.Is(err, placement.ErrNotFound) {
-		return nil, 0, nil, errNoRoute
-	}
 	c, epoch, perr := rt.target(ctx, ws, p, err)
 	if perr != nil || !preview {
 		return c, epoch, nil, perr

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"image/png"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"slidecells/shared/ids"
 )
 
 // pageJob creates a page through a mutation job and waits for it; it returns the page ID.
@@ -155,6 +158,22 @@ export default function Hello() {
 		t.Fatalf("the token opened the snapshot under another workspace: %v", err)
 	} else {
 		resp.Body.Close()
+	}
+	// A bad token on a known workspace and any token on an unknown one get the same answer.
+	ref := pv.PreviewURL[strings.Index(pv.PreviewURL, "/snapshots/")+len("/snapshots/") : strings.Index(pv.PreviewURL, "?")]
+	fetch := func(u string) (int, string) {
+		resp, err := client.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	s1, b1 := fetch(e.s.RouterURL + "/preview/w/" + ws + "/snapshots/" + ref + "?access=forged")
+	s2, b2 := fetch(e.s.RouterURL + "/preview/w/" + ids.New(ids.Workspace) + "/snapshots/" + ref + "?access=forged")
+	if s1 != http.StatusNotFound || s1 != s2 || b1 != b2 {
+		t.Fatalf("known workspace with a bad token: %d %q; unknown workspace: %d %q — must not differ", s1, b1, s2, b2)
 	}
 	time.Sleep(time.Until(pv.ExpiresAt) + time.Second)
 	resp, err := client.Get(pv.PreviewURL)
