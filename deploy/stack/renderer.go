@@ -176,3 +176,35 @@ func (s *Stack) writeProfile(ctx context.Context, dir string) (path, digest stri
 	}
 	return path, digest, os.WriteFile(path, out, 0o644)
 }
+
+// StartSpareRenderer starts one more renderer on a cell's preview host that the cell does not
+// know (it is not in the cell's RENDER_WORKERS_CONFIG): benchmarks drive it directly to measure
+// the executor alone next to the whole path.
+func (s *Stack) StartSpareRenderer(cell string) (*Proc, error) {
+	pv := s.Previews[cell]
+	if pv == nil || s.ProfileManifest == "" {
+		return nil, fmt.Errorf("stack: cell %s has no preview host or the stack no renderers", cell)
+	}
+	keys := filepath.Join(s.opts.Dir, "keys")
+	publicKeys, err := ticketKeys(keys)
+	if err != nil {
+		return nil, err
+	}
+	cred, err := serviceCredential(keys)
+	if err != nil {
+		return nil, err
+	}
+	port, err := pgserver.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	spec := rendererSpec{WorkerID: cell + "-spare", URL: "http://127.0.0.1:" + strconv.Itoa(port), port: port}
+	p, err := s.startRenderer(cell, spec, pv.URL, publicKeys, cred, s.ProfileManifest)
+	if err != nil {
+		return nil, err
+	}
+	// Not one of the cell's renderers: callers of Renderers[cell] see only the cell's own.
+	s.Renderers[cell] = s.Renderers[cell][:len(s.Renderers[cell])-1]
+	s.spares = append(s.spares, p)
+	return p, nil
+}

@@ -70,6 +70,7 @@ type Stack struct {
 	ProfileManifest, ProfileDigest string
 	// Replicas are further processes of a cell (StartReplica), sharing its database.
 	Replicas []*Proc
+	spares   []*Proc
 }
 
 // Proc is one child process.
@@ -292,7 +293,7 @@ func (s *Stack) procs() []*Proc {
 	for _, c := range s.opts.Cells {
 		out = append(out, s.Renderers[c]...)
 	}
-	return append(out, s.Replicas...)
+	return append(append(out, s.Replicas...), s.spares...)
 }
 
 func (s *Stack) isPreview(p *Proc) bool {
