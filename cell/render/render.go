@@ -264,9 +264,13 @@ func (c *Coordinator) create(ctx context.Context, ws, key, owner string, spec Sp
 		DeadlineAt: deadline, EnqueuedAt: now}
 	vpJSON, _ := json.Marshal(vp)
 	optJSON, _ := json.Marshal(spec.Options)
+	cacheKey, err := CacheKey(m.InputDigest, renderDigest)
+	if err != nil {
+		return Request{}, err
+	}
 	// READ COMMITTED under the scheduler lock, like a dispatch: every request enters the queue
 	// under that lock, so the count is exact (see dispatchOne).
-	err := c.db.ReadCommitted(ctx, func(tx pgx.Tx) error {
+	err = c.db.ReadCommitted(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT id FROM render_scheduler_state WHERE id = 1 FOR UPDATE`); err != nil {
 			return err
 		}
@@ -282,11 +286,11 @@ func (c *Coordinator) create(ctx context.Context, ws, key, owner string, spec Sp
 			return QueueFull("workspace's")
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO render_requests (workspace_id, id, request_key, owner, stage, operation,
-			category, snapshot_ref, input_digest, render_digest, profile_digest, viewport, options, state,
+			category, snapshot_ref, input_digest, render_digest, cache_key, profile_digest, viewport, options, state,
 			max_attempts, deadline_at, not_before, enqueued_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'queued', $14, $15, $16, $16, $16)`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $17, $11, $12, $13, 'queued', $14, $15, $16, $16, $16)`,
 			ws, r.ID, key, owner, spec.Stage, string(spec.Operation), string(spec.Category), m.Ref, m.InputDigest,
-			renderDigest, c.cfg.ProfileDigest, vpJSON, optJSON, c.cfg.MaxAttempts, deadline, now)
+			renderDigest, c.cfg.ProfileDigest, vpJSON, optJSON, c.cfg.MaxAttempts, deadline, now, cacheKey)
 		return err
 	})
 	if db.IsUniqueViolation(err) {

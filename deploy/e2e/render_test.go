@@ -20,7 +20,19 @@ import (
 // pageJob creates a page through a mutation job and waits for it; it returns the page ID.
 func (e *env) pageJob(t *testing.T, ws, projectID, key, source string) string {
 	t.Helper()
-	body, _ := json.Marshal(map[string]string{"project_id": projectID, "key": key, "file_type": "tsx", "source": source})
+	id, status, code := e.pageJobWith(t, ws, map[string]any{"project_id": projectID, "key": key, "file_type": "tsx", "source": source})
+	if status != "succeeded" {
+		t.Fatalf("page job %s: %s %s", key, status, code)
+	}
+	return id
+}
+
+// pageJobWith submits a page-create job with the given body and waits until it ends: the page
+// ID, the job's status and its error code.
+func (e *env) pageJobWith(t *testing.T, ws string, in map[string]any) (id, status, code string) {
+	t.Helper()
+	key, _ := in["key"].(string)
+	body, _ := json.Marshal(in)
 	a := e.do(t, http.MethodPost, "/api/v1/pages", e.demo.PAT, body, "X-Workspace-ID", ws, "Idempotency-Key", "e2e-page-"+key, "Content-Type", "application/json")
 	if a.status != http.StatusAccepted {
 		t.Fatalf("submit page %s: %d %s", key, a.status, a.body)
@@ -37,14 +49,12 @@ func (e *env) pageJob(t *testing.T, ws, projectID, key, source string) string {
 			Result struct {
 				ObjectID string `json:"object_id"`
 			} `json:"result"`
-			ErrorSummary string `json:"error_summary"`
+			ErrorCode string `json:"error_code"`
 		}
 		_ = json.Unmarshal(a.body, &st)
 		switch st.Status {
-		case "succeeded":
-			return st.Result.ObjectID
-		case "failed", "canceled":
-			t.Fatalf("page job %s: %s", key, a.body)
+		case "succeeded", "failed", "canceled":
+			return st.Result.ObjectID, st.Status, st.ErrorCode
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("page job %s never finished: %s", key, a.body)
@@ -116,6 +126,16 @@ export default function Hello() {
 	}
 	if v := e.validate(t, ws, bad); v.Valid || v.Status != "failed" || v.Stages.Render.Status != "failed" || v.Stages.Compile.Status != "passed" {
 		t.Fatalf("throwing page: %+v, want a failed render stage (content), not unavailable", v)
+	}
+
+	// A job that asks for a render check writes only when the rendered content has no errors.
+	if _, status, code := e.pageJobWith(t, ws, map[string]any{"project_id": prj.ID, "key": "checked-bad", "file_type": "tsx",
+		"source": `export default function B() { throw new Error("boom"); }`, "render_check": true}); status != "failed" || code != "RENDER_CHECK_FAILED" {
+		t.Fatalf("render-checked throwing page: %s %s, want failed RENDER_CHECK_FAILED", status, code)
+	}
+	if _, status, code := e.pageJobWith(t, ws, map[string]any{"project_id": prj.ID, "key": "checked-good", "file_type": "tsx",
+		"source": `export default function G() { return <h1>fine</h1>; }`, "render_check": true}); status != "succeeded" {
+		t.Fatalf("render-checked good page: %s %s", status, code)
 	}
 
 	// The screenshot is the canvas at the device scale.

@@ -16,6 +16,7 @@ CREATE TABLE render_requests (
     snapshot_ref     TEXT NOT NULL,
     input_digest     TEXT NOT NULL,
     render_digest    TEXT NOT NULL,
+    cache_key        TEXT NOT NULL,
     profile_digest   TEXT NOT NULL,
     viewport         JSONB NOT NULL,
     options          JSONB NOT NULL,
