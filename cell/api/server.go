@@ -108,7 +108,7 @@ func New(c Config) *Server {
 		Auth:      &auth.Authenticator{Dir: c.Dir},
 		Guard:     &tenancy.Guard{DB: c.DB, CellID: c.CellID, Dir: c.Dir},
 		StartedAt: time.Now(),
-		Idem:      &idempotency.Store{DB: c.DB, Retention: c.IdempotencyRetention},
+		Idem:      &idempotency.Store{DB: c.DB, Retention: c.IdempotencyRetention, Fence: tenancy.Writable},
 		byPattern: map[string]Operation{},
 		metrics:   newMetrics(c.DB),
 
@@ -227,7 +227,7 @@ func (s *Server) authorize(ctx context.Context, r *http.Request, op Operation, p
 		return scope, err
 	}
 	epoch, _ := strconv.ParseInt(r.Header.Get(cellproto.HeaderPlacementEpoch), 10, 64)
-	if err := s.Guard.Check(ctx, ws, epoch); err != nil {
+	if err := s.Guard.Check(ctx, ws, epoch, !op.ReadOnly); err != nil {
 		return scope, err
 	}
 	return scope, scope.Require(op.Scopes...)

@@ -47,6 +47,9 @@ const (
 	RetryBodyTooLarge      Code = "RETRY_BODY_TOO_LARGE"
 	ServiceUnavailable     Code = "SERVICE_UNAVAILABLE"
 	OAuthNotEnabled        Code = "OAUTH_NOT_ENABLED"
+	// WorkspaceMoving: the workspace is being moved to another cell and takes no writes for a
+	// few seconds (reads go on); retry after Retry-After with the same Idempotency-Key.
+	WorkspaceMoving Code = "WORKSPACE_MOVING"
 	// ClientClosedRequest is what logs and metrics show for a request whose client went away
 	// before the answer (nginx's 499); no client ever reads it.
 	ClientClosedRequest Code = "CLIENT_CLOSED_REQUEST"
@@ -82,6 +85,7 @@ var statuses = map[Code]int{
 	DirectoryUnavailable:   http.StatusServiceUnavailable,
 	RetryBodyTooLarge:      http.StatusServiceUnavailable,
 	ServiceUnavailable:     http.StatusServiceUnavailable,
+	WorkspaceMoving:        http.StatusServiceUnavailable,
 	OAuthNotEnabled:        http.StatusNotFound,
 	ClientClosedRequest:    StatusClientClosed,
 }
@@ -91,6 +95,7 @@ var statuses = map[Code]int{
 var retryAfter = map[Code]int{
 	DirectoryUnavailable:   2,
 	IdempotencyKeyInFlight: 1,
+	WorkspaceMoving:        1,
 }
 
 // Status returns the HTTP status of a code; unknown codes are 500.
