@@ -320,6 +320,18 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	return st, err
 }
 
+// claimSQL is claim's statement (the tenancy predicate and SKIP LOCKED in one literal, so the
+// dialect test sees that the lock skips only this queue's live rows).
+var claimSQL = fmt.Sprintf(`
+	WITH picked AS MATERIALIZED (
+		SELECT workspace_id, id FROM mutation_jobs WHERE status = 'pending' AND run_after <= $3 AND %s
+		ORDER BY run_after LIMIT $4 FOR UPDATE SKIP LOCKED)
+	UPDATE mutation_jobs SET status = 'running', lease_owner = $1, lease_until = $2, started_at = COALESCE(started_at, $3),
+		updated_at = $3, stage = 'started', progress = 0
+	FROM picked WHERE mutation_jobs.workspace_id = picked.workspace_id AND mutation_jobs.id = picked.id
+	AND mutation_jobs.status = 'pending'
+	RETURNING %s`, tenancy.ActiveSQL("mutation_jobs.workspace_id"), jobColsQualified)
+
 // claim takes up to n runnable pending jobs for owner under a lease, in one statement and one
 // round trip, only of workspaces active here (tenancy.ActiveSQL): a workspace fenced for a move
 // starts no new job, and jobs copied to a move's target wait until it owns the workspace. The
@@ -328,16 +340,7 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 func (q *Queue) claim(ctx context.Context, owner string, n int, lease time.Duration) ([]Job, error) {
 	var out []Job
 	now := q.now()
-	_, err := q.DB.OneRC(ctx, `
-		WITH picked AS MATERIALIZED (
-			SELECT workspace_id, id FROM mutation_jobs WHERE status = 'pending' AND run_after <= $3
-			AND `+tenancy.ActiveSQL("mutation_jobs.workspace_id")+`
-			ORDER BY run_after LIMIT $4 FOR UPDATE SKIP LOCKED)
-		UPDATE mutation_jobs SET status = 'running', lease_owner = $1, lease_until = $2, started_at = COALESCE(started_at, $3),
-			updated_at = $3, stage = 'started', progress = 0
-		FROM picked WHERE mutation_jobs.workspace_id = picked.workspace_id AND mutation_jobs.id = picked.id
-		AND mutation_jobs.status = 'pending'
-		RETURNING `+jobColsQualified, []any{owner, now.Add(lease), now, n}, func(rows pgx.Rows) error {
+	_, err := q.DB.OneRC(ctx, claimSQL, []any{owner, now.Add(lease), now, n}, func(rows pgx.Rows) error {
 		var err error
 		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) { return scanJob(r) })
 		return err
@@ -468,9 +471,9 @@ func (q *Queue) RescueWorkspace(ctx context.Context, workspaceID string) ([]Job,
 
 func (q *Queue) rescueWhere(ctx context.Context, limit int, workspaceID string) ([]Job, error) {
 	var out []Job
-	filter := `AND ` + tenancy.HostedSQL("mutation_jobs.workspace_id")
+	filter := tenancy.HostedSQL("mutation_jobs.workspace_id")
 	if workspaceID != "" {
-		filter = `AND workspace_id = $3`
+		filter = `workspace_id = $3`
 	}
 	err := q.DB.ReadCommitted(ctx, func(tx pgx.Tx) error {
 		out = out[:0]
@@ -479,9 +482,9 @@ func (q *Queue) rescueWhere(ctx context.Context, limit int, workspaceID string) 
 		if workspaceID != "" {
 			args = append(args, workspaceID)
 		}
-		rows, err := tx.Query(ctx, `
-			SELECT `+jobCols+` FROM mutation_jobs WHERE status = 'running' AND lease_until < $1 `+filter+`
-			ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED`, args...)
+		rows, err := tx.Query(ctx, fmt.Sprintf(`
+			SELECT %s FROM mutation_jobs WHERE status = 'running' AND lease_until < $1 AND %s
+			ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED`, jobCols, filter), args...)
 		if err != nil {
 			return err
 		}
