@@ -6,6 +6,7 @@ package stack
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -59,6 +60,9 @@ type Stack struct {
 	Cells     map[string]*Proc
 	Renderers map[string]*Proc // by cell
 	CellDBURL map[string]string
+	// CellsFile is cellctl's cells file for moves (CELLCTL_CELLS_FILE): each cell's database and
+	// blob store. It holds credentials and is written readable by its owner only.
+	CellsFile string
 	// Replicas are further processes of a cell (StartReplica), sharing its database.
 	Replicas []*Proc
 }
@@ -121,6 +125,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return nil, fmt.Errorf("directory: %w", err)
 	}
 	s.Directory = dir
+	if err := s.writeCellsFile(); err != nil {
+		return nil, err
+	}
 
 	var publicKeys, credentialFile string
 	if o.Renderers {
@@ -154,7 +161,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 				"CELL_LISTEN_ADDR=127.0.0.1:" + strconv.Itoa(port),
 				"CELL_DATABASE_URL=" + s.CellDBURL[c],
 				"DIRECTORY_DATABASE_URL=" + s.DirURL,
-				"CELL_BLOB_URL=file://" + filepath.Join(o.Dir, "blobs", c),
+				"CELL_BLOB_URL=" + s.BlobURL(c),
 				"CELL_RENDERER_URLS=" + strings.Join(rendererURLs, ","),
 				"RENDER_SERVICE_CREDENTIAL_FILE=" + credentialFile,
 			}, o.Env["cell"]...), o.Env[c]...)}
@@ -207,6 +214,29 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	ok = true
 	return s, nil
+}
+
+// BlobURL is a cell's blob store.
+func (s *Stack) BlobURL(cell string) string {
+	dir, err := filepath.Abs(filepath.Join(s.opts.Dir, "blobs", cell))
+	if err != nil {
+		dir = filepath.Join(s.opts.Dir, "blobs", cell)
+	}
+	return "file://" + dir
+}
+
+// writeCellsFile writes cellctl's cells file.
+func (s *Stack) writeCellsFile() error {
+	m := map[string]map[string]string{}
+	for _, c := range s.opts.Cells {
+		m[c] = map[string]string{"database_url": s.CellDBURL[c], "blob_url": s.BlobURL(c)}
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	s.CellsFile = filepath.Join(s.opts.Dir, "cellctl-cells.json")
+	return os.WriteFile(s.CellsFile, b, 0o600)
 }
 
 func sanitize(s string) string {
