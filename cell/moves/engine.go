@@ -80,8 +80,9 @@ type Engine struct {
 	DrainTimeout time.Duration
 	// Progress, when set, is told each step's start, progress and end.
 	Progress func(Event)
-	// Failpoint, when set, is consulted at "move.<step>" after each step's work and before it is
-	// recorded, and at "move.<step>.mid" in the middle of the copying steps (fault tests).
+	// Failpoint, when set, is consulted at "move.<step>.start" before each step's work, at
+	// "move.<step>" after it and before it is recorded, and at "move.<step>.mid" in the middle of
+	// the copying steps (fault tests).
 	Failpoint func(name string) error
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
@@ -230,7 +231,11 @@ func (e *Engine) run(ctx context.Context, id string, force bool) (directory.Move
 		}
 		start := time.Now()
 		e.emit(Event{Move: m, Step: m.Step, Kind: "start"})
-		u, err := e.step(hctx, m)
+		err := e.failpoint("move." + m.Step + ".start")
+		var u directory.MoveUpdate
+		if err == nil {
+			u, err = e.step(hctx, m)
+		}
 		if err == nil {
 			err = e.failpoint("move." + m.Step)
 		}
@@ -248,7 +253,7 @@ func (e *Engine) run(ctx context.Context, id string, force bool) (directory.Move
 			}
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
-			if ferr := e.Dir.FailMove(fctx, id, e.runner(), back, err.Error()); ferr != nil && !errors.Is(ferr, directory.ErrMoveLost) {
+			if ferr := e.Dir.FailMove(fctx, id, e.runner(), back, err.Error(), u.Report); ferr != nil && !errors.Is(ferr, directory.ErrMoveLost) {
 				err = errors.Join(err, ferr)
 			}
 			if got, gerr := e.Dir.GetMove(fctx, id); gerr == nil {

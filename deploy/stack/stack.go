@@ -320,6 +320,16 @@ func (p *Proc) Stop() {
 	}
 }
 
+// Kill sends SIGKILL to the process group (kill -9: no shutdown of any kind) and waits for it.
+func (p *Proc) Kill() {
+	p.mu.Lock()
+	g := p.proc
+	p.mu.Unlock()
+	if g != nil {
+		_ = g.Stop(syscall.SIGKILL, 15*time.Second)
+	}
+}
+
 // Pause freezes (SIGSTOP) or thaws (SIGCONT) the process.
 func (p *Proc) Pause(stop bool) error {
 	p.mu.Lock()

@@ -282,16 +282,22 @@ func (d *Directory) AdvanceMove(ctx context.Context, id, runner, from, to string
 
 // FailMove records that runner's run stopped with an error at the move's current step and
 // releases the lease; resume retries the step. back, when set, is the step to retry from (a
-// failed verify copies again).
-func (d *Directory) FailMove(ctx context.Context, id, runner, back, msg string) error {
+// failed verify copies again);
+// report, when set, replaces the move's report (a failed verify's).
+func (d *Directory) FailMove(ctx context.Context, id, runner, back, msg string, report json.RawMessage) error {
 	if len(msg) > 2000 {
 		msg = msg[:2000]
+	}
+	var r any
+	if len(report) > 0 {
+		r = []byte(report)
 	}
 	tag, err := d.DB.Exec(ctx, `
 		UPDATE moves SET status = CASE WHEN status = 'aborting' THEN status ELSE 'failed' END, error = $3,
 			step = CASE WHEN $4 = '' OR status = 'aborting' THEN step ELSE $4 END,
+			report = COALESCE($5::JSONB, report),
 			runner = '', runner_until = NULL, updated_at = now()
-		WHERE id = $1 AND runner = $2 AND status IN ('active', 'aborting')`, id, runner, msg, back)
+		WHERE id = $1 AND runner = $2 AND status IN ('active', 'aborting')`, id, runner, msg, back, r)
 	if err == nil && tag.RowsAffected() == 0 {
 		return ErrMoveLost
 	}
