@@ -285,7 +285,9 @@ func planDrain(cell string, cells []cellLoad, wss []wsLoad, moving map[string]bo
 	}
 	var plan []plannedMove
 	var pinned []string
-	sort.Slice(wss, func(i, j int) bool { return wss[i].Bytes > wss[j].Bytes || wss[i].Bytes == wss[j].Bytes && wss[i].ID < wss[j].ID })
+	sort.Slice(wss, func(i, j int) bool {
+		return wss[i].Bytes > wss[j].Bytes || wss[i].Bytes == wss[j].Bytes && wss[i].ID < wss[j].ID
+	})
 	for _, w := range wss {
 		if w.Cell != cell || moving[w.ID] || w.Moving {
 			continue
