@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	gcblob "gocloud.dev/blob"
+	"golang.org/x/sync/errgroup"
 
 	"slidecells/cell/jobs"
 	"slidecells/shared/db"
@@ -86,6 +87,9 @@ type Engine struct {
 	Failpoint func(name string) error
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+
+	mu    sync.Mutex
+	cache map[string]Schema // by cell
 }
 
 func (e *Engine) lease() time.Duration { return cmp.Or(e.Lease, DefaultLease) }
@@ -293,20 +297,42 @@ func (e *Engine) cells(ctx context.Context, m directory.Move) (src, dst *Endpoin
 	return src, dst, nil
 }
 
-// schemas reads both cells' workspace-owned tables; they must be the same.
-func schemas(ctx context.Context, src, dst *Endpoint) (Schema, error) {
-	s, err := ReadSchema(ctx, src.DB.Pool)
+// schemas reads both cells' workspace-owned tables; they must be the same. They are read once
+// per engine and cell (information_schema is slow to query, and a move's write window should not
+// pay for it twice).
+func (e *Engine) schemas(ctx context.Context, src, dst *Endpoint) (Schema, error) {
+	s, err := e.schema(ctx, src)
 	if err != nil {
-		return s, fmt.Errorf("%s: %w", src.ID, err)
+		return s, err
 	}
-	t, err := ReadSchema(ctx, dst.DB.Pool)
+	t, err := e.schema(ctx, dst)
 	if err != nil {
-		return s, fmt.Errorf("%s: %w", dst.ID, err)
+		return s, err
 	}
 	if s.Signature() != t.Signature() {
 		return s, fmt.Errorf("%s (migration %d) and %s (migration %d) have different workspace tables: upgrade both to the same release first",
 			src.ID, s.Version, dst.ID, t.Version)
 	}
+	return s, nil
+}
+
+func (e *Engine) schema(ctx context.Context, c *Endpoint) (Schema, error) {
+	e.mu.Lock()
+	s, ok := e.cache[c.ID]
+	e.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := ReadSchema(ctx, c.DB.Pool)
+	if err != nil {
+		return s, fmt.Errorf("%s: %w", c.ID, err)
+	}
+	e.mu.Lock()
+	if e.cache == nil {
+		e.cache = map[string]Schema{}
+	}
+	e.cache[c.ID] = s
+	e.mu.Unlock()
 	return s, nil
 }
 
@@ -353,7 +379,10 @@ func (e *Engine) step(ctx context.Context, m directory.Move) (directory.MoveUpda
 // plan checks that the move can run: both cells reachable with the same workspace tables, the
 // source hosting the workspace at the move's epoch, the target not serving it.
 func (e *Engine) plan(ctx context.Context, m directory.Move, src, dst *Endpoint) error {
-	if _, err := schemas(ctx, src, dst); err != nil {
+	e.mu.Lock()
+	e.cache = nil // a plan reads the schemas afresh
+	e.mu.Unlock()
+	if _, err := e.schemas(ctx, src, dst); err != nil {
 		return err
 	}
 	state, epoch, err := tenancyRow(ctx, src.DB, m.WorkspaceID)
@@ -377,7 +406,7 @@ func (e *Engine) plan(ctx context.Context, m directory.Move, src, dst *Endpoint)
 // source is read from a plain snapshot while it keeps taking writes; after the fence and the
 // drain, from a snapshot that includes every write that got past the fence (db.Snapshot).
 func (e *Engine) copy(ctx context.Context, m directory.Move, src, dst *Endpoint, fenced bool) error {
-	s, err := schemas(ctx, src, dst)
+	s, err := e.schemas(ctx, src, dst)
 	if err != nil {
 		return err
 	}
@@ -535,26 +564,39 @@ type Pair[T any] struct {
 // sizes and digests, must be equal. Any difference fails the step (ErrVerify) and sends the
 // move back to its copy step; nothing flips.
 func (e *Engine) verify(ctx context.Context, m directory.Move, src, dst *Endpoint) (json.RawMessage, error) {
-	s, err := schemas(ctx, src, dst)
+	s, err := e.schemas(ctx, src, dst)
 	if err != nil {
 		return nil, err
 	}
 	if err := e.checkFenced(ctx, m, src); err != nil {
 		return nil, err
 	}
+	// Both sides at once. The source is fenced and drained, and the copy's snapshot already
+	// waited for every transaction that began before the fence, so a plain snapshot is exact.
 	var a, b map[string]TableSum
-	if err := src.DB.Snapshot(ctx, func(tx pgx.Tx) error {
+	var sa, sb BlobSum
+	var badBlobs []string
+	var g errgroup.Group
+	g.Go(func() error {
+		return src.DB.ReadOnly(ctx, func(tx pgx.Tx) error {
+			var err error
+			a, err = Checksums(ctx, tx, s, m.WorkspaceID)
+			return err
+		})
+	})
+	g.Go(func() error {
+		return dst.DB.ReadOnly(ctx, func(tx pgx.Tx) error {
+			var err error
+			b, err = Checksums(ctx, tx, s, m.WorkspaceID)
+			return err
+		})
+	})
+	g.Go(func() error {
 		var err error
-		a, err = Checksums(ctx, tx, s, m.WorkspaceID)
+		sa, sb, badBlobs, err = verifyBlobs(ctx, src.Blobs, dst.Blobs, m.WorkspaceID)
 		return err
-	}); err != nil {
-		return nil, err
-	}
-	if err := dst.DB.ReadOnly(ctx, func(tx pgx.Tx) error {
-		var err error
-		b, err = Checksums(ctx, tx, s, m.WorkspaceID)
-		return err
-	}); err != nil {
+	})
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	r := Report{Tables: map[string]Pair[TableSum]{}}
@@ -565,10 +607,6 @@ func (e *Engine) verify(ctx context.Context, m directory.Move, src, dst *Endpoin
 			bad = append(bad, fmt.Sprintf("%s: %d rows %.12s… on the source, %d rows %.12s… on the target",
 				t.Name, a[t.Name].Rows, a[t.Name].SHA256, b[t.Name].Rows, b[t.Name].SHA256))
 		}
-	}
-	sa, sb, badBlobs, err := verifyBlobs(ctx, src.Blobs, dst.Blobs, m.WorkspaceID)
-	if err != nil {
-		return nil, err
 	}
 	r.Blobs = Pair[BlobSum]{Source: sa, Target: sb}
 	if len(badBlobs) > 5 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"golang.org/x/sync/errgroup"
 
 	"slidecells/shared/db"
 )
@@ -193,17 +194,29 @@ func syncRows(ctx context.Context, src pgx.Tx, dst *db.DB, s Schema, ws string, 
 	var st RowStats
 	srcSets := make([]keyed, len(s.Tables))
 	dstSets := make([]keyed, len(s.Tables))
+	// The target's sums are read meanwhile, on its own connection.
+	var g errgroup.Group
+	g.Go(func() error {
+		for i, t := range s.Tables {
+			var err error
+			if dstSets[i], _, err = readKeyed(ctx, dst.Pool, t, ws); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	for i, t := range s.Tables {
 		var err error
 		var size int64
 		if srcSets[i], size, err = readKeyed(ctx, src, t, ws); err != nil {
+			_ = g.Wait()
 			return st, err
 		}
 		st.Rows += int64(len(srcSets[i]))
 		st.Bytes += size
-		if dstSets[i], _, err = readKeyed(ctx, dst.Pool, t, ws); err != nil {
-			return st, err
-		}
+	}
+	if err := g.Wait(); err != nil {
+		return st, err
 	}
 	err := applyDiff(ctx, src, dst, s, ws, srcSets, dstSets, &st, progress)
 	var pe *pgconn.PgError
