@@ -9,6 +9,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -645,5 +646,56 @@ func TestDrainLeavesPinned(t *testing.T) {
 	out, err = e.cellctl(t, nil, "cells", "drain", "cell-a", "--grace", "0")
 	if err != nil || !strings.Contains(out, "0 workspaces to move") {
 		t.Fatalf("second drain: %v\n%s", err, out)
+	}
+}
+
+// misdirects sums the router's router_misdirect_total (421 answers it handled).
+func (e *env) misdirects(t *testing.T) float64 {
+	t.Helper()
+	resp, err := client.Get(e.s.RouterURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var sum float64
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "router_misdirect_total{") {
+			f := strings.Fields(l)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			sum += v
+		}
+	}
+	return sum
+}
+
+// TestRouterLearnsMovesWithoutTraffic: a router that cached a workspace's placement and saw no
+// request for it during a move sends the next request straight to the new owner once its TTL
+// has passed (no 421 needed); one asked within the TTL heals through the 421 protocol.
+func TestRouterLearnsMovesWithoutTraffic(t *testing.T) {
+	e := start(t, "", map[string][]string{"router": {"ROUTER_PLACEMENT_TTL=1s"}})
+	ws := e.demo.WorkspaceA
+	if _, cell, a := e.listNames(t, ws); a.status != 200 || cell != "cell-a" {
+		t.Fatalf("warm: %d %s", a.status, cell)
+	}
+	before := e.misdirects(t)
+	out, err := e.cellctl(t, nil, "workspaces", "move", ws, "--to", "cell-b", "--grace", "0")
+	if err != nil {
+		t.Fatalf("move: %v\n%s", err, out)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the TTL, without a request
+	if _, cell, a := e.listNames(t, ws); a.status != 200 || cell != "cell-b" {
+		t.Fatalf("after the TTL: %d %s", a.status, cell)
+	}
+	if after := e.misdirects(t); after != before {
+		t.Fatalf("the router needed a 421 (%v → %v) to learn a placement older than its TTL", before, after)
+	}
+	// Within the TTL: the cached placement is stale; the old owner's 421 sends the router on.
+	out, err = e.cellctl(t, nil, "workspaces", "move", ws, "--to", "cell-a", "--grace", "0")
+	if err != nil {
+		t.Fatalf("move back: %v\n%s", err, out)
+	}
+	if _, cell, a := e.listNames(t, ws); a.status != 200 || cell != "cell-a" {
+		t.Fatalf("right after the move back: %d %s", a.status, cell)
 	}
 }
