@@ -22,6 +22,7 @@ import (
 	"slidecells/cell/compile"
 	"slidecells/cell/idempotency"
 	"slidecells/cell/jobs"
+	"slidecells/cell/ratelimit"
 	"slidecells/cell/store"
 	"slidecells/cell/tenancy"
 	"slidecells/shared/cellproto"
@@ -58,11 +59,14 @@ type Server struct {
 	StartedAt time.Time
 
 	Idem *idempotency.Store
+	// Limiter refuses requests over their workspace's or token's rate, before anything else.
+	Limiter *ratelimit.Limiter
 	// Jobs is the cell's mutation-job queue; Workers runs it.
 	Jobs *jobs.Queue
 	// Authoring creates and edits page and component source through jobs.
 	Authoring *authoring.Service
 
+	jobCap    int
 	ops       []Operation
 	byPattern map[string]Operation
 	metrics   *metrics
@@ -83,6 +87,12 @@ type Config struct {
 	IdempotencyRetention time.Duration
 	// CompileSlots bounds concurrent compiles in this process (default 2).
 	CompileSlots int
+	// RateWorkspace and RateToken are the default request rate limits per workspace and per
+	// token (ratelimit); a Rate of 0 is no limit. Workspaces' overrides come from Dir.
+	RateWorkspace, RateToken ratelimit.Limit
+	// JobWorkspaceConcurrency bounds the mutation jobs of one workspace running at once (0: no
+	// bound); workspaces' overrides come from Dir.
+	JobWorkspaceConcurrency int
 	// BenchWithoutIdempotency runs Idempotency-Key operations without the idempotency layer
 	// (keys ignored, no exactly-once): only for the benchmark that measures what the layer
 	// costs. cell/cmd/cell accepts it only for cells whose ID starts with "bench-".
@@ -113,6 +123,11 @@ func New(c Config) *Server {
 		metrics:   newMetrics(c.DB),
 
 		benchWithoutIdempotency: c.BenchWithoutIdempotency,
+		jobCap:                  c.JobWorkspaceConcurrency,
+	}
+	s.Limiter = &ratelimit.Limiter{Workspace: c.RateWorkspace, Token: c.RateToken}
+	if c.Dir != nil {
+		s.Limiter.Overrides = c.Dir
 	}
 	s.Idem.Observe = s.metrics.idempotencyOutcome
 	if c.DB != nil {
@@ -150,8 +165,8 @@ func New(c Config) *Server {
 // at once under leases of lease (0: jobs.DefaultLease), each committed under its owner's current
 // permission.
 func (s *Server) Workers(slots int, lease time.Duration) *jobs.Pool {
-	return &jobs.Pool{Queue: s.Jobs, Handlers: s.Authoring.Handlers(), Slots: slots, Lease: lease, Log: s.Log,
-		Observe: s.metrics.jobState,
+	p := &jobs.Pool{Queue: s.Jobs, Handlers: s.Authoring.Handlers(), Slots: slots, Lease: lease, Log: s.Log,
+		Observe: s.metrics.jobState, WorkspaceConcurrency: s.jobCap,
 		Authorize: func(ctx context.Context, j jobs.Job) (auth.Scope, error) {
 			// Accepted jobs outlive their token: what counts now is the owner's membership and role.
 			sc, err := s.Auth.Authorize(ctx, auth.Principal{UserID: j.OwnerID, Scopes: directory.Scopes}, j.WorkspaceID)
@@ -161,6 +176,22 @@ func (s *Server) Workers(slots int, lease time.Duration) *jobs.Pool {
 			_, write := kindScopes(j.Kind)
 			return sc, sc.Require(write)
 		}}
+	if s.Dir != nil {
+		p.WorkspaceOverrides = func(ctx context.Context) (map[string]int, error) {
+			ls, err := s.Dir.AllLimits(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out := map[string]int{}
+			for _, l := range ls {
+				if l.JobConcurrency != nil {
+					out[l.WorkspaceID] = int(*l.JobConcurrency)
+				}
+			}
+			return out, nil
+		}
+	}
+	return p
 }
 
 // schemaName names component schemas as huma does, except a page of items: Page[FooView]'s

@@ -352,7 +352,7 @@ func TestLeaseExpiryTakeover(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	j := f.enqueue(t, "ok", 3)
-	claimed, err := f.q.claim(ctx, "ghost", 1, 200*time.Millisecond)
+	claimed, err := f.q.claim(ctx, "ghost", 1, 200*time.Millisecond, Caps{})
 	if err != nil || len(claimed) != 1 || claimed[0].ID != j.ID || claimed[0].Status != Running {
 		t.Fatalf("ghost claim: %+v %v", claimed, err)
 	}
@@ -597,5 +597,90 @@ func TestRescueWorkspace(t *testing.T) {
 	}
 	if after, _ := f.q.Get(ctx, f.scope, j.ID); after.Status != Pending || after.AttemptCount != 1 {
 		t.Fatalf("rescued: %+v", after)
+	}
+}
+
+// TestWorkspaceConcurrencyCap: a workspace runs at most its cap of jobs at once, whatever it
+// has queued, while another workspace's jobs run beside them; an override raises the cap.
+func TestWorkspaceConcurrencyCap(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	running := map[string]int{}
+	peak := map[string]int{}
+	release := make(chan struct{})
+	var overrides atomic.Value
+	overrides.Store(map[string]int{})
+	f.pool(t, map[string]Handler{"slow": func(ctx context.Context, r *Run) (json.RawMessage, error) {
+		mu.Lock()
+		running[r.Job.WorkspaceID]++
+		peak[r.Job.WorkspaceID] = max(peak[r.Job.WorkspaceID], running[r.Job.WorkspaceID])
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		running[r.Job.WorkspaceID]--
+		mu.Unlock()
+		return nil, commitProject(ctx, r)
+	}}, func(p *Pool) {
+		p.Slots = 6
+		p.WorkspaceConcurrency = 1
+		p.WorkspaceOverrides = func(context.Context) (map[string]int, error) { return overrides.Load().(map[string]int), nil }
+	})
+	var a []Job
+	for range 4 {
+		a = append(a, f.enqueue(t, "slow", 1))
+	}
+	b, err := f.q.Enqueue(ctx, f.scopeB, NewJob{Kind: "slow", MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.q.Notify()
+	// One job of A and the one of B run; A's others wait for A's slot.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		ra, rb := running[f.scope.WorkspaceID()], running[f.scopeB.WorkspaceID()]
+		mu.Unlock()
+		if ra == 1 && rb == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("running: A %d, B %d", ra, rb)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A's cap goes up to 3 (an override): three of A's jobs run at once.
+	overrides.Store(map[string]int{f.scope.WorkspaceID(): 3})
+	for {
+		mu.Lock()
+		ra := running[f.scope.WorkspaceID()]
+		mu.Unlock()
+		if ra == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("with the override: A %d running", ra)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	for _, j := range append(a, b) {
+		sc := f.scope
+		if j.ID == b.ID {
+			sc = f.scopeB
+		}
+		done, err := f.q.Get(ctx, sc, j.ID)
+		for err == nil && done.Status != Succeeded && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+			done, err = f.q.Get(ctx, sc, j.ID)
+		}
+		if done.Status != Succeeded || done.AttemptCount != 0 {
+			t.Fatalf("job %s: %+v %v", j.ID, done, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if peak[f.scope.WorkspaceID()] != 3 || peak[f.scopeB.WorkspaceID()] != 1 {
+		t.Fatalf("peaks: %v", peak)
 	}
 }

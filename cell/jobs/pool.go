@@ -56,6 +56,11 @@ type Pool struct {
 	// not matter: accepted jobs outlive it), and returns the workspace scope the writes run
 	// under. An error that is a *Failure fails the job with its code.
 	Authorize func(ctx context.Context, j Job) (auth.Scope, error)
+	// WorkspaceConcurrency bounds the jobs of one workspace running at once in the cell (all
+	// replicas together, up to claims racing); 0 is no bound. WorkspaceOverrides, when set,
+	// gives per-workspace caps instead (the directory's, through its cache).
+	WorkspaceConcurrency int
+	WorkspaceOverrides   func(ctx context.Context) (map[string]int, error)
 	// Observe, when set, is told each state a job enters in this pool (running, and the state
 	// each run ends in), for metrics.
 	Observe func(kind, state string)
@@ -67,6 +72,18 @@ type Pool struct {
 }
 
 func (p *Pool) slots() int { return cmp.Or(p.Slots, DefaultSlots) }
+
+// caps are the per-workspace caps now; an override lookup that fails keeps the default for
+// every workspace.
+func (p *Pool) caps(ctx context.Context) Caps {
+	c := Caps{Default: p.WorkspaceConcurrency}
+	if p.WorkspaceOverrides != nil {
+		if o, err := p.WorkspaceOverrides(ctx); err == nil {
+			c.Overrides = o
+		}
+	}
+	return c
+}
 
 func (p *Pool) lease() time.Duration { return cmp.Or(p.Lease, DefaultLease) }
 
@@ -103,7 +120,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	busy := 0
 	for ctx.Err() == nil {
 		if n := p.slots() - busy; n > 0 {
-			jobs, err := p.Queue.claim(ctx, p.Owner, n, p.lease())
+			jobs, err := p.Queue.claim(ctx, p.Owner, n, p.lease(), p.caps(ctx))
 			if err != nil && ctx.Err() == nil {
 				p.log().Warn("claiming jobs failed", zap.Error(err))
 			}
@@ -273,7 +290,7 @@ const FencedRetry = time.Second
 func (p *Pool) requeue(ctx context.Context, r *Run) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	state, err := p.Queue.requeue(fctx, r.Job, p.Owner, FencedRetry)
+	state, err := p.Queue.requeue(fctx, r.Job, p.Owner, FencedRetry, "waiting-for-move")
 	if err != nil {
 		p.log().Warn("requeueing a job of a moving workspace failed; the rescuer will take it", zap.String("job_id", r.Job.ID), zap.Error(err))
 		return

@@ -93,6 +93,13 @@ func startWith(t *testing.T, directoryURL string, extra map[string][]string, ren
 	}
 	dir := t.TempDir()
 	e := &env{dir: dir}
+	// Load tests here send far more than a tenant's share through one token; the rate limits
+	// have their own test, which sets them.
+	withDefaults := map[string][]string{"cell": {"CELL_RATE_WORKSPACE=0", "CELL_RATE_TOKEN=0"}}
+	for k, v := range extra {
+		withDefaults[k] = append(withDefaults[k], v...)
+	}
+	extra = withDefaults
 	s, err := stack.Start(ctx, stack.Options{
 		Dir: dir, BinDir: binDir, Cells: []string{"cell-a", "cell-b"},
 		DirectoryURL: directoryURL,

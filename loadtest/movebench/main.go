@@ -66,7 +66,7 @@ func run(pages, assetMiB int, bin string, keep bool) error {
 		fmt.Println("temp dir:", dir)
 	}
 	s, err := stack.Start(ctx, stack.Options{Dir: dir, BinDir: bin, Cells: []string{"cell-a", "cell-b"},
-		Env: map[string][]string{"cell": {"LOG_LEVEL=warn"}, "router": {"LOG_LEVEL=warn"}}})
+		Env: map[string][]string{"cell": {"LOG_LEVEL=warn", "CELL_RATE_WORKSPACE=0", "CELL_RATE_TOKEN=0"}, "router": {"LOG_LEVEL=warn"}}})
 	if err != nil {
 		return err
 	}

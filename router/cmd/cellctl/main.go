@@ -206,7 +206,7 @@ func (a *app) workspacesCmd() *cobra.Command {
 		c.Flags().StringVar(&ws, "workspace", "", "workspace ID (required)")
 		_ = c.MarkFlagRequired("workspace")
 	}
-	return a.group("workspaces", "Create, pin and move workspaces", create, pinCmd, unpin, a.moveCmd())
+	return a.group("workspaces", "Create, pin, move and limit workspaces", create, pinCmd, unpin, a.moveCmd(), a.limitCmd(), a.limitsCmd())
 }
 
 func (a *app) setPinned(cmd *cobra.Command, ws string, pinned bool) error {
