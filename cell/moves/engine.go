@@ -402,6 +402,12 @@ func (e *Engine) plan(ctx context.Context, m directory.Move, src, dst *Endpoint)
 	return nil
 }
 
+// Precopy passes: at most maxPrecopyPasses, until one writes at most precopySettled rows.
+const (
+	maxPrecopyPasses = 3
+	precopySettled   = 200
+)
+
 // copy makes the target's rows and blobs equal to the source's. Before the fence (precopy) the
 // source is read from a plain snapshot while it keeps taking writes; after the fence and the
 // drain, from a snapshot that includes every write that got past the fence (db.Snapshot).
@@ -420,23 +426,40 @@ func (e *Engine) copy(ctx context.Context, m directory.Move, src, dst *Endpoint,
 			return err
 		}
 	}
-	var rs RowStats
-	err = read(ctx, func(tx pgx.Tx) error {
-		var err error
-		rs, err = syncRows(ctx, tx, dst.DB, s, m.WorkspaceID, func(done, total int64) {
-			e.emit(Event{Move: m, Step: m.Step, Kind: "progress", Done: done, Total: total, Unit: "rows"})
+	blobs := func() (BlobStats, error) {
+		return syncBlobs(ctx, src.Blobs, dst.Blobs, m.WorkspaceID, func(done, total int64) {
+			e.emit(Event{Move: m, Step: m.Step, Kind: "progress", Done: done, Total: total, Unit: "bytes"})
 		})
-		return err
-	})
-	if err != nil {
-		return err
+	}
+	if !fenced {
+		// The bulk of the bytes first, so that the row passes end close to the fence.
+		if _, err := blobs(); err != nil {
+			return err
+		}
+	}
+	var rs RowStats
+	// Before the fence, passes repeat while the last one still had much to write: each copies
+	// what the workspace wrote during the one before, so the copy after the fence, which writes
+	// wait for, has little left.
+	for pass := 1; ; pass++ {
+		err = read(ctx, func(tx pgx.Tx) error {
+			var err error
+			rs, err = syncRows(ctx, tx, dst.DB, s, m.WorkspaceID, func(done, total int64) {
+				e.emit(Event{Move: m, Step: m.Step, Kind: "progress", Done: done, Total: total, Unit: "rows"})
+			})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if fenced || pass == maxPrecopyPasses || rs.Inserted+rs.Updated+rs.Deleted <= precopySettled {
+			break
+		}
 	}
 	if err := e.failpoint("move." + m.Step + ".mid"); err != nil {
 		return err
 	}
-	bs, err := syncBlobs(ctx, src.Blobs, dst.Blobs, m.WorkspaceID, func(done, total int64) {
-		e.emit(Event{Move: m, Step: m.Step, Kind: "progress", Done: done, Total: total, Unit: "bytes"})
-	})
+	bs, err := blobs()
 	if err != nil {
 		return err
 	}
