@@ -149,7 +149,9 @@ func run(d time.Duration, flood int, limit float64, quietRate int, bin string) e
 		close(stop)
 		wg.Wait()
 		slices.Sort(lat)
-		q := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(100 * time.Microsecond) }
+		q := func(p float64) time.Duration {
+			return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(100 * time.Microsecond)
+		}
 		secs := (d + 500*time.Millisecond).Seconds()
 		fmt.Printf("%-34s quiet: p50 %8s  p99 %8s  max %8s  errors %d | flood: %6.0f/s written, %6.0f/s refused (429), other %d\n",
 			name, q(0.5), q(0.99), lat[len(lat)-1].Round(100*time.Microsecond), quietErr, float64(ok.Load())/secs, float64(limited.Load())/secs, other.Load())
