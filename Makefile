@@ -76,6 +76,10 @@ bench-router: ## Router vs direct vs nginx benchmark (see BENCHMARKS.md)
 bench-compile: ## Compile benchmark: a page importing 20 components, p50/p99 per compile
 	$(GO) test ./cell/compile -run '^$$' -bench CompilePage20 -benchtime 1000x -count 3
 
+.PHONY: bench-move
+bench-move: build ## Move benchmark: a workspace of 1,000 pages and 200 MiB of assets under write load, step times and write window (see BENCHMARKS.md)
+	$(GO) run ./loadtest/movebench -bin $(BIN) -pages 1000 -assets 200
+
 .PHONY: fuzz-compile
 fuzz-compile: ## Fuzz the compiler with arbitrary source for a minute
 	$(GO) test ./cell/compile -run '^$$' -fuzz FuzzCompile -fuzztime 60s

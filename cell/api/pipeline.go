@@ -12,6 +12,7 @@ import (
 	"slidecells/cell/idempotency"
 	"slidecells/shared/cellproto"
 	"slidecells/shared/db"
+	"slidecells/shared/ids"
 	"slidecells/shared/problem"
 )
 
@@ -42,6 +43,19 @@ func (s *Server) pipeline(op Operation, next http.HandlerFunc) http.HandlerFunc 
 		ctx = db.WithOperation(ctx, op.ID)
 		nameOperation(ctx, op.ID)
 		if op.Access != Public {
+			// Noisy neighbours are turned away first, from memory: before authentication and
+			// before any database.
+			ws := r.PathValue("workspace_id")
+			if ws == "" {
+				ws = r.Header.Get(cellproto.HeaderWorkspaceID)
+			}
+			if op.Access != InWorkspace || !ids.Valid(ids.Workspace, ws) {
+				ws = ""
+			}
+			if err := s.Limiter.Allow(ctx, ws, r.Header.Get("Authorization")); err != nil {
+				s.fail(ctx, w, err)
+				return
+			}
 			p, err := s.Auth.Authenticate(ctx, r.Header.Get("Authorization"))
 			if err != nil {
 				s.fail(ctx, w, err)

@@ -320,7 +320,7 @@ func (op Operation) errors(in reflect.Type) []int {
 		out = append(out, http.StatusUnsupportedMediaType)
 	}
 	if op.Access != Public {
-		out = append(out, http.StatusServiceUnavailable)
+		out = append(out, http.StatusTooManyRequests, http.StatusServiceUnavailable)
 	}
 	return append(out, http.StatusInternalServerError)
 }

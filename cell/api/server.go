@@ -23,6 +23,7 @@ import (
 	"slidecells/cell/compile"
 	"slidecells/cell/idempotency"
 	"slidecells/cell/jobs"
+	"slidecells/cell/ratelimit"
 	"slidecells/cell/render"
 	"slidecells/cell/store"
 	"slidecells/cell/tenancy"
@@ -61,11 +62,14 @@ type Server struct {
 	StartedAt time.Time
 
 	Idem *idempotency.Store
+	// Limiter refuses requests over their workspace's or token's rate, before anything else.
+	Limiter *ratelimit.Limiter
 	// Jobs is the cell's mutation-job queue; Workers runs it.
 	Jobs *jobs.Queue
 	// Authoring creates and edits page and component source through jobs.
 	Authoring *authoring.Service
 
+	jobCap    int
 	ops       []Operation
 	byPattern map[string]Operation
 	metrics   *metrics
@@ -93,6 +97,12 @@ type Config struct {
 	IdempotencyRetention time.Duration
 	// CompileSlots bounds concurrent compiles in this process (default 2).
 	CompileSlots int
+	// RateWorkspace and RateToken are the default request rate limits per workspace and per
+	// token (ratelimit); a Rate of 0 is no limit. Workspaces' overrides come from Dir.
+	RateWorkspace, RateToken ratelimit.Limit
+	// JobWorkspaceConcurrency bounds the mutation jobs of one workspace running at once (0: no
+	// bound); workspaces' overrides come from Dir.
+	JobWorkspaceConcurrency int
 	// BenchWithoutIdempotency runs Idempotency-Key operations without the idempotency layer
 	// (keys ignored, no exactly-once): only for the benchmark that measures what the layer
 	// costs. cell/cmd/cell accepts it only for cells whose ID starts with "bench-".
@@ -121,11 +131,16 @@ func New(c Config) *Server {
 		Auth:      &auth.Authenticator{Dir: c.Dir},
 		Guard:     &tenancy.Guard{DB: c.DB, CellID: c.CellID, Dir: c.Dir},
 		StartedAt: time.Now(),
-		Idem:      &idempotency.Store{DB: c.DB, Retention: c.IdempotencyRetention},
+		Idem:      &idempotency.Store{DB: c.DB, Retention: c.IdempotencyRetention, Fence: tenancy.Writable},
 		byPattern: map[string]Operation{},
 		metrics:   newMetrics(c.DB),
 
 		benchWithoutIdempotency: c.BenchWithoutIdempotency,
+		jobCap:                  c.JobWorkspaceConcurrency,
+	}
+	s.Limiter = &ratelimit.Limiter{Workspace: c.RateWorkspace, Token: c.RateToken}
+	if c.Dir != nil {
+		s.Limiter.Overrides = c.Dir
 	}
 	s.Idem.Observe = s.metrics.idempotencyOutcome
 	if c.Renderer != nil {
@@ -171,8 +186,8 @@ func New(c Config) *Server {
 // at once under leases of lease (0: jobs.DefaultLease), each committed under its owner's current
 // permission.
 func (s *Server) Workers(slots int, lease time.Duration) *jobs.Pool {
-	return &jobs.Pool{Queue: s.Jobs, Handlers: s.Authoring.Handlers(), Slots: slots, Lease: lease, Log: s.Log,
-		Observe: s.metrics.jobState,
+	p := &jobs.Pool{Queue: s.Jobs, Handlers: s.Authoring.Handlers(), Slots: slots, Lease: lease, Log: s.Log,
+		Observe: s.metrics.jobState, WorkspaceConcurrency: s.jobCap,
 		Authorize: func(ctx context.Context, j jobs.Job) (auth.Scope, error) {
 			// Accepted jobs outlive their token: what counts now is the owner's membership and role.
 			sc, err := s.Auth.Authorize(ctx, auth.Principal{UserID: j.OwnerID, Scopes: directory.Scopes}, j.WorkspaceID)
@@ -182,6 +197,22 @@ func (s *Server) Workers(slots int, lease time.Duration) *jobs.Pool {
 			_, write := kindScopes(j.Kind)
 			return sc, sc.Require(write)
 		}}
+	if s.Dir != nil {
+		p.WorkspaceOverrides = func(ctx context.Context) (map[string]int, error) {
+			ls, err := s.Dir.AllLimits(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out := map[string]int{}
+			for _, l := range ls {
+				if l.JobConcurrency != nil {
+					out[l.WorkspaceID] = int(*l.JobConcurrency)
+				}
+			}
+			return out, nil
+		}
+	}
+	return p
 }
 
 // schemaName names component schemas as huma does, except a page of items: Page[FooView]'s
@@ -248,7 +279,7 @@ func (s *Server) authorize(ctx context.Context, r *http.Request, op Operation, p
 		return scope, err
 	}
 	epoch, _ := strconv.ParseInt(r.Header.Get(cellproto.HeaderPlacementEpoch), 10, 64)
-	if err := s.Guard.Check(ctx, ws, epoch); err != nil {
+	if err := s.Guard.Check(ctx, ws, epoch, !op.ReadOnly); err != nil {
 		return scope, err
 	}
 	return scope, scope.Require(op.Scopes...)

@@ -467,7 +467,7 @@ func diagnostics(res *compile.Result) string {
 // the project or the owner's permission went away) into the job's failure; other errors stay
 // infrastructure errors and are retried.
 func commitFailure(err error) error {
-	if err == nil || errors.Is(err, jobs.ErrCanceled) || errors.Is(err, jobs.ErrLeaseLost) {
+	if err == nil || errors.Is(err, jobs.ErrCanceled) || errors.Is(err, jobs.ErrLeaseLost) || errors.Is(err, jobs.ErrFenced) {
 		return err
 	}
 	var f *jobs.Failure
@@ -475,9 +475,10 @@ func commitFailure(err error) error {
 		return f
 	}
 	var pe *problem.Error
-	if errors.As(err, &pe) && pe.Code == problem.WorkspaceMisdirected {
-		// The workspace is being moved: this cell takes no more writes for it. Retried.
-		return &jobs.Failure{Code: string(pe.Code), Summary: pe.Message, Retryable: true}
+	if errors.As(err, &pe) && (pe.Code == problem.WorkspaceMisdirected || pe.Code == problem.WorkspaceMoving) {
+		// The workspace is being moved: this cell takes no more writes for it. The job goes back
+		// to the queue with its attempt unused and runs on the owner after the move.
+		return fmt.Errorf("%w: %w", jobs.ErrFenced, err)
 	}
 	if errors.As(err, &pe) && pe.Code != problem.Internal && pe.Code != problem.DirectoryUnavailable && pe.Code != problem.ClientClosedRequest {
 		return jobs.Fail(string(pe.Code), "%s", pe.Message)

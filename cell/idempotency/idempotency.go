@@ -103,6 +103,11 @@ type Store struct {
 	Observe func(ctx context.Context, outcome string)
 	// Failpoint, when set, is called at each failpoint; a non-nil error fails that step.
 	Failpoint func(name string) error
+	// Fence, when set, is checked for a workspace's key inside the transaction of every
+	// execution, before the request runs (the cell sets tenancy.Writable): a workspace fenced for
+	// a move takes no write and stores no answer, so nothing lands on a cell after the move has
+	// copied it away. Its error (a *problem.Error) is the answer, not stored.
+	Fence func(ctx context.Context, q db.Querier, workspaceID string) error
 }
 
 func (s *Store) now() time.Time {
@@ -226,6 +231,11 @@ func (s *Store) Run(ctx context.Context, k Key, fp []byte, exec Exec) (resp Resp
 		var stored *answer
 		err := s.DB.Atomic(ctx, func(ctx context.Context, tx pgx.Tx) error {
 			stored = nil
+			if s.Fence != nil && k.WorkspaceID != "" {
+				if err := s.Fence(ctx, tx, k.WorkspaceID); err != nil {
+					return &fenced{err}
+				}
+			}
 			claimed, err := s.claim(ctx, tx, k)
 			if err != nil || !claimed {
 				if err == nil {
@@ -243,6 +253,7 @@ func (s *Store) Run(ctx context.Context, k Key, fp []byte, exec Exec) (resp Resp
 			return s.complete(ctx, tx, k, fp, resp)
 		})
 		var rolledBack *db.RolledBack
+		var refused *fenced
 		if errors.As(err, &rolledBack) {
 			switch {
 			case !Storable(resp.Status):
@@ -278,6 +289,9 @@ func (s *Store) Run(ctx context.Context, k Key, fp []byte, exec Exec) (resp Resp
 		case errors.Is(err, errNotStored):
 			s.observe(ctx, NotStored)
 			return resp, false, nil
+		case errors.As(err, &refused):
+			s.observe(ctx, NotStored)
+			return Response{}, false, refused.err
 		case errors.Is(err, errAnswered):
 			if stored == nil {
 				continue // answered by another execution meanwhile: read it in the next round
@@ -300,6 +314,12 @@ func (s *Store) Run(ctx context.Context, k Key, fp []byte, exec Exec) (resp Resp
 	s.observe(ctx, InFlight)
 	return Response{}, false, inFlight()
 }
+
+// fenced carries Store.Fence's refusal out of the transaction.
+type fenced struct{ err error }
+
+func (f *fenced) Error() string { return f.err.Error() }
+func (f *fenced) Unwrap() error { return f.err }
 
 type answer struct {
 	Response

@@ -22,12 +22,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"slidecells/cell/auth"
+	"slidecells/cell/tenancy"
 	"slidecells/shared/db"
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
@@ -127,6 +129,10 @@ var (
 	ErrCanceled = errors.New("jobs: cancel requested")
 	// ErrLeaseLost: the job is no longer this worker's (its lease ended and it was rescued).
 	ErrLeaseLost = errors.New("jobs: lease lost")
+	// ErrFenced: the workspace is being moved to another cell (or has moved) and this cell takes
+	// no more writes for it. Nothing was written; the job goes back to the queue without using
+	// an attempt, and runs on whichever cell owns the workspace after the move.
+	ErrFenced = errors.New("jobs: the workspace is being moved")
 )
 
 // Queue is the mutation_jobs table of one cell.
@@ -217,6 +223,9 @@ func (q *Queue) Enqueue(ctx context.Context, s auth.Scope, n NewJob) (Job, error
 	}
 	var j Job
 	err = q.DB.Tx(ctx, func(tx pgx.Tx) error {
+		if err := tenancy.Writable(ctx, tx, s.WorkspaceID()); err != nil {
+			return err
+		}
 		now := q.now()
 		var err error
 		j, err = scanJob(tx.QueryRow(ctx, `
@@ -246,6 +255,9 @@ func (q *Queue) Get(ctx context.Context, s auth.Scope, id string) (Job, error) {
 func (q *Queue) Cancel(ctx context.Context, s auth.Scope, id string) (Job, error) {
 	var j Job
 	err := q.DB.Tx(ctx, func(tx pgx.Tx) error {
+		if err := tenancy.Writable(ctx, tx, s.WorkspaceID()); err != nil {
+			return err
+		}
 		now := q.now()
 		var err error
 		j, err = scanJob(tx.QueryRow(ctx, `
@@ -309,27 +321,97 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	return st, err
 }
 
-// claim takes up to n runnable pending jobs for owner under a lease, in one statement and one
-// round trip. The pick is a MATERIALIZED CTE on purpose: an UPDATE … WHERE … IN (SELECT … LIMIT
-// n FOR UPDATE SKIP LOCKED) may rescan its subquery and take more than n.
-func (q *Queue) claim(ctx context.Context, owner string, n int, lease time.Duration) ([]Job, error) {
-	var out []Job
-	now := q.now()
-	_, err := q.DB.OneRC(ctx, `
-		WITH picked AS MATERIALIZED (
-			SELECT workspace_id, id FROM mutation_jobs WHERE status = 'pending' AND run_after <= $3
-			ORDER BY run_after LIMIT $4 FOR UPDATE SKIP LOCKED)
-		UPDATE mutation_jobs SET status = 'running', lease_owner = $1, lease_until = $2, started_at = COALESCE(started_at, $3),
-			updated_at = $3, stage = 'started', progress = 0
-		FROM picked WHERE mutation_jobs.workspace_id = picked.workspace_id AND mutation_jobs.id = picked.id
-		AND mutation_jobs.status = 'pending'
-		RETURNING `+jobColsQualified, []any{owner, now.Add(lease), now, n}, func(rows pgx.Rows) error {
-		var err error
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) { return scanJob(r) })
-		return err
-	})
-	return out, err
+// claimSQL is claim's statement (the tenancy predicate and SKIP LOCKED in one literal, so the
+// dialect test sees that the lock skips only this queue's live rows). A job is taken only while
+// its workspace runs fewer jobs than its cap ($5: overrides by workspace, JSON; $6: the default);
+// RETURNING adds how many ran before this claim, for the caps within one claim.
+var claimSQL = fmt.Sprintf(`
+	WITH picked AS MATERIALIZED (
+		SELECT workspace_id, id FROM mutation_jobs WHERE status = 'pending' AND run_after <= $3 AND %s
+		AND (SELECT count(*) FROM mutation_jobs r WHERE r.workspace_id = mutation_jobs.workspace_id AND r.status = 'running')
+			< COALESCE(($5::JSONB ->> mutation_jobs.workspace_id)::INT8, $6::INT8)
+		ORDER BY run_after LIMIT $4 FOR UPDATE SKIP LOCKED)
+	UPDATE mutation_jobs SET status = 'running', lease_owner = $1, lease_until = $2, started_at = COALESCE(started_at, $3),
+		updated_at = $3, stage = 'started', progress = 0
+	FROM picked WHERE mutation_jobs.workspace_id = picked.workspace_id AND mutation_jobs.id = picked.id
+	AND mutation_jobs.status = 'pending'
+	RETURNING %s,
+		(SELECT count(*) FROM mutation_jobs r WHERE r.workspace_id = mutation_jobs.workspace_id AND r.status = 'running')`,
+	tenancy.ActiveSQL("mutation_jobs.workspace_id"), jobColsQualified)
+
+// Caps bounds how many jobs of one workspace run at once in the cell: Default for every
+// workspace (0: no bound), Overrides by workspace ID.
+type Caps struct {
+	Default   int
+	Overrides map[string]int
 }
+
+func (c Caps) of(ws string) int {
+	if n, ok := c.Overrides[ws]; ok {
+		return n
+	}
+	if c.Default <= 0 {
+		return math.MaxInt32
+	}
+	return c.Default
+}
+
+// claim takes up to n runnable pending jobs for owner under a lease, in one statement and one
+// round trip, only of workspaces active here (tenancy.ActiveSQL): a workspace fenced for a move
+// starts no new job, and jobs copied to a move's target wait until it owns the workspace. Only
+// workspaces below their cap are picked; jobs of one workspace that this claim took beyond its
+// cap go back to the queue at once (attempt unused). Replicas claiming at the same moment can
+// overshoot a cap by their number. The pick is a MATERIALIZED CTE on purpose: an UPDATE … WHERE
+// … IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED) may rescan its subquery and take more than n.
+func (q *Queue) claim(ctx context.Context, owner string, n int, lease time.Duration, caps Caps) ([]Job, error) {
+	var out []Job
+	before := map[string]int{}
+	now := q.now()
+	overrides, _ := json.Marshal(caps.Overrides)
+	def := caps.Default
+	if def <= 0 {
+		def = math.MaxInt32
+	}
+	_, err := q.DB.OneRC(ctx, claimSQL, []any{owner, now.Add(lease), now, n, overrides, def}, func(rows pgx.Rows) error {
+		out = out[:0]
+		for rows.Next() {
+			var j Job
+			var result []byte
+			var running int
+			if err := rows.Scan(&j.WorkspaceID, &j.ID, &j.Kind, &j.OwnerID, &j.Input, &j.Status, &j.AttemptCount, &j.MaxAttempts, &j.RetryOfJobID,
+				&j.Stage, &j.Progress, &j.CancelRequested, &j.ErrorCode, &j.ErrorSummary, &result, &j.RunAfter, &j.CreatedAt, &j.StartedAt, &j.FinishedAt, &j.UpdatedAt,
+				&running); err != nil {
+				return err
+			}
+			if len(result) > 0 {
+				j.Result = result
+			}
+			before[j.WorkspaceID] = running
+			out = append(out, j)
+		}
+		return rows.Err()
+	})
+	if err != nil || len(out) < 2 {
+		return out, err
+	}
+	kept := out[:0]
+	taken := map[string]int{}
+	for _, j := range out {
+		if before[j.WorkspaceID]+taken[j.WorkspaceID] >= caps.of(j.WorkspaceID) {
+			if _, err := q.requeue(ctx, j, owner, CappedRetry, "waiting-for-slot"); err != nil {
+				return kept, err
+			}
+			continue
+		}
+		taken[j.WorkspaceID]++
+		kept = append(kept, j)
+	}
+	return kept, nil
+}
+
+// CappedRetry is how long a job claimed beyond its workspace's cap waits before it is claimed
+// again.
+const CappedRetry = 250 * time.Millisecond
 
 // renew extends the leases of owner's running jobs and reports which of them have a cancel
 // request.
@@ -415,16 +497,59 @@ func (q *Queue) release(ctx context.Context, owner string) (int, error) {
 	return int(tag.RowsAffected()), err
 }
 
+// requeue returns one job owner holds to the queue without counting an attempt (its workspace
+// is being moved: nothing was written), to run again after wait; a cancel request cancels it.
+func (q *Queue) requeue(ctx context.Context, j Job, owner string, wait time.Duration, stage string) (string, error) {
+	var state string
+	now := q.now()
+	_, err := q.DB.OneRC(ctx, `
+		UPDATE mutation_jobs SET status = CASE WHEN cancel_requested THEN 'canceled' ELSE 'pending' END,
+			finished_at = CASE WHEN cancel_requested THEN $4::TIMESTAMPTZ ELSE NULL END,
+			stage = CASE WHEN cancel_requested THEN 'canceled' ELSE $6::TEXT END,
+			lease_owner = '', lease_until = NULL, run_after = $5, updated_at = $4
+		WHERE workspace_id = $1 AND id = $2 AND status = 'running' AND lease_owner = $3
+		RETURNING status`, []any{j.WorkspaceID, j.ID, owner, now, now.Add(wait), stage}, func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(&state); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	return state, err
+}
+
 // rescue returns running jobs whose lease ended (their replica died) to the queue as an
-// automatic retry, or fails them when no attempt is left, or cancels them when asked to.
+// automatic retry, or fails them when no attempt is left, or cancels them when asked to. Only
+// jobs of workspaces hosted here (active, or fenced while a move drains them) are touched: rows
+// a move copied to its target are not this cell's until the flip.
 func (q *Queue) rescue(ctx context.Context, limit int) ([]Job, error) {
+	return q.rescueWhere(ctx, limit, "")
+}
+
+// RescueWorkspace is rescue for one workspace, whatever the state of its tenancy row: what a
+// move's drain runs on the source so that the jobs of a replica that died are returned to the
+// queue (and copied as pending) even when no replica of the source is left to rescue them.
+func (q *Queue) RescueWorkspace(ctx context.Context, workspaceID string) ([]Job, error) {
+	return q.rescueWhere(ctx, 100, workspaceID)
+}
+
+func (q *Queue) rescueWhere(ctx context.Context, limit int, workspaceID string) ([]Job, error) {
 	var out []Job
+	filter := tenancy.HostedSQL("mutation_jobs.workspace_id")
+	if workspaceID != "" {
+		filter = `workspace_id = $3`
+	}
 	err := q.DB.ReadCommitted(ctx, func(tx pgx.Tx) error {
 		out = out[:0]
 		now := q.now()
-		rows, err := tx.Query(ctx, `
-			SELECT `+jobCols+` FROM mutation_jobs WHERE status = 'running' AND lease_until < $1
-			ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED`, now, limit)
+		args := []any{now, limit}
+		if workspaceID != "" {
+			args = append(args, workspaceID)
+		}
+		rows, err := tx.Query(ctx, fmt.Sprintf(`
+			SELECT %s FROM mutation_jobs WHERE status = 'running' AND lease_until < $1 AND %s
+			ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED`, jobCols, filter), args...)
 		if err != nil {
 			return err
 		}

@@ -39,6 +39,12 @@ func setup(t testing.TB) *fixture {
 	tn := authtest.New(t, 2)
 	f := &fixture{cellURL: dbtest.NewDatabase(t, migrations.FS, migrations.Cell), tenants: tn, scope: tn.Scopes[0], scopeB: tn.Scopes[1]}
 	f.q = &Queue{DB: dbtest.Open(t, f.cellURL), BackoffBase: 10 * time.Millisecond, BackoffMax: 40 * time.Millisecond}
+	// The cell hosts both workspaces (what the tenancy guard's adoption writes on a first request).
+	for _, sc := range []auth.Scope{f.scope, f.scopeB} {
+		if _, err := f.q.DB.Pool.Exec(context.Background(), `INSERT INTO tenancy (workspace_id, epoch, state) VALUES ($1, 1, 'active')`, sc.WorkspaceID()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return f
 }
 
@@ -322,7 +328,7 @@ func TestLeaseExpiryTakeover(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	j := f.enqueue(t, "ok", 3)
-	claimed, err := f.q.claim(ctx, "ghost", 1, 200*time.Millisecond)
+	claimed, err := f.q.claim(ctx, "ghost", 1, 200*time.Millisecond, Caps{})
 	if err != nil || len(claimed) != 1 || claimed[0].ID != j.ID || claimed[0].Status != Running {
 		t.Fatalf("ghost claim: %+v %v", claimed, err)
 	}
@@ -460,5 +466,197 @@ func TestStats(t *testing.T) {
 	st, err := f.q.Stats(context.Background())
 	if err != nil || st.Pending != 2 || st.Running != 0 || st.OldestPending.Round(time.Millisecond) != 3*time.Second {
 		t.Fatalf("%+v %v", st, err)
+	}
+}
+
+// setTenancy writes the state of a workspace's tenancy row, as a move's fence, flip or abort does.
+func (f *fixture) setTenancy(t *testing.T, sc auth.Scope, state string) {
+	t.Helper()
+	if _, err := f.q.DB.Pool.Exec(context.Background(), `UPDATE tenancy SET state = $2 WHERE workspace_id = $1`, sc.WorkspaceID(), state); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMoveFence(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	release := make(chan struct{})
+	started := make(chan string, 4)
+	var runs atomic.Int64
+	f.pool(t, map[string]Handler{"gated": func(ctx context.Context, r *Run) (json.RawMessage, error) {
+		runs.Add(1)
+		started <- r.Job.ID
+		<-release
+		return nil, commitProject(ctx, r)
+	}})
+	// A job running when the fence lands: its commit is refused, nothing is written, and it goes
+	// back to the queue with its attempt unused.
+	j := f.enqueue(t, "gated", 1)
+	<-started
+	f.setTenancy(t, f.scope, "fenced")
+	release <- struct{}{}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := f.q.Get(ctx, f.scope, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status == Pending && got.Stage == "waiting-for-move" {
+			if got.AttemptCount != 0 || f.writes(t, j.ID) != 0 {
+				t.Fatalf("requeued job used an attempt or wrote: %+v", got)
+			}
+			break
+		}
+		if got.Status != Running || time.Now().After(deadline) {
+			t.Fatalf("job of a fenced workspace: %+v", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// While fenced: no job starts, and no job can be submitted or cancelled (503, retryable).
+	time.Sleep(3 * FencedRetry / 2)
+	if got, _ := f.q.Get(ctx, f.scope, j.ID); got.Status != Pending || runs.Load() != 1 {
+		t.Fatalf("a job started in a fenced workspace: %+v, %d runs", got, runs.Load())
+	}
+	_, err := f.q.Enqueue(ctx, f.scope, NewJob{Kind: "gated"})
+	if pe := problem.As(err); pe.Code != problem.WorkspaceMoving || pe.RetryAfter == 0 {
+		t.Fatalf("enqueue while fenced: %v", err)
+	}
+	if _, err := f.q.Cancel(ctx, f.scope, j.ID); problem.As(err).Code != problem.WorkspaceMoving {
+		t.Fatalf("cancel while fenced: %v", err)
+	}
+	// The other workspace of the cell is not affected.
+	other, err := f.q.Enqueue(ctx, f.scopeB, NewJob{Kind: "gated", MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := <-started; id != other.ID {
+		t.Fatalf("started %s, want the other workspace's job", id)
+	}
+	release <- struct{}{}
+	if got, _ := f.q.Get(ctx, f.scopeB, other.ID); got.WorkspaceID != f.scopeB.WorkspaceID() {
+		t.Fatal("other job")
+	}
+	// Abort of the move: the workspace is active again and the job runs once, its only attempt.
+	f.setTenancy(t, f.scope, "active")
+	if id := <-started; id != j.ID {
+		t.Fatalf("started %s", id)
+	}
+	release <- struct{}{}
+	if done := f.wait(t, j.ID, Succeeded, Failed); done.Status != Succeeded || done.AttemptCount != 0 || f.writes(t, j.ID) != 1 {
+		t.Fatalf("after the fence lifted: %+v, %d writes", done, f.writes(t, j.ID))
+	}
+	// Moved away: a pending job is never started here (the new owner runs its copy).
+	f.setTenancy(t, f.scope, "moved")
+	m, err := f.q.Enqueue(ctx, f.scope, NewJob{Kind: "gated"})
+	if problem.As(err).Code != problem.WorkspaceMisdirected {
+		t.Fatalf("enqueue after the move: %+v %v", m, err)
+	}
+}
+
+func TestRescueWorkspace(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	j := f.enqueue(t, "x", 2)
+	// A replica claimed it and died: running under a lease that has ended.
+	if _, err := f.q.DB.Pool.Exec(ctx, `UPDATE mutation_jobs SET status = 'running', lease_owner = 'dead', lease_until = now() - INTERVAL '1 second'
+		WHERE workspace_id = $1 AND id = $2`, j.WorkspaceID, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	// Moved away: the cell-wide rescuer leaves it alone; a move's drain rescues it anyway.
+	f.setTenancy(t, f.scope, "moved")
+	if got, err := f.q.rescue(ctx, 10); err != nil || len(got) != 0 {
+		t.Fatalf("rescue of a departed workspace: %v %v", got, err)
+	}
+	got, err := f.q.RescueWorkspace(ctx, f.scope.WorkspaceID())
+	if err != nil || len(got) != 1 || got[0].Status != Pending {
+		t.Fatalf("RescueWorkspace: %+v %v", got, err)
+	}
+	if after, _ := f.q.Get(ctx, f.scope, j.ID); after.Status != Pending || after.AttemptCount != 1 {
+		t.Fatalf("rescued: %+v", after)
+	}
+}
+
+// TestWorkspaceConcurrencyCap: a workspace runs at most its cap of jobs at once, whatever it
+// has queued, while another workspace's jobs run beside them; an override raises the cap.
+func TestWorkspaceConcurrencyCap(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	running := map[string]int{}
+	peak := map[string]int{}
+	release := make(chan struct{})
+	var overrides atomic.Value
+	overrides.Store(map[string]int{})
+	f.pool(t, map[string]Handler{"slow": func(ctx context.Context, r *Run) (json.RawMessage, error) {
+		mu.Lock()
+		running[r.Job.WorkspaceID]++
+		peak[r.Job.WorkspaceID] = max(peak[r.Job.WorkspaceID], running[r.Job.WorkspaceID])
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		running[r.Job.WorkspaceID]--
+		mu.Unlock()
+		return nil, commitProject(ctx, r)
+	}}, func(p *Pool) {
+		p.Slots = 6
+		p.WorkspaceConcurrency = 1
+		p.WorkspaceOverrides = func(context.Context) (map[string]int, error) { return overrides.Load().(map[string]int), nil }
+	})
+	var a []Job
+	for range 4 {
+		a = append(a, f.enqueue(t, "slow", 1))
+	}
+	b, err := f.q.Enqueue(ctx, f.scopeB, NewJob{Kind: "slow", MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.q.Notify()
+	// One job of A and the one of B run; A's others wait for A's slot.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		ra, rb := running[f.scope.WorkspaceID()], running[f.scopeB.WorkspaceID()]
+		mu.Unlock()
+		if ra == 1 && rb == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("running: A %d, B %d", ra, rb)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A's cap goes up to 3 (an override): three of A's jobs run at once.
+	overrides.Store(map[string]int{f.scope.WorkspaceID(): 3})
+	for {
+		mu.Lock()
+		ra := running[f.scope.WorkspaceID()]
+		mu.Unlock()
+		if ra == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("with the override: A %d running", ra)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	for _, j := range append(a, b) {
+		sc := f.scope
+		if j.ID == b.ID {
+			sc = f.scopeB
+		}
+		done, err := f.q.Get(ctx, sc, j.ID)
+		for err == nil && done.Status != Succeeded && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+			done, err = f.q.Get(ctx, sc, j.ID)
+		}
+		if done.Status != Succeeded || done.AttemptCount != 0 {
+			t.Fatalf("job %s: %+v %v", j.ID, done, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if peak[f.scope.WorkspaceID()] != 3 || peak[f.scopeB.WorkspaceID()] != 1 {
+		t.Fatalf("peaks: %v", peak)
 	}
 }

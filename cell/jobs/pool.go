@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"slidecells/cell/auth"
+	"slidecells/cell/tenancy"
 	"slidecells/shared/ids"
 )
 
@@ -54,6 +56,11 @@ type Pool struct {
 	// not matter: accepted jobs outlive it), and returns the workspace scope the writes run
 	// under. An error that is a *Failure fails the job with its code.
 	Authorize func(ctx context.Context, j Job) (auth.Scope, error)
+	// WorkspaceConcurrency bounds the jobs of one workspace running at once in the cell (all
+	// replicas together, up to claims racing); 0 is no bound. WorkspaceOverrides, when set,
+	// gives per-workspace caps instead (the directory's, through its cache).
+	WorkspaceConcurrency int
+	WorkspaceOverrides   func(ctx context.Context) (map[string]int, error)
 	// Observe, when set, is told each state a job enters in this pool (running, and the state
 	// each run ends in), for metrics.
 	Observe func(kind, state string)
@@ -65,6 +72,18 @@ type Pool struct {
 }
 
 func (p *Pool) slots() int { return cmp.Or(p.Slots, DefaultSlots) }
+
+// caps are the per-workspace caps now; an override lookup that fails keeps the default for
+// every workspace.
+func (p *Pool) caps(ctx context.Context) Caps {
+	c := Caps{Default: p.WorkspaceConcurrency}
+	if p.WorkspaceOverrides != nil {
+		if o, err := p.WorkspaceOverrides(ctx); err == nil {
+			c.Overrides = o
+		}
+	}
+	return c
+}
 
 func (p *Pool) lease() time.Duration { return cmp.Or(p.Lease, DefaultLease) }
 
@@ -101,7 +120,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	busy := 0
 	for ctx.Err() == nil {
 		if n := p.slots() - busy; n > 0 {
-			jobs, err := p.Queue.claim(ctx, p.Owner, n, p.lease())
+			jobs, err := p.Queue.claim(ctx, p.Owner, n, p.lease(), p.caps(ctx))
 			if err != nil && ctx.Err() == nil {
 				p.log().Warn("claiming jobs failed", zap.Error(err))
 			}
@@ -224,6 +243,9 @@ func (p *Pool) execute(ctx context.Context, r *Run) {
 		return
 	case errors.Is(err, ErrLeaseLost) || r.lost.Load():
 		return // the job is someone else's now
+	case errors.Is(err, ErrFenced):
+		p.requeue(ctx, r)
+		return
 	case errors.Is(err, ErrCanceled) || r.cancel.Load():
 		o = outcome{status: Canceled}
 	case ctx.Err() != nil:
@@ -257,6 +279,25 @@ func (p *Pool) execute(ctx context.Context, r *Run) {
 			time.Sleep(o.retryWait)
 			p.Queue.Notify()
 		}()
+	}
+}
+
+// FencedRetry is how long a job whose workspace is being moved waits before it is claimed again
+// (by then the workspace is active again here, or the job runs on the new owner).
+const FencedRetry = time.Second
+
+// requeue gives a job whose workspace is fenced for a move back to the queue, attempt unused.
+func (p *Pool) requeue(ctx context.Context, r *Run) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	state, err := p.Queue.requeue(fctx, r.Job, p.Owner, FencedRetry, "waiting-for-move")
+	if err != nil {
+		p.log().Warn("requeueing a job of a moving workspace failed; the rescuer will take it", zap.String("job_id", r.Job.ID), zap.Error(err))
+		return
+	}
+	if state != "" {
+		p.observe(r.Job.Kind, state)
+		p.log().Info("job requeued: its workspace is being moved", zap.String("workspace_id", r.Job.WorkspaceID), zap.String("job_id", r.Job.ID))
 	}
 }
 
@@ -305,8 +346,10 @@ func (r *Run) Progress(ctx context.Context, stage string, pct int) error {
 
 // Commit makes the job's business writes and finishes it as succeeded, in one serializable
 // transaction that first rechecks that the job is still this run's and not cancelled (ErrCanceled
-// / ErrLeaseLost: nothing is written) and the owner's permission (Pool.Authorize, which gives the
-// scope fn writes under). fn's writes through the given context join the transaction; its result
+// / ErrLeaseLost: nothing is written), that the workspace is writable here (tenancy.Writable;
+// ErrFenced while a move fences it: nothing is written, the job returns to the queue with its
+// attempt unused) and the owner's permission (Pool.Authorize, which gives the scope fn writes
+// under). fn's writes through the given context join the transaction; its result
 // is stored on the job. A *Failure from fn rolls everything back and fails the job like a
 // handler error.
 func (r *Run) Commit(ctx context.Context, fn func(ctx context.Context, s auth.Scope, tx pgx.Tx) (json.RawMessage, error)) error {
@@ -328,6 +371,12 @@ func (r *Run) Commit(ctx context.Context, fn func(ctx context.Context, s auth.Sc
 		}
 		if cancel {
 			return ErrCanceled
+		}
+		if err := tenancy.Writable(ctx, tx, j.WorkspaceID); err != nil {
+			if tenancy.NotWritable(err) {
+				return fmt.Errorf("%w: %w", ErrFenced, err)
+			}
+			return err
 		}
 		if r.pool.Authorize == nil {
 			return errors.New("jobs: Pool.Authorize is not set")

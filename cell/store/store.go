@@ -45,20 +45,16 @@ func check(s auth.Scope) error {
 	return nil
 }
 
-// WriteTx runs fn in a retrying transaction after checking, inside it, that this cell still
-// serves the workspace (the write fence): a workspace fenced for a move takes no more writes.
+// WriteTx runs fn in a retrying transaction after checking, inside it, that this cell may
+// write for the workspace (tenancy.Writable, the write fence): a workspace fenced for a move
+// takes no more writes (503 WORKSPACE_MOVING), one that moved away answers 421.
 func (st *Store) WriteTx(ctx context.Context, s auth.Scope, fn func(pgx.Tx) error) error {
 	if err := check(s); err != nil {
 		return err
 	}
 	return st.DB.Tx(ctx, func(tx pgx.Tx) error {
-		var state, owner string
-		err := tx.QueryRow(ctx, `SELECT state, owner_hint FROM tenancy WHERE workspace_id = $1`, s.WorkspaceID()).Scan(&state, &owner)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if err := tenancy.Writable(ctx, tx, s.WorkspaceID()); err != nil {
 			return err
-		}
-		if state != "active" {
-			return tenancy.Misdirected(owner)
 		}
 		return fn(tx)
 	})

@@ -54,7 +54,7 @@ func TestMain(m *testing.M) {
 		}
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
-		cmd := exec.Command("go", "build", "-o", tmp+"/", "./router/cmd/router", "./cell/cmd/cell", "./renderer/cmd/renderer")
+		cmd := exec.Command("go", "build", "-o", tmp+"/", "./router/cmd/router", "./router/cmd/cellctl", "./cell/cmd/cell", "./renderer/cmd/renderer")
 		cmd.Dir = root
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -99,6 +99,13 @@ func startIn(t *testing.T, bin, directoryURL string, extra map[string][]string, 
 	}
 	dir := t.TempDir()
 	e := &env{dir: dir}
+	// Load tests here send far more than a tenant's share through one token; the rate limits
+	// have their own test, which sets them.
+	withDefaults := map[string][]string{"cell": {"CELL_RATE_WORKSPACE=0", "CELL_RATE_TOKEN=0"}}
+	for k, v := range extra {
+		withDefaults[k] = append(withDefaults[k], v...)
+	}
+	extra = withDefaults
 	s, err := stack.Start(ctx, stack.Options{
 		Dir: dir, BinDir: bin, Cells: []string{"cell-a", "cell-b"},
 		DirectoryURL: directoryURL,

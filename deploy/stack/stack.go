@@ -7,6 +7,7 @@ package stack
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -68,6 +69,9 @@ type Stack struct {
 	// ProfileManifest is the render profile manifest renderers and cells were given, and
 	// ProfileDigest its environment digest (empty without renderers).
 	ProfileManifest, ProfileDigest string
+	// CellsFile is cellctl's cells file for moves (CELLCTL_CELLS_FILE): each cell's database and
+	// blob store. It holds credentials and is written readable by its owner only.
+	CellsFile string
 	// Replicas are further processes of a cell (StartReplica), sharing its database.
 	Replicas []*Proc
 	spares   []*Proc
@@ -131,6 +135,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return nil, fmt.Errorf("directory: %w", err)
 	}
 	s.Directory = dir
+	if err := s.writeCellsFile(); err != nil {
+		return nil, err
+	}
 
 	// The ticket key pair signs admission tickets and preview access; the cells need it with
 	// or without renderers.
@@ -178,7 +185,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			"CELL_LISTEN_ADDR=127.0.0.1:" + strconv.Itoa(port),
 			"CELL_DATABASE_URL=" + s.CellDBURL[c],
 			"DIRECTORY_DATABASE_URL=" + s.DirURL,
-			"CELL_BLOB_URL=file://" + filepath.Join(o.Dir, "blobs", c),
+			"CELL_BLOB_URL=" + s.BlobURL(c),
 			"CELL_PUBLIC_URL=" + s.RouterURL,
 			"RENDER_TICKET_SIGNING_KEY_FILE=" + filepath.Join(keys, "ticket-signer"),
 			"RENDER_RUNTIME_NAVIGATION_BASE_URL=" + pv.URL + "/",
@@ -263,6 +270,29 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	ok = true
 	return s, nil
+}
+
+// BlobURL is a cell's blob store.
+func (s *Stack) BlobURL(cell string) string {
+	dir, err := filepath.Abs(filepath.Join(s.opts.Dir, "blobs", cell))
+	if err != nil {
+		dir = filepath.Join(s.opts.Dir, "blobs", cell)
+	}
+	return "file://" + dir
+}
+
+// writeCellsFile writes cellctl's cells file.
+func (s *Stack) writeCellsFile() error {
+	m := map[string]map[string]string{}
+	for _, c := range s.opts.Cells {
+		m[c] = map[string]string{"database_url": s.CellDBURL[c], "blob_url": s.BlobURL(c)}
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	s.CellsFile = filepath.Join(s.opts.Dir, "cellctl-cells.json")
+	return os.WriteFile(s.CellsFile, b, 0o600)
 }
 
 func sanitize(s string) string {
@@ -356,6 +386,16 @@ func (p *Proc) Stop() {
 	p.mu.Unlock()
 	if g != nil {
 		_ = g.Stop(syscall.SIGTERM, 15*time.Second)
+	}
+}
+
+// Kill sends SIGKILL to the process group (kill -9: no shutdown of any kind) and waits for it.
+func (p *Proc) Kill() {
+	p.mu.Lock()
+	g := p.proc
+	p.mu.Unlock()
+	if g != nil {
+		_ = g.Stop(syscall.SIGKILL, 15*time.Second)
 	}
 }
 

@@ -84,7 +84,7 @@ func run(o options) error {
 	}
 	s, err := stack.Start(ctx, stack.Options{
 		Dir: dir, BinDir: bin, Cells: []string{"bench-keys", "bench-nokeys"},
-		Env: map[string][]string{"bench-nokeys": {"CELL_BENCH_IDEMPOTENCY_OFF=1"}, "cell": {"LOG_LEVEL=warn"}},
+		Env: map[string][]string{"bench-nokeys": {"CELL_BENCH_IDEMPOTENCY_OFF=1"}, "cell": {"LOG_LEVEL=warn", "CELL_RATE_WORKSPACE=0", "CELL_RATE_TOKEN=0"}},
 		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
 	})
 	if err != nil {

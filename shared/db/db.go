@@ -41,6 +41,8 @@ type Options struct {
 	// IdleInTransaction, when set, makes the server end a session whose transaction stays idle
 	// that long (a frozen or partitioned client), so the locks it holds are freed.
 	IdleInTransaction time.Duration
+	// RuntimeParams are further session settings (e.g. timezone=UTC), sent at connect.
+	RuntimeParams map[string]string
 }
 
 // Open connects to url and detects the engine. It fails if the server cannot be reached.
@@ -59,6 +61,9 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
 	if o.ApplicationName != "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = o.ApplicationName
+	}
+	for k, v := range o.RuntimeParams {
+		cfg.ConnConfig.RuntimeParams[k] = v
 	}
 	if o.IdleInTransaction > 0 {
 		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(o.IdleInTransaction.Milliseconds(), 10)
@@ -107,6 +112,28 @@ func (d *DB) tx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) 
 		return crdbpgxv5.ExecuteTx(ctx, d.Pool, opts, fn)
 	}
 	return crdbpgxv5.ExecuteTx(ctx, pgRestartConn{d.Pool}, opts, fn)
+}
+
+// Snapshot runs fn in a read-only transaction that reads one consistent snapshot taken after
+// every transaction that was writing when it began has ended: on PostgreSQL SERIALIZABLE READ
+// ONLY DEFERRABLE (it waits for a snapshot no running transaction can invalidate, then never
+// fails); on CockroachDB a SERIALIZABLE READ ONLY transaction, whose reads wait for the intents
+// of transactions still writing below its timestamp and push later ones above it. A write that
+// committed before the snapshot is in it; one that had read something the caller changed
+// before calling (a fence row) can no longer commit unseen. Retried like Tx.
+func (d *DB) Snapshot(ctx context.Context, fn func(pgx.Tx) error) error {
+	opts := pgx.TxOptions{IsoLevel: pgx.Serializable, AccessMode: pgx.ReadOnly}
+	if !d.Cockroach {
+		opts.DeferrableMode = pgx.Deferrable
+	}
+	return d.tx(ctx, opts, fn)
+}
+
+// ReadOnly runs fn in a read-only transaction that reads one snapshot without waiting for
+// anything (REPEATABLE READ on PostgreSQL; CockroachDB runs it serializable): for long reads
+// whose consistency with later writes does not matter, such as a move's copy before its fence.
+func (d *DB) ReadOnly(ctx context.Context, fn func(pgx.Tx) error) error {
+	return d.tx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
 }
 
 // Exec runs one writing statement as its own retried transaction (a lone statement can fail

@@ -54,6 +54,8 @@ type Cached struct {
 	placements *staleCache[string, Placement]
 	lists      *staleCache[string, []MemberWorkspace]
 	workspaces *staleCache[string, Workspace]
+	limits     *staleCache[string, Limits]
+	allLimits  *staleCache[string, []Limits]
 }
 
 // NewCached wraps d.
@@ -66,6 +68,8 @@ func NewCached(d *Directory, o CacheOptions) *Cached {
 		placements: newStaleCache[string, Placement](o),
 		lists:      newStaleCache[string, []MemberWorkspace](o),
 		workspaces: newStaleCache[string, Workspace](o),
+		limits:     newStaleCache[string, Limits](o),
+		allLimits:  newStaleCache[string, []Limits](o),
 	}
 }
 
@@ -104,6 +108,17 @@ func (c *Cached) WorkspacesOf(ctx context.Context, userID string) ([]MemberWorks
 // Workspace returns one workspace.
 func (c *Cached) Workspace(ctx context.Context, id string) (Workspace, error) {
 	return c.workspaces.get(ctx, id, func(ctx context.Context) (Workspace, error) { return c.Dir.Workspace(ctx, id) })
+}
+
+// Limits returns a workspace's limit overrides (ErrNotFound: none). Changes take effect within
+// TTL.
+func (c *Cached) Limits(ctx context.Context, workspaceID string) (Limits, error) {
+	return c.limits.get(ctx, workspaceID, func(ctx context.Context) (Limits, error) { return c.Dir.WorkspaceLimits(ctx, workspaceID) })
+}
+
+// AllLimits lists every workspace's overrides (the job pool's caps).
+func (c *Cached) AllLimits(ctx context.Context) ([]Limits, error) {
+	return c.allLimits.get(ctx, "all", c.Dir.AllLimits)
 }
 
 // ErrUnavailable wraps directory failures that no cached answer could cover.

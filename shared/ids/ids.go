@@ -29,6 +29,7 @@ const (
 	Render     = "rrq"
 	Attempt    = "rat"
 	Preview    = "prv"
+	Move       = "mv"
 )
 
 var encoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)

@@ -58,6 +58,9 @@ const (
 	RenderInputNotReproducible Code = "RENDER_INPUT_NOT_REPRODUCIBLE"
 	RenderCancelled            Code = "RENDER_CANCELLED"
 	RenderFailed               Code = "RENDER_FAILED"
+	// WorkspaceMoving: the workspace is being moved to another cell and takes no writes for a
+	// few seconds (reads go on); retry after Retry-After with the same Idempotency-Key.
+	WorkspaceMoving Code = "WORKSPACE_MOVING"
 	// ClientClosedRequest is what logs and metrics show for a request whose client went away
 	// before the answer (nginx's 499); no client ever reads it.
 	ClientClosedRequest Code = "CLIENT_CLOSED_REQUEST"
@@ -94,6 +97,7 @@ var statuses = map[Code]int{
 	DirectoryUnavailable:   http.StatusServiceUnavailable,
 	RetryBodyTooLarge:      http.StatusServiceUnavailable,
 	ServiceUnavailable:     http.StatusServiceUnavailable,
+	WorkspaceMoving:        http.StatusServiceUnavailable,
 	OAuthNotEnabled:        http.StatusNotFound,
 
 	RenderQueueFull:            http.StatusTooManyRequests,
@@ -113,6 +117,7 @@ var retryAfter = map[Code]int{
 	IdempotencyKeyInFlight:   1,
 	RenderQueueFull:          2,
 	RenderServiceUnavailable: 5,
+	WorkspaceMoving:          1,
 }
 
 // Status returns the HTTP status of a code; unknown codes are 500.

@@ -28,6 +28,7 @@ import (
 	"slidecells/cell/idempotency"
 	"slidecells/cell/maintenance"
 	"slidecells/cell/preview"
+	"slidecells/cell/ratelimit"
 	"slidecells/cell/render"
 	"slidecells/migrations"
 	"slidecells/shared/config"
@@ -66,6 +67,11 @@ type settings struct {
 	// PreviewCredentials are the preview host's service credentials the cell accepts
 	// (PREVIEW_SERVICE_CREDENTIAL_FILE: the current one, and the next during a rotation).
 	PreviewCredentials []string
+	JobWSCap           int
+	RateWS             int
+	RateWSBurst        int
+	RateToken          int
+	RateTokBurst       int
 }
 
 func load() (settings, error) {
@@ -84,6 +90,11 @@ func load() (settings, error) {
 		JobSlots:      l.Int("CELL_JOB_SLOTS", 4, 1, 64),
 		JobLease:      l.PositiveDuration("CELL_JOB_LEASE", 30*time.Second),
 		CompileSlots:  l.Int("CELL_COMPILE_SLOTS", 2, 1, 16),
+		JobWSCap:      l.Int("CELL_JOB_WORKSPACE_CONCURRENCY", 2, 0, 64),
+		RateWS:        l.Int("CELL_RATE_WORKSPACE", 200, 0, 1_000_000),
+		RateWSBurst:   l.Int("CELL_RATE_WORKSPACE_BURST", 400, 1, 10_000_000),
+		RateToken:     l.Int("CELL_RATE_TOKEN", 100, 0, 1_000_000),
+		RateTokBurst:  l.Int("CELL_RATE_TOKEN_BURST", 200, 1, 10_000_000),
 	}
 	if s.BlobURL != "" && !strings.HasPrefix(s.BlobURL, "file://") && !strings.HasPrefix(s.BlobURL, "s3://") && !strings.HasPrefix(s.BlobURL, "mem://") {
 		l.Fail("CELL_BLOB_URL", "use file:///path, s3://bucket or mem://")
@@ -202,7 +213,10 @@ func run() error {
 		CellID: s.CellID, DB: cellDB, Log: log, Renderer: coordinator, IdempotencyRetention: s.IdemRetention, Blobs: bucket,
 		BenchWithoutIdempotency: s.BenchNoIdem, CompileSlots: s.CompileSlots,
 		TicketSigner: s.TicketSigner, PreviewBackend: previewBackend, PublicURL: s.PublicURL, PreviewTTL: s.PreviewTTL,
-		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: s.AuthTTL, MaxStale: s.AuthMaxStale}),
+		RateWorkspace:           ratelimit.Limit{Rate: float64(s.RateWS), Burst: s.RateWSBurst},
+		RateToken:               ratelimit.Limit{Rate: float64(s.RateToken), Burst: s.RateTokBurst},
+		JobWorkspaceConcurrency: s.JobWSCap,
+		Dir:                     directory.NewCached(dir, directory.CacheOptions{TTL: s.AuthTTL, MaxStale: s.AuthMaxStale}),
 	})
 	if len(s.Failpoints) > 0 {
 		log.Warn("failpoints set: for fault tests only", zap.Any("failpoints", s.Failpoints))

@@ -84,7 +84,8 @@ export WORKSPACE_A=%s
 export WORKSPACE_B=%s
 export DIRECTORY_DATABASE_URL=%s
 export CELLCTL=%s
-`, s.RouterURL, demo.PAT, demo.PATReadOnly, demo.WorkspaceA, demo.WorkspaceB, s.DirURL, filepath.Join(binAbs, "cellctl"))
+export CELLCTL_CELLS_FILE=%s
+`, s.RouterURL, demo.PAT, demo.PATReadOnly, demo.WorkspaceA, demo.WorkspaceB, s.DirURL, filepath.Join(binAbs, "cellctl"), s.CellsFile)
 	for _, c := range strings.Split(*cells, ",") {
 		name := strings.ToUpper(strings.ReplaceAll(c, "-", "_"))
 		env += fmt.Sprintf("export %s_URL=%s\n", name, s.Cells[c].URL)

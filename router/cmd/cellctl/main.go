@@ -1,5 +1,6 @@
 // Command cellctl is the operator's CLI for the directory: cells, users, workspaces,
-// memberships, tokens and placements.
+// memberships, tokens and placements, and for moving workspaces between cells (moves, drains,
+// rebalancing).
 //
 // It talks to the directory database named by --directory-url or DIRECTORY_DATABASE_URL and
 // applies the directory's migrations before any command. Tokens are printed once and only their
@@ -27,15 +28,16 @@ import (
 
 func main() {
 	if err := newRoot(os.Stdout).Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "cellctl:", logging.Redact(err.Error()))
+		fmt.Fprintln(os.Stderr, "cellctl:", redactURLs(logging.Redact(err.Error())))
 		os.Exit(1)
 	}
 }
 
 type app struct {
-	url string
-	out io.Writer
-	dir *directory.Directory
+	url       string
+	cellsFile string
+	out       io.Writer
+	dir       *directory.Directory
 }
 
 func (a *app) open(cmd *cobra.Command, _ []string) error {
@@ -66,7 +68,8 @@ func newRoot(out io.Writer) *cobra.Command {
 	// The URL is read from the environment only when a command runs, never shown as the flag's
 	// default: --help must not print a password.
 	root.PersistentFlags().StringVar(&a.url, "directory-url", "", "directory database URL (default: $DIRECTORY_DATABASE_URL)")
-	root.AddCommand(a.cellsCmd(), a.usersCmd(), a.workspacesCmd(), a.membersCmd(), a.tokensCmd(), a.placementsCmd())
+	root.PersistentFlags().StringVar(&a.cellsFile, "cells-file", "", "for moves: JSON file of each cell's database_url and blob_url (default: $CELLCTL_CELLS_FILE)")
+	root.AddCommand(a.cellsCmd(), a.usersCmd(), a.workspacesCmd(), a.membersCmd(), a.tokensCmd(), a.placementsCmd(), a.movesCmd())
 	return root
 }
 
@@ -79,7 +82,9 @@ func (a *app) group(use, short string, subs ...*cobra.Command) *cobra.Command {
 				a.dir.Close()
 			}
 		}
-		s.Args = cobra.NoArgs
+		if s.Args == nil {
+			s.Args = cobra.NoArgs
+		}
 		c.AddCommand(s)
 	}
 	return c
@@ -164,7 +169,7 @@ func (a *app) cellsCmd() *cobra.Command {
 	set.Flags().Int64Var(&capacity, "max-workspaces", 0, "most workspaces the cell takes; 0 means unlimited")
 	set.Flags().StringVar(&preview, "preview-url", "", "base URL (http(s)://host[:port]) of the cell's preview host; \"\" removes it")
 	_ = set.MarkFlagRequired("id")
-	return a.group("cells", "Register, list and set cells", add, list, set)
+	return a.group("cells", "Register, list, set, drain and rebalance cells", add, list, set, a.drainCmd(), a.rebalanceCmd())
 }
 
 func (a *app) usersCmd() *cobra.Command {
@@ -212,7 +217,7 @@ func (a *app) workspacesCmd() *cobra.Command {
 		c.Flags().StringVar(&ws, "workspace", "", "workspace ID (required)")
 		_ = c.MarkFlagRequired("workspace")
 	}
-	return a.group("workspaces", "Create and pin workspaces", create, pinCmd, unpin)
+	return a.group("workspaces", "Create, pin, move and limit workspaces", create, pinCmd, unpin, a.moveCmd(), a.limitCmd(), a.limitsCmd())
 }
 
 func (a *app) setPinned(cmd *cobra.Command, ws string, pinned bool) error {

@@ -1,0 +1,1 @@
+DROP INDEX mutation_jobs_running_ws_idx;
