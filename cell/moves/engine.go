@@ -60,6 +60,10 @@ type DrainCheck struct {
 // falls. A render coordinator adds its in-flight requests here.
 var DrainChecks = []DrainCheck{
 	{Name: "running mutation jobs", SQL: `SELECT count(*) FROM mutation_jobs WHERE workspace_id = $1 AND status = 'running'`},
+	// A render coordinator dispatches only for active workspaces (tenancy.ActiveSQL), so after
+	// the fence executing requests only end: their results commit (they write no business data)
+	// and waiting ones are copied as they are and run on the target.
+	{Name: "executing render requests", SQL: `SELECT count(*) FROM render_requests WHERE workspace_id = $1 AND state = 'executing'`},
 }
 
 // Engine runs moves. It writes the directory and both cells' databases and blob stores

@@ -119,6 +119,19 @@ func (f *fixture) seed(t *testing.T, c *Endpoint, ws string) {
 	exec(t, d, `INSERT INTO agent_configs (workspace_id, agent_key, settings, updated_by) VALUES ($1, 'writer', '{"t": 0.5}', 'usr_1')`, ws)
 	exec(t, d, `INSERT INTO mutation_jobs (workspace_id, id, kind, owner_id, input, status, max_attempts, run_after, created_at, updated_at)
 		VALUES ($1, 'job_1', 'page.create', 'usr_1', '{"k": "v"}', 'pending', 3, now(), now(), now())`, ws)
+	exec(t, d, `INSERT INTO render_requests (workspace_id, id, request_key, owner, stage, operation, category, snapshot_ref,
+		input_digest, render_digest, cache_key, profile_digest, viewport, options, state, attempts_used, max_attempts, next_seq,
+		deadline_at, not_before, enqueued_at, updated_at, finished_at)
+		VALUES ($1, 'rrq_1', 'sha256:k', 'screenshot:pg_1', 'screenshot', 'page.capture', 'background', 'snap_1',
+		'sha256:i', 'sha256:r', 'sha256:c', 'sha256:p', '{"width": 1280, "height": 720, "device_scale_factor": 2}', '{}',
+		'succeeded', 1, 3, 2, now(), now(), now(), now(), now())`, ws)
+	exec(t, d, `INSERT INTO render_attempts (workspace_id, request_id, seq, attempt_id, worker_id, epoch, slot_generation, state,
+		released, outcome, driver, driver_until, created_at, released_at)
+		VALUES ($1, 'rrq_1', 1, 'rat_' || $1, 'cell-a-r1', 'e1', 7, 'terminal', true, 'succeeded', 'coord_1', now(), now(), now())`, ws)
+	exec(t, d, `INSERT INTO render_results (workspace_id, request_id, attempt_id, operation, input_digest, render_digest,
+		profile_digest, host_build, artifact_key, artifact_sha256, artifact_bytes, width, height, created_at)
+		VALUES ($1, 'rrq_1', 'rat_' || $1, 'page.capture', 'sha256:i', 'sha256:r', 'sha256:p', 'preview-host-1',
+		'ws/' || $1 || '/renders/rrq_1/rat_1/ab.png', 'sha256:ab', 10, 2560, 1440, now())`, ws)
 	exec(t, d, `INSERT INTO idempotency_locks (workspace_id, user_id, operation_id, idem_key, expires_at) VALUES ($1, 'usr_1', 'create-project', 'k1', now() + INTERVAL '1 day')`, ws)
 	exec(t, d, `INSERT INTO idempotency_keys (workspace_id, user_id, operation_id, idem_key, fingerprint, state, lease_until, status, headers, body, expires_at)
 		VALUES ($1, 'usr_1', 'create-project', 'k1', '\x00ff10'::BYTEA, 'done', now(), 201, '{"Location": ["/x"]}', '\x7b7d'::BYTEA, now() + INTERVAL '1 day')`, ws)

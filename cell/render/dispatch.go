@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"slidecells/cell/tenancy"
 	"slidecells/shared/ids"
 	rc "slidecells/shared/rendercontract"
 )
@@ -125,7 +126,7 @@ func (c *Coordinator) dispatchOne(ctx context.Context) (*reservation, error) {
 // within a workspace; workspaces at their concurrency cap are skipped. Every branch is an
 // index range scan with LIMIT 1 over the waiting rows ($1 now, $2 promotion cutoff, $3 the
 // workspace cap).
-const pickSQL = `WITH st AS (
+var pickSQL = `WITH st AS (
 	SELECT CASE WHEN round % 4 < 3 THEN 'interactive' ELSE 'background' END AS pref,
 	       cursor_interactive, cursor_background FROM render_scheduler_state WHERE id = 1),
 capped AS (
@@ -154,8 +155,12 @@ SELECT prio, workspace_id, id, category FROM (
 
 // waitingSQL is a waiting request that may run now, outside a capped workspace; it matches the
 // predicate of render_requests_waiting_idx.
-const waitingSQL = `state IN ('queued', 'retry_wait') AND not_before <= $1 AND deadline_at > $1
-	AND workspace_id NOT IN (SELECT workspace_id FROM capped)`
+var waitingSQL = `state IN ('queued', 'retry_wait') AND not_before <= $1 AND deadline_at > $1
+	AND workspace_id NOT IN (SELECT workspace_id FROM capped) AND ` + activeWorkspace
+
+// activeWorkspace: only a workspace this cell serves now gets work; a fenced one (a move is
+// copying it) or one that moved away keeps its waiting requests for the copy.
+var activeWorkspace = tenancy.ActiveSQL("render_requests.workspace_id")
 
 func other(c Category) Category {
 	if c == Interactive {

@@ -300,3 +300,31 @@ func TestCancelInRetryWaitAndExecuting(t *testing.T) {
 		t.Fatalf("cancel of a cancelled request: %+v %v", r, err)
 	}
 }
+
+// A workspace being moved starts no renders: new requests are refused with 503
+// WORKSPACE_MOVING, and its waiting ones stay queued (they are copied to the target) while the
+// other workspaces' are dispatched.
+func TestFencedWorkspaceStartsNoRenders(t *testing.T) {
+	f := setup(t, 2)
+	workers := f.addWorkers(t, 2)
+	c := f.coordinator(t, workers, nil)
+	moving, other := f.scopes[0], f.scopes[1]
+	ctx := context.Background()
+	waiting := f.submit(t, c, moving, 1, Interactive)
+	f.submit(t, c, other, 2, Interactive)
+	if _, err := f.db.Exec(ctx, `UPDATE tenancy SET state = 'fenced' WHERE workspace_id = $1`, moving.WorkspaceID()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Submit(ctx, moving, Spec{Owner: "x", Stage: "test", Operation: rc.OpPageDiagnose, Category: Interactive, Snapshot: manifest(t, moving, 3)})
+	var pe *problem.Error
+	if !errors.As(err, &pe) || pe.Code != problem.WorkspaceMoving {
+		t.Fatalf("a new request of a fenced workspace: %v, want WORKSPACE_MOVING", err)
+	}
+	got := drain(t, c)
+	if len(got) != 1 || got[0].req.WorkspaceID != other.WorkspaceID() {
+		t.Fatalf("dispatched %d; want only the other workspace's request", len(got))
+	}
+	if r, _ := c.Get(ctx, moving, waiting.ID); r.State != StateQueued {
+		t.Fatalf("the fenced workspace's request is %s, want still queued", r.State)
+	}
+}

@@ -41,6 +41,11 @@ func setup(t testing.TB, workspaces int) *fixture {
 		t.Fatal(err)
 	}
 	f.db = dbtest.Open(t, f.url)
+	for _, sc := range f.scopes { // the cell hosts the workspaces (what the tenancy guard's adoption writes)
+		if _, err := f.db.Exec(context.Background(), `INSERT INTO tenancy (workspace_id, epoch, state) VALUES ($1, 1, 'active')`, sc.WorkspaceID()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return f
 }
 

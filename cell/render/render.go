@@ -55,6 +55,7 @@ import (
 
 	"slidecells/cell/auth"
 	"slidecells/cell/snapshot"
+	"slidecells/cell/tenancy"
 	"slidecells/shared/db"
 	"slidecells/shared/digest"
 	"slidecells/shared/ids"
@@ -272,6 +273,10 @@ func (c *Coordinator) create(ctx context.Context, ws, key, owner string, spec Sp
 	// under that lock, so the count is exact (see dispatchOne).
 	err = c.db.ReadCommitted(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT id FROM render_scheduler_state WHERE id = 1 FOR UPDATE`); err != nil {
+			return err
+		}
+		// A workspace being moved (or gone) starts no renders here.
+		if err := tenancy.Writable(ctx, tx, ws); err != nil {
 			return err
 		}
 		var global, mine int
