@@ -241,8 +241,11 @@ func (s *Service) renderCheck(ctx context.Context, sc auth.Scope, owner, stage s
 	req, err := s.Render.Submit(ctx, sc, render.Spec{Owner: owner, Stage: stage, Operation: op, Category: render.Interactive, Snapshot: m, Renew: true})
 	if err != nil {
 		pe := problem.As(err)
-		if pe.Code == problem.RenderQueueFull {
+		switch pe.Code {
+		case problem.RenderQueueFull:
 			return RenderCheck{Status: "unavailable", Code: string(rc.CodeQueueFull), Message: pe.Message}
+		case problem.WorkspaceMoving:
+			return RenderCheck{Status: "unavailable", Code: string(pe.Code), Message: pe.Message}
 		}
 		return RenderCheck{Status: "unavailable", Code: string(rc.CodeInternal), Message: "the render request could not be created"}
 	}
