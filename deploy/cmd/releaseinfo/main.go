@@ -7,13 +7,13 @@
 //
 // Images are read from the rendered overlays (the tags the manifests actually deploy). The
 // profile is -profile, else RENDER_PROFILE_MANIFEST, else the release component's
-// render-profile.json; when none of those exists, `<renderer> profile` computes this machine's.
-// Its digest is computed exactly as the cell computes it (cell/render.ReadManifest).
+// render-profile.json (what the overlays deploy); its digest is computed exactly as the cell
+// computes it (cell/render.ReadManifest). With -renderer, `<renderer> profile` also computes
+// this machine's profile, and a digest that differs from the pinned one is noted.
 package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -73,6 +73,8 @@ type Profile struct {
 	BrowserBuild string `json:"browser_build"`
 	HostBuild    string `json:"preview_host_build,omitempty"`
 	ImageDigest  string `json:"image_digest,omitempty"`
+	// Computed is the digest `renderer profile` gave on this machine (-renderer).
+	Computed string `json:"computed_digest,omitempty"`
 }
 
 // Migration lists the migration versions of each database.
@@ -97,8 +99,8 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.root, "root", "deploy/k8s", "the manifests' folder (its overlays/* are rendered)")
-	flag.StringVar(&o.profile, "profile", os.Getenv("RENDER_PROFILE_MANIFEST"), "the render profile the release pins (default RENDER_PROFILE_MANIFEST, else <root>/components/release/render-profile.json)")
-	flag.StringVar(&o.renderer, "renderer", "bin/renderer", "renderer binary whose `profile` command computes this machine's profile when there is no profile file")
+	flag.StringVar(&o.profile, "profile", os.Getenv("RENDER_PROFILE_MANIFEST"), "the render profile the release pins (default RENDER_PROFILE_MANIFEST, else <root>/components/release/render-profile.json, which the overlays deploy)")
+	flag.StringVar(&o.renderer, "renderer", "", "a renderer binary: also compute this machine's profile with its `profile` command and compare the digests")
 	asJSON := flag.Bool("json", false, "print JSON")
 	flag.Parse()
 	info, err := collect(o)
@@ -224,34 +226,37 @@ func imageTag(ref string) string {
 	return ""
 }
 
-// profile reads the release's render profile and computes its digest as the cell does.
+// profile reads the release's render profile and computes its digest as the cell does; with
+// a renderer binary it also computes this machine's profile and compares the two.
 func profile(o options, info *Info) error {
 	path := o.profile
 	if path == "" {
 		path = filepath.Join(o.root, "components", "release", "render-profile.json")
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			p, err := profileFromRenderer(o.renderer)
-			if err != nil {
-				return err
-			}
-			defer os.Remove(p)
-			path = p
-			info.Profile.Source = "computed by `" + o.renderer + " profile` on this machine"
-		}
 	}
 	prof, digest, err := render.ReadManifest(path)
 	if err != nil {
 		return fmt.Errorf("render profile %s: %w", path, err)
 	}
-	if info.Profile.Source == "" {
-		info.Profile.Source = path
-	}
-	info.Profile.Digest = digest
-	info.Profile.BrowserBuild = prof.BrowserBuild
-	info.Profile.HostBuild = prof.PreviewHostBuild
-	info.Profile.ImageDigest = prof.ImageDigest
+	info.Profile = Profile{Source: path, Digest: digest, BrowserBuild: prof.BrowserBuild,
+		HostBuild: prof.PreviewHostBuild, ImageDigest: prof.ImageDigest}
 	if prof.PreviewHostBuild != "" && prof.PreviewHostBuild != preview.HostBuild {
-		info.Notes = append(info.Notes, fmt.Sprintf("render profile pins preview host build %q; this release's is %q: renderers would refuse every document", prof.PreviewHostBuild, preview.HostBuild))
+		info.Notes = append(info.Notes, fmt.Sprintf("the render profile pins preview host build %q; this release's is %q: renderers would refuse every document", prof.PreviewHostBuild, preview.HostBuild))
+	}
+	if o.renderer == "" {
+		return nil
+	}
+	local, err := profileFromRenderer(o.renderer)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(local)
+	_, ld, err := render.ReadManifest(local)
+	if err != nil {
+		return fmt.Errorf("`%s profile`: %w", o.renderer, err)
+	}
+	info.Profile.Computed = ld
+	if ld != digest {
+		info.Notes = append(info.Notes, fmt.Sprintf("`%s profile` computes %s, not the pinned %s: this renderer would not start with the release's profile (regenerate render-profile.json in the renderer image)", o.renderer, ld, digest))
 	}
 	return nil
 }
@@ -263,7 +268,7 @@ func profileFromRenderer(bin string) (string, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("no render profile file, and `%s profile` failed (%v: %s): give one with -profile or RENDER_PROFILE_MANIFEST", bin, err, strings.TrimSpace(stderr.String()))
+		return "", fmt.Errorf("`%s profile` failed (%v): %s", bin, err, strings.TrimSpace(stderr.String()))
 	}
 	f, err := os.CreateTemp("", "render-profile-*.json")
 	if err != nil {
@@ -328,6 +333,9 @@ func write(w io.Writer, info *Info) {
 	}
 	if info.Profile.ImageDigest != "" {
 		p("  renderer image         %s", info.Profile.ImageDigest)
+	}
+	if info.Profile.Computed != "" {
+		p("  this machine's         %s (renderer profile)", info.Profile.Computed)
 	}
 	p("")
 	p("database migrations")
