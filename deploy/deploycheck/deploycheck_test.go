@@ -123,6 +123,16 @@ spec:
 `,
 		},
 		{
+			name: "a sidecar in the renderer pod", overlay: "cell-b", target: "StatefulSet/renderer", rule: RuleRenderer, message: "runs the renderer alone",
+			patch: `
+- op: add
+  path: /spec/template/spec/containers/-
+  value:
+    name: proxy
+    image: slidecells/router:v1
+`,
+		},
+		{
 			name: "cell without a memory limit", target: "Deployment/cell", overlay: "cell-a", rule: RuleLimits, message: "no memory limit",
 			patch: `
 - op: remove

@@ -12,8 +12,8 @@
 //     a read-only root file system, all capabilities dropped, a RuntimeDefault or Localhost
 //     seccomp profile, and CPU, memory and ephemeral-storage requests and limits. Every pod but
 //     the renderer's runs as non-root without privilege escalation and adds no capability.
-//   - the renderer: root only inside its own user namespace (hostUsers: false), a runtime class
-//     that exists, only the capabilities its isolation needs (SYS_ADMIN, NET_ADMIN, SETUID,
+//   - the renderer: alone in its pod, root only inside its own user namespace (hostUsers:
+//     false), a runtime class that exists, only the capabilities its isolation needs (SYS_ADMIN, NET_ADMIN, SETUID,
 //     SETGID, KILL, CHOWN, DAC_OVERRIDE, FOWNER), never privileged, no Chromium sandbox switch,
 //     no secret but its service credential, attempt limits set and inside the container's.
 //   - network: a NetworkPolicy evaluator computes every flow the policies allow between the
@@ -29,7 +29,9 @@
 //     has no file setting); every *_FILE path lies in a mounted volume.
 //   - configuration: the cell's renderer list matches the renderer StatefulSet (worker IDs and
 //     addresses), the renderers' preview base URL is the cell's navigation base and names the
-//     preview Service, and the render profile ConfigMap declares this release's contract.
+//     preview Service, the preview host's backend URL names the cell's Service, the cell shares
+//     its renderer and preview credentials with them (same Secret), and the render profile
+//     ConfigMap declares this release's contract.
 //   - references: selectors match their pod templates, StatefulSets name an existing Service,
 //     every ConfigMap a pod uses exists, every volume mount names a volume.
 //

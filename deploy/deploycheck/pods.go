@@ -70,6 +70,9 @@ func (c *cluster) checkPods(stages map[string]bool) []Finding {
 			if spec.HostUsers == nil || *spec.HostUsers {
 				add(RuleRenderer, "hostUsers must be false: the renderer runs as root, which must be root of its own user namespace, not of the node")
 			}
+			if len(spec.Containers) != 1 || len(spec.InitContainers) != 0 || len(spec.EphemeralContainers) != 0 {
+				add(RuleRenderer, "a renderer pod runs the renderer alone: any other container would share its network namespace, its egress and its limits")
+			}
 			if spec.RuntimeClassName == nil || *spec.RuntimeClassName == "" {
 				add(RuleRenderer, "runtimeClassName is required: the renderer's nodes must give it a writable, delegated cgroup")
 			}
