@@ -149,9 +149,11 @@ func checkContainer(w *workload, ct *corev1.Container, renderer bool, stages map
 	if apparmor == nil {
 		apparmor = pod.AppArmorProfile
 	}
-	// Kubernetes' own validation: refused by the API server.
+	// Kubernetes' own validation refuses this pair when the capability is spelled
+	// CAP_SYS_ADMIN; spelled SYS_ADMIN it is the same contradiction (no_new_privs does not bind
+	// a process that holds CAP_SYS_ADMIN), so it is refused here in both spellings.
 	if sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation && hasCap(caps.Add, "SYS_ADMIN") {
-		add(RuleDecode, "allowPrivilegeEscalation: false with CAP_SYS_ADMIN is refused by the API server")
+		add(RuleDecode, "allowPrivilegeEscalation: false with CAP_SYS_ADMIN: the API server refuses the pair (no_new_privs does not bind a process holding CAP_SYS_ADMIN)")
 	}
 	if sc.ProcMount != nil && *sc.ProcMount == corev1.UnmaskedProcMount && (w.spec.HostUsers == nil || *w.spec.HostUsers) {
 		add(RuleDecode, "procMount: Unmasked needs hostUsers: false (refused by the API server otherwise)")
