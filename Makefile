@@ -68,6 +68,29 @@ lint: ## gofmt, go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet ./...
 
+# Kubernetes manifests (deploy/k8s: kustomize base, an overlay per cell and one for the router)
+# and images (deploy/Dockerfile, one stage per binary). See CELLS.md, "Kubernetes".
+IMAGES := router cellctl cell preview renderer
+
+.PHONY: deploy-check
+deploy-check: ## Render every Kubernetes overlay with kustomize and validate it offline (types, pod security, network flows, images, secrets)
+	$(GO) run ./deploy/cmd/deploycheck
+
+.PHONY: release-info
+release-info: ## Print the release: image revisions, contract versions, render profile digest, migration versions
+	$(GO) run -ldflags '$(LDFLAGS)' ./deploy/cmd/releaseinfo
+
+.PHONY: release-tag
+release-tag: ## Pin the overlays' slidecells/* images to $(VERSION) (deploy/k8s/components/release)
+	sed -i -E 's/^(    newTag: ).*/\1$(VERSION)/' deploy/k8s/components/release/kustomization.yaml
+	@grep -n 'newTag' deploy/k8s/components/release/kustomization.yaml
+
+.PHONY: images
+images: ## Build every image with Docker, tagged $(VERSION) (needs a Docker engine)
+	@set -e; for t in $(IMAGES); do \
+	  docker build -f deploy/Dockerfile --target $$t --build-arg VERSION=$(VERSION) -t slidecells/$$t:$(VERSION) .; \
+	done
+
 .PHONY: bench-router
 bench-router: ## Router vs direct vs nginx benchmark (see BENCHMARKS.md)
 	$(GO) run ./loadtest/routerbench
