@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
@@ -17,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -64,6 +67,13 @@ func newDocServer(t *testing.T, f *fixture) *docServer {
 	go func() { _ = d.srv.Serve(ln) }()
 	t.Cleanup(func() { _ = d.srv.Close() })
 	return d
+}
+
+// counts reads what the server counted, under its lock.
+func (d *docServer) counts(ref string) (served, refused int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.served[ref], d.refused
 }
 
 func (d *docServer) document(w http.ResponseWriter, r *http.Request) {
@@ -325,8 +335,8 @@ func TestCaptureAndDiagnoseThroughRealRenderers(t *testing.T) {
 		t.Fatalf("health %+v, want 2 dispatchable renderers", h)
 	}
 	// The renderers' browsers carried the preview access on every document request.
-	if w.docs.refused != 0 {
-		t.Fatalf("%d document requests without valid preview access", w.docs.refused)
+	if _, refused := w.docs.counts(""); refused != 0 {
+		t.Fatalf("%d document requests without valid preview access", refused)
 	}
 }
 
@@ -464,7 +474,7 @@ func TestTakeoverAfterACoordinatorDies(t *testing.T) {
 	if cur.State != StateSucceeded || cur.AttemptsUsed != 1 {
 		t.Fatalf("after takeover: %+v, want succeeded by the same attempt", cur)
 	}
-	if n := w.docs.served[cur.SnapshotRef]; n != 1 {
+	if n, _ := w.docs.counts(cur.SnapshotRef); n != 1 {
 		t.Fatalf("document rendered %d times; a takeover must query, never redo", n)
 	}
 }
@@ -491,4 +501,49 @@ func TestProfileMismatchIsNeverDispatched(t *testing.T) {
 		t.Fatalf("health available with only a mismatching renderer: %+v", h)
 	}
 	_ = errors.New
+}
+
+// A lost answer to the POST (the renderer took the attempt over, the connection broke before
+// the 202 arrived): the coordinator asks the same worker/epoch first, finds the attempt and
+// follows it — no replacement attempt, one render.
+func TestLostDispatchResponseQueriesTheSameWorker(t *testing.T) {
+	w := newWorld(t, 1)
+	target, _ := url.Parse(w.renderers[0].url)
+	var dropped atomic.Bool
+	rp := httputil.NewSingleHostReverseProxy(target)
+	proxy := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/executions") && dropped.CompareAndSwap(false, true) {
+			rec := httptest.NewRecorder()
+			rp.ServeHTTP(rec, r) // the renderer takes the attempt over...
+			hj, ok := rw.(http.Hijacker)
+			if !ok {
+				t.Error("no hijacker")
+				return
+			}
+			conn, _, _ := hj.Hijack()
+			conn.Close() // ...and its answer is lost
+			return
+		}
+		rp.ServeHTTP(rw, r)
+	}))
+	defer proxy.Close()
+	w.workers[0].URL = proxy.URL
+	c := w.coordinator(t, nil)
+	sc := w.f.scopes[0]
+	req, err := c.Submit(context.Background(), sc, Spec{Owner: "t", Stage: "lost", Operation: rc.OpPageCapture, Category: Background, Snapshot: docManifest(t, sc, "ready", 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := wait(t, c, sc, req.ID, time.Minute)
+	if !dropped.Load() {
+		t.Fatal("the POST answer was never dropped")
+	}
+	if cur.State != StateSucceeded || cur.AttemptsUsed != 1 {
+		t.Fatalf("after a lost dispatch answer: %+v, want succeeded by the one attempt", cur)
+	}
+	var attempts int
+	_ = w.f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM render_attempts WHERE request_id = $1`, req.ID).Scan(&attempts)
+	if served, _ := w.docs.counts(cur.SnapshotRef); attempts != 1 || served != 1 {
+		t.Fatalf("%d attempts, document served %d times; want one of each", attempts, served)
+	}
 }
