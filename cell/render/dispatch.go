@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"slidecells/cell/tenancy"
+	"slidecells/shared/db"
 	"slidecells/shared/ids"
 	rc "slidecells/shared/rendercontract"
 )
@@ -37,12 +38,12 @@ func (c *Coordinator) dispatchOne(ctx context.Context) (*reservation, error) {
 	err := c.db.ReadCommitted(ctx, func(tx pgx.Tx) error {
 		res = nil
 		now := c.now().UTC()
-		// One round trip for every read: the lock comes first in the pipeline, so each later
-		// statement (READ COMMITTED: a snapshot per statement) reads after it is held.
+		// One round trip (with BEGIN) for every read: the lock comes first in the pipeline, so
+		// each later statement (READ COMMITTED: a snapshot per statement) reads after it is held.
 		b := &pgx.Batch{}
 		b.Queue(`SELECT round FROM render_scheduler_state WHERE id = 1 FOR UPDATE`)
 		b.Queue(`SELECT count(*) FROM render_attempts WHERE released = false`)
-		b.Queue(`SELECT w.worker_id, w.epoch, w.url FROM render_workers w
+		b.Queue(`SELECT w.worker_id, w.epoch, w.url, w.slot_generation FROM render_workers w
 			WHERE w.state = 'ready' AND w.environment_digest = $1
 			  AND NOT EXISTS (SELECT 1 FROM render_attempts a WHERE a.worker_id = w.worker_id AND a.released = false)
 			ORDER BY w.last_dispatch_at, w.worker_id LIMIT 1 FOR UPDATE`, c.cfg.ProfileDigest)
@@ -51,21 +52,21 @@ func (c *Coordinator) dispatchOne(ctx context.Context) (*reservation, error) {
 		var round int64
 		var total int
 		var w reservation
-		var ws, id, cat string
+		var req Request
 		err := br.QueryRow().Scan(&round)
 		if err == nil {
 			err = br.QueryRow().Scan(&total)
 		}
 		noWorker, noPick := false, false
 		if err == nil {
-			err = br.QueryRow().Scan(&w.workerID, &w.epoch, &w.url)
+			err = br.QueryRow().Scan(&w.workerID, &w.epoch, &w.url, &w.slotGeneration)
 			if errors.Is(err, pgx.ErrNoRows) {
 				noWorker, err = true, nil
 			}
 		}
 		if err == nil {
 			var prio int
-			err = br.QueryRow().Scan(&prio, &ws, &id, &cat)
+			req, err = scanRequest(br.QueryRow(), &w.seq, &prio)
 			if errors.Is(err, pgx.ErrNoRows) {
 				noPick, err = true, nil
 			}
@@ -76,42 +77,33 @@ func (c *Coordinator) dispatchOne(ctx context.Context) (*reservation, error) {
 		if err != nil || noWorker || noPick || total >= c.cfg.GlobalConcurrency {
 			return err
 		}
-		// One round trip for every write.
+		// Every write goes out with the COMMIT, in the same round trip; nothing reads them. If
+		// the request was cancelled since the pick, the update matches nothing, no attempt is
+		// inserted, and markDispatched (which needs the reserved row) sends nothing.
+		w.slotGeneration++
 		w.attemptID = ids.New(ids.Attempt)
-		b = &pgx.Batch{}
-		b.Queue(`UPDATE render_requests
-			SET state = 'executing', attempts_used = attempts_used + 1, next_seq = next_seq + 1, updated_at = $3
-			WHERE workspace_id = $1 AND id = $2 AND state IN ('queued', 'retry_wait')
-			RETURNING `+requestCols+`, next_seq - 1`, ws, id, now)
-		b.Queue(`UPDATE render_workers SET slot_generation = slot_generation + 1, last_dispatch_at = $3
-			WHERE worker_id = $1 AND epoch = $2 RETURNING slot_generation`, w.workerID, w.epoch, now)
-		b.Queue(`INSERT INTO render_attempts (workspace_id, request_id, seq, attempt_id, worker_id, epoch,
-			slot_generation, state, driver, driver_until, created_at)
-			SELECT r.workspace_id, r.id, r.next_seq - 1, $3, w.worker_id, w.epoch, w.slot_generation, 'reserved', $6, $7, $8
-			FROM render_requests r, render_workers w
-			WHERE r.workspace_id = $1 AND r.id = $2 AND r.state = 'executing' AND w.worker_id = $4 AND w.epoch = $5`,
-			ws, id, w.attemptID, w.workerID, w.epoch, c.id, now.Add(c.Lease), now)
-		b.Queue(`UPDATE render_scheduler_state SET round = round + 1,
-			cursor_interactive = CASE WHEN $1 = 'interactive' THEN $2 ELSE cursor_interactive END,
-			cursor_background = CASE WHEN $1 = 'background' THEN $2 ELSE cursor_background END,
-			dispatched = dispatched + 1, updated_at = $3 WHERE id = 1`, cat, ws, now)
-		br = tx.SendBatch(ctx, b)
-		defer br.Close()
-		req, err := scanRequest(br.QueryRow(), &w.seq)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // cancelled between the pick and the update: nothing dispatched this time
-		}
-		if err != nil {
-			return err
-		}
-		if err := br.QueryRow().Scan(&w.slotGeneration); err != nil {
-			return err
-		}
-		if tag, err := br.Exec(); err != nil || tag.RowsAffected() != 1 {
-			return errors.Join(err, errors.New("render: the reserved attempt was not inserted"))
-		}
-		if _, err := br.Exec(); err != nil {
-			return err
+		req.State, req.AttemptsUsed = StateExecuting, req.AttemptsUsed+1
+		for _, q := range []struct {
+			sql  string
+			args []any
+		}{
+			{`UPDATE render_requests SET state = 'executing', attempts_used = attempts_used + 1, next_seq = next_seq + 1, updated_at = $3
+				WHERE workspace_id = $1 AND id = $2 AND state IN ('queued', 'retry_wait')`, []any{req.WorkspaceID, req.ID, now}},
+			{`UPDATE render_workers SET slot_generation = $3, last_dispatch_at = $4 WHERE worker_id = $1 AND epoch = $2`,
+				[]any{w.workerID, w.epoch, w.slotGeneration, now}},
+			{`INSERT INTO render_attempts (workspace_id, request_id, seq, attempt_id, worker_id, epoch,
+				slot_generation, state, driver, driver_until, created_at)
+				SELECT workspace_id, id, $3::INT8, $4, $5, $6, $7::INT8, 'reserved', $8, $9, $10 FROM render_requests
+				WHERE workspace_id = $1 AND id = $2 AND state = 'executing' AND next_seq = $3::INT8 + 1`,
+				[]any{req.WorkspaceID, req.ID, w.seq, w.attemptID, w.workerID, w.epoch, w.slotGeneration, c.id, now.Add(c.Lease), now}},
+			{`UPDATE render_scheduler_state SET round = round + 1,
+				cursor_interactive = CASE WHEN $1::TEXT = 'interactive' THEN $2::TEXT ELSE cursor_interactive END,
+				cursor_background = CASE WHEN $1::TEXT = 'background' THEN $2::TEXT ELSE cursor_background END,
+				dispatched = dispatched + 1, updated_at = $3 WHERE id = 1`, []any{string(req.Category), req.WorkspaceID, now}},
+		} {
+			if err := db.Defer(ctx, tx, q.sql, q.args...); err != nil {
+				return err
+			}
 		}
 		w.req = req
 		res = &w
@@ -131,27 +123,27 @@ var pickSQL = `WITH st AS (
 	       cursor_interactive, cursor_background FROM render_scheduler_state WHERE id = 1),
 capped AS (
 	SELECT workspace_id FROM render_attempts WHERE released = false GROUP BY workspace_id HAVING count(*) >= $3)
-SELECT prio, workspace_id, id, category FROM (
-	(SELECT 1 AS prio, workspace_id, id, category FROM render_requests WHERE ` + waitingSQL + ` AND enqueued_at <= $2
+SELECT `+requestCols+`, next_seq, prio FROM (
+	(SELECT 1 AS prio, workspace_id, id FROM render_requests WHERE ` + waitingSQL + ` AND enqueued_at <= $2
 	 ORDER BY enqueued_at LIMIT 1)
 	UNION ALL
-	(SELECT 2, workspace_id, id, category FROM render_requests WHERE ` + waitingSQL + `
+	(SELECT 2, workspace_id, id FROM render_requests WHERE ` + waitingSQL + `
 	   AND category = (SELECT pref FROM st)
 	   AND workspace_id > (SELECT CASE WHEN pref = 'interactive' THEN cursor_interactive ELSE cursor_background END FROM st)
 	 ORDER BY category, workspace_id, enqueued_at LIMIT 1)
 	UNION ALL
-	(SELECT 3, workspace_id, id, category FROM render_requests WHERE ` + waitingSQL + ` AND category = (SELECT pref FROM st)
+	(SELECT 3, workspace_id, id FROM render_requests WHERE ` + waitingSQL + ` AND category = (SELECT pref FROM st)
 	 ORDER BY category, workspace_id, enqueued_at LIMIT 1)
 	UNION ALL
-	(SELECT 4, workspace_id, id, category FROM render_requests WHERE ` + waitingSQL + `
+	(SELECT 4, workspace_id, id FROM render_requests WHERE ` + waitingSQL + `
 	   AND category = (SELECT CASE WHEN pref = 'interactive' THEN 'background' ELSE 'interactive' END FROM st)
 	   AND workspace_id > (SELECT CASE WHEN pref = 'interactive' THEN cursor_background ELSE cursor_interactive END FROM st)
 	 ORDER BY category, workspace_id, enqueued_at LIMIT 1)
 	UNION ALL
-	(SELECT 5, workspace_id, id, category FROM render_requests WHERE ` + waitingSQL + `
+	(SELECT 5, workspace_id, id FROM render_requests WHERE ` + waitingSQL + `
 	   AND category = (SELECT CASE WHEN pref = 'interactive' THEN 'background' ELSE 'interactive' END FROM st)
 	 ORDER BY category, workspace_id, enqueued_at LIMIT 1)
-) candidates ORDER BY prio LIMIT 1`
+) candidates JOIN render_requests USING (workspace_id, id) ORDER BY prio LIMIT 1`
 
 // waitingSQL is a waiting request that may run now, outside a capped workspace; it matches the
 // predicate of render_requests_waiting_idx.

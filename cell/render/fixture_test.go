@@ -3,6 +3,7 @@ package render
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -63,7 +64,11 @@ func (f *fixture) coordinator(t testing.TB, workers []Worker, tune func(*Config)
 	if tune != nil {
 		tune(&cfg)
 	}
-	return New(cfg, dbtest.Open(t, f.url), b, zap.NewNop())
+	log := zap.NewNop()
+	if os.Getenv("RENDER_TEST_LOG") != "" {
+		log = zap.NewExample()
+	}
+	return New(cfg, dbtest.Open(t, f.url), b, log)
 }
 
 const testProfile = "sha256:0000000000000000000000000000000000000000000000000000000000000001"
