@@ -91,6 +91,8 @@ type Config struct {
 	PublicURL    *url.URL
 	TicketSigner *ticket.Signer
 	PreviewTTL   time.Duration
+	// RenderWait bounds a validation's or a screenshot's wait for its render (CELL_RENDER_WAIT).
+	RenderWait time.Duration
 	// Blobs is the cell's blob store (fileblob locally, s3blob in production).
 	Blobs *blob.Bucket
 	// IdempotencyRetention is how long Idempotency-Key answers are replayed (default 24h).
@@ -169,7 +171,7 @@ func New(c Config) *Server {
 	if err != nil {
 		panic("api: compiler: " + err.Error()) // static options: a bad one is a programming error
 	}
-	s.Authoring = &authoring.Service{Store: st, Jobs: s.Jobs, Compiler: compiler, Modules: &cblob.Store{Bucket: c.Blobs}, Render: c.Renderer,
+	s.Authoring = &authoring.Service{Store: st, Jobs: s.Jobs, Compiler: compiler, Modules: &cblob.Store{Bucket: c.Blobs}, Render: c.Renderer, RenderWait: c.RenderWait,
 		Previews: &authoring.Previews{PublicBase: c.PublicURL, Signer: c.TicketSigner, TTL: c.PreviewTTL}}
 	s.registerJobs(s.Jobs, s.Authoring)
 	s.registerPages(st, s.Authoring)

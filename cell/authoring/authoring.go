@@ -35,6 +35,11 @@ import (
 	rc "slidecells/shared/rendercontract"
 )
 
+// DefaultRenderWait is how long a request waits for its render before it answers that the
+// render goes on (a repeat returns its result): below the router's wait for a cell's answer
+// (ROUTER_CELL_TIMEOUT, 30 s), so a slow render never looks like a dead cell.
+const DefaultRenderWait = 20 * time.Second
+
 // Job kinds.
 const (
 	KindPageCreate = "page.create"
@@ -62,7 +67,8 @@ type Service struct {
 	// Render is the cell's render control plane; nil when the cell has no renderers configured
 	// (every render stage is then unavailable).
 	Render *render.Coordinator
-	// RenderWait bounds how long a validation waits for its render stage (default 60 s); the
+	// RenderWait bounds how long a validation or a screenshot waits for its render (default
+	// DefaultRenderWait, below the router's 30 s wait for a cell's answer); the
 	// request goes on after that and a repeat of the same validation returns its result.
 	RenderWait time.Duration
 	// Previews signs public preview URLs; nil when previews are not configured.
@@ -400,7 +406,7 @@ func (s *Service) conclude(ctx context.Context, sc auth.Scope, t Target, fileTyp
 	case err != nil:
 		return v, err
 	default:
-		check = s.renderCheck(ctx, sc, "validation:"+sc.Principal().UserID, "validate", op, m, cmp.Or(s.RenderWait, 60*time.Second))
+		check = s.renderCheck(ctx, sc, "validation:"+sc.Principal().UserID, "validate", op, m, cmp.Or(s.RenderWait, DefaultRenderWait))
 	}
 	v.Stages.Render = Stage{Status: check.Status, Code: check.Code, Message: check.Message, Findings: check.Findings, RequestID: check.Request.ID}
 	v.Status, v.Valid = check.Status, check.Status == "passed"

@@ -76,7 +76,7 @@ func (s *Service) Screenshot(ctx context.Context, sc auth.Scope, pageID string) 
 	if err != nil {
 		return render.Result{}, nil, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, cmp.Or(s.RenderWait, 60*time.Second))
+	wctx, cancel := context.WithTimeout(ctx, cmp.Or(s.RenderWait, DefaultRenderWait))
 	defer cancel()
 	req, err = s.Render.Wait(wctx, sc, req.ID)
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {

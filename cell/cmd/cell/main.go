@@ -24,6 +24,7 @@ import (
 	_ "gocloud.dev/blob/s3blob"   // s3:// buckets (production)
 
 	"slidecells/cell/api"
+	"slidecells/cell/authoring"
 	cblob "slidecells/cell/blob"
 	"slidecells/cell/idempotency"
 	"slidecells/cell/maintenance"
@@ -54,8 +55,10 @@ type settings struct {
 	// TicketSigner signs admission tickets and preview access (RENDER_TICKET_SIGNING_KEY_FILE).
 	TicketSigner *ticket.Signer
 	// PublicURL is the router's public base; preview URLs point at it (CELL_PUBLIC_URL).
-	PublicURL     *url.URL
-	PreviewTTL    time.Duration
+	PublicURL  *url.URL
+	PreviewTTL time.Duration
+	// RenderWait bounds a validation's or a screenshot's wait for its render (CELL_RENDER_WAIT).
+	RenderWait    time.Duration
 	IdemRetention time.Duration
 	BlobURL       string
 	Failpoints    failpoint.Points
@@ -128,6 +131,10 @@ func load() (settings, error) {
 		} else {
 			s.PublicURL = u
 		}
+	}
+	s.RenderWait = l.PositiveDuration("CELL_RENDER_WAIT", authoring.DefaultRenderWait)
+	if s.RenderWait > 25*time.Second {
+		l.Fail("CELL_RENDER_WAIT", "at most 25s: it must stay below the router's wait for a cell's answer (ROUTER_CELL_TIMEOUT, 30s)")
 	}
 	s.PreviewTTL = l.PositiveDuration("CELL_PREVIEW_TTL", 15*time.Minute)
 	if s.PreviewTTL > 24*time.Hour {
@@ -212,7 +219,7 @@ func run() error {
 	srv := api.New(api.Config{
 		CellID: s.CellID, DB: cellDB, Log: log, Renderer: coordinator, IdempotencyRetention: s.IdemRetention, Blobs: bucket,
 		BenchWithoutIdempotency: s.BenchNoIdem, CompileSlots: s.CompileSlots,
-		TicketSigner: s.TicketSigner, PreviewBackend: previewBackend, PublicURL: s.PublicURL, PreviewTTL: s.PreviewTTL,
+		TicketSigner: s.TicketSigner, PreviewBackend: previewBackend, PublicURL: s.PublicURL, PreviewTTL: s.PreviewTTL, RenderWait: s.RenderWait,
 		RateWorkspace:           ratelimit.Limit{Rate: float64(s.RateWS), Burst: s.RateWSBurst},
 		RateToken:               ratelimit.Limit{Rate: float64(s.RateToken), Burst: s.RateTokBurst},
 		JobWorkspaceConcurrency: s.JobWSCap,
