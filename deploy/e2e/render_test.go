@@ -128,6 +128,17 @@ export default function Hello() {
 		t.Fatalf("throwing page: %+v, want a failed render stage (content), not unavailable", v)
 	}
 
+	// Content naming an asset that cannot be pinned fails at preparation.
+	missingAsset := `import { Image } from "@kit/media";
+export default function M() { return <Image asset="` + ids.New(ids.Asset) + `" alt="logo" />; }`
+	body, _ := json.Marshal(map[string]string{"entity_type": "page", "mode": "content", "file_type": "tsx", "source": missingAsset})
+	a = e.do(t, http.MethodPost, "/api/v1/validate/entity", e.demo.PAT, body, "X-Workspace-ID", ws, "Content-Type", "application/json")
+	var mv validation
+	_ = json.Unmarshal(a.body, &mv)
+	if a.status != http.StatusOK || mv.Valid || mv.Stages.Render.Status != "failed" || mv.Stages.Render.Code != "RENDER_INPUT_NOT_REPRODUCIBLE" {
+		t.Fatalf("unpinnable asset: %d %s", a.status, a.body)
+	}
+
 	// A job that asks for a render check writes only when the rendered content has no errors.
 	if _, status, code := e.pageJobWith(t, ws, map[string]any{"project_id": prj.ID, "key": "checked-bad", "file_type": "tsx",
 		"source": `export default function B() { throw new Error("boom"); }`, "render_check": true}); status != "failed" || code != "RENDER_CHECK_FAILED" {
