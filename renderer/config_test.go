@@ -13,7 +13,7 @@ import (
 )
 
 func TestLoadConfig(t *testing.T) {
-	rendertest.RequireRoot(t)
+	rendertest.RequireIsolation(t)
 	signer, _ := ticket.GenerateSigner("k1")
 	cred, _ := rendertest.Credential(t)
 	two := filepath.Join(t.TempDir(), "two")

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"slidecells/renderer/internal/fixture"
+	"slidecells/renderer/internal/rendertest"
+	"slidecells/renderer/internal/unpriv"
 	"slidecells/renderer/supervisor"
 	rc "slidecells/shared/rendercontract"
 )
@@ -130,4 +132,14 @@ func TestBombsEndAsFailedAttempts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUnprivileged runs the control process's tests of the boundary again
+// as an unprivileged user (user-namespace mode, delegated cgroup): a capture
+// end to end, the launch probe, a deadline and a cancel that kill
+// everything, a page's memory bomb and the child's memory and fork bombs.
+func TestUnprivileged(t *testing.T) {
+	rendertest.RequireBrowser(t)
+	unpriv.RunTests(t, unpriv.Options{}, "TestCaptureEndToEnd", "TestLaunchProbeGatesReadiness", "TestDeadlineKillsEverything",
+		"TestCancelDuringRun", "TestPageMemoryBombEndsAsAFailedAttempt", "TestBombsEndAsFailedAttempts")
 }

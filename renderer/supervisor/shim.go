@@ -193,6 +193,11 @@ func runShim(arg string) error {
 	if err := armParentDeath(); err != nil {
 		return err
 	}
+	// The child works in its attempt directory (its browser profile lives
+	// there).
+	if err := unix.Chdir(c.AttemptDir); err != nil {
+		return fmt.Errorf("chdir %s: %w", c.AttemptDir, err)
+	}
 	// Nothing below may gain privileges through set-user-ID binaries.
 	// Chromium's namespace sandbox works with this set.
 	if _, _, e := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0); e != 0 {

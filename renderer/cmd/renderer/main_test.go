@@ -349,7 +349,7 @@ func (s *syncBuffer) String() string {
 // and the new epoch becomes ready.
 func TestStartAfterAKilledEpoch(t *testing.T) {
 	rendertest.RequireBrowser(t)
-	rendertest.RequireRoot(t)
+	rendertest.RequireIsolation(t)
 	bin := build(t)
 	fx := fixture.Start(token)
 	defer fx.Close()
@@ -482,7 +482,7 @@ func TestStartAfterAKilledEpoch(t *testing.T) {
 // speaks TLS only, and still wants the credential.
 func TestTLS(t *testing.T) {
 	rendertest.RequireBrowser(t)
-	rendertest.RequireRoot(t)
+	rendertest.RequireIsolation(t)
 	bin := build(t)
 	dir := t.TempDir()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -563,7 +563,7 @@ func mustParse(t *testing.T, der []byte) *x509.Certificate {
 // manifest fails start-up.
 func TestProfileManifestFlow(t *testing.T) {
 	rendertest.RequireBrowser(t)
-	rendertest.RequireRoot(t)
+	rendertest.RequireIsolation(t)
 	bin := build(t)
 	dir := t.TempDir()
 	cmd := exec.Command(bin, "profile", "--preview-host-build", "preview-host-1", "--image-digest", "sha256:feed")

@@ -2,6 +2,8 @@ package unpriv
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -30,7 +32,10 @@ func RunTests(t *testing.T, o Options, tests ...string) {
 		t.Skip("preparing an unprivileged user and a delegated cgroup needs root")
 	}
 	if o.Name == "" {
-		o.Name = "slidecells-unpriv-" + strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "-"))
+		// Unique per run: test binaries of several packages run at once.
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		o.Name = "slidecells-unpriv-" + strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "-")) + "-" + hex.EncodeToString(b)
 	}
 	h, cleanup, err := Prepare(o)
 	if err != nil {
