@@ -174,7 +174,7 @@ func runShim(arg string) error {
 			}
 		}
 	}
-	if err := setLimits(c.Limits.WithDefaults()); err != nil {
+	if err := setLimits(c.Limits); err != nil {
 		return err
 	}
 	// No capability may come back to anything the child starts, even

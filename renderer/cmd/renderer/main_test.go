@@ -295,6 +295,12 @@ func runBinary(t *testing.T, bin string, env []string) (base string, cmd *exec.C
 	t.Helper()
 	cmd = exec.Command(bin)
 	cmd.Env = env
+	return startBinary(t, cmd)
+}
+
+// startBinary starts cmd, a renderer, and waits for its address.
+func startBinary(t *testing.T, cmd *exec.Cmd) (base string, _ *exec.Cmd, logs *syncBuffer, exited chan error) {
+	t.Helper()
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -57,6 +57,9 @@ type Host struct {
 	Cgroups []string
 	// V2Mount is the cgroup v2 mount the delegation lives on, if v2.
 	V2Mount string
+	// NoNewPrivs makes Command set no_new_privs (a misconfigured host:
+	// the set-user-ID helpers cannot act then).
+	NoNewPrivs bool
 }
 
 // Options choose the delegated cgroup.
@@ -293,7 +296,11 @@ func (h *Host) Command(argv ...string) *exec.Cmd {
 	for _, d := range h.Cgroups {
 		fmt.Fprintf(&script, "echo $$ > %s/cgroup.procs || exit 97\n", d)
 	}
-	fmt.Fprintf(&script, "exec /usr/bin/setpriv --reuid=%d --regid=%d --init-groups -- \"$@\"\n", h.UID, h.GID)
+	nnp := ""
+	if h.NoNewPrivs {
+		nnp = "--no-new-privs "
+	}
+	fmt.Fprintf(&script, "exec /usr/bin/setpriv --reuid=%d --regid=%d --init-groups %s-- \"$@\"\n", h.UID, h.GID, nnp)
 	return exec.Command("/bin/sh", append([]string{"-c", script.String(), "unpriv"}, argv...)...)
 }
 
