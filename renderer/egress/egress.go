@@ -20,9 +20,10 @@
 // Each attempt's use of the path is bounded (Limits): the bytes through it,
 // both directions and every connection together (requests, responses,
 // tunnels), and the connections the browser holds open to it at once. A
-// connection past the connection limit is closed as soon as it is accepted;
-// once the byte limit is used up every connection closes and new ones are
-// closed at once. LimitHit tells which limit an attempt met.
+// connection past the connection limit is answered 429 and closed; once the
+// byte limit is used up every connection closes and new ones are answered
+// 403 and closed, none reaching an origin. LimitHit tells which limit an
+// attempt met.
 //
 // It must not: carry credentials, follow redirects, cache, or read bodies.
 package egress
@@ -297,11 +298,18 @@ func (p *Proxy) tunnel(w http.ResponseWriter, host string) {
 
 // limitListener accepts the browser's connections within the limits: past
 // MaxConnections open at once, or once the byte budget is used up, a
-// connection is closed as soon as it is accepted.
+// connection gets a short refusal (429 or 403 with Connection: close,
+// without reading its request) and is closed. An answer, not a bare close:
+// the browser fails the request at once instead of retrying the proxy.
 type limitListener struct {
 	net.Listener
 	p *Proxy
 }
+
+const (
+	refusalConnections = "HTTP/1.1 429 Too Many Requests\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: 42\r\n\r\negress: too many connections for attempt\r\n"
+	refusalBytes       = "HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: 44\r\n\r\negress: the attempt's byte limit is used up\n"
+)
 
 func (l *limitListener) Accept() (net.Conn, error) {
 	p := l.p
@@ -312,7 +320,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		p.mu.Lock()
 		full := len(p.conns) >= p.policy.limits.MaxConnections
-		spent := p.bytes.Load() >= p.policy.limits.MaxBytes
+		spent := p.LimitHit() == LimitBytes || p.bytes.Load() >= p.policy.limits.MaxBytes
 		if !full && !spent && !p.closed {
 			cc := &countingConn{Conn: c, p: p}
 			p.conns[cc] = true
@@ -320,16 +328,28 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return cc, nil
 		}
 		p.mu.Unlock()
-		if full {
+		refusal := refusalBytes
+		if !spent {
 			p.hit(LimitConnections)
+			refusal = refusalConnections
 		}
-		c.Close()
+		p.blocked.Add(1)
+		go func() {
+			_ = c.SetDeadline(time.Now().Add(time.Second))
+			_, _ = io.WriteString(c, refusal)
+			// Let the browser's request arrive before closing, so
+			// the close does not reset the answer away.
+			_, _ = c.Read(make([]byte, 4096))
+			c.Close()
+		}()
 	}
 }
 
 // countingConn charges every byte read from and written to the browser to
-// the attempt's budget; the read or write that would exceed it is cut at the
-// budget, and then every connection of the attempt is closed.
+// the attempt's budget. A write is cut at the budget (it reserves its bytes
+// before sending them); a read asks for no more than the budget has left
+// (concurrent reads may together pass it by at most one read buffer each).
+// Once the budget is used up, every connection of the attempt is closed.
 type countingConn struct {
 	net.Conn
 	p    *Proxy
@@ -365,13 +385,18 @@ func (c *countingConn) refund(n int) {
 }
 
 func (c *countingConn) Read(b []byte) (int, error) {
-	got := c.take(len(b))
-	if got == 0 && len(b) > 0 {
+	// No reservation: an idle keep-alive connection waits in Read, and
+	// must not hold budget meanwhile.
+	room := c.p.policy.limits.MaxBytes - c.p.bytes.Load()
+	if room <= 0 || c.p.LimitHit() == LimitBytes {
 		c.p.spent()
 		return 0, errBudget
 	}
-	n, err := c.Conn.Read(b[:got])
-	c.refund(got - n)
+	if int64(len(b)) > room {
+		b = b[:room]
+	}
+	n, err := c.Conn.Read(b)
+	c.p.bytes.Add(int64(n))
 	return n, err
 }
 

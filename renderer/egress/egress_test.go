@@ -173,8 +173,11 @@ func TestByteLimitCutsTheAttemptOff(t *testing.T) {
 			}
 			before := hits.Load()
 			client.CloseIdleConnections()
-			if _, err := client.Get(tc.srv.URL + "/small"); err == nil {
-				t.Fatal("a request after the limit went through")
+			if resp, err := client.Get(tc.srv.URL + "/small"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusForbidden {
+					t.Fatalf("a request after the limit = %d, want 403", resp.StatusCode)
+				}
 			}
 			if hits.Load() != before {
 				t.Fatal("the origin was reached after the limit")
@@ -184,9 +187,11 @@ func TestByteLimitCutsTheAttemptOff(t *testing.T) {
 }
 
 // TestConnectionLimit: past the limit of open connections a new one is
-// closed as soon as it is accepted; when one closes, a new one is served.
+// answered 429 and closed without reaching the origin; when one closes, a
+// new one is served.
 func TestConnectionLimit(t *testing.T) {
-	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
+	var hits atomic.Int64
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1); fmt.Fprint(w, "ok") }))
 	defer origin.Close()
 	pol, err := NewPolicy([]string{origin.URL}, Limits{MaxConnections: 2})
 	if err != nil {
@@ -195,7 +200,7 @@ func TestConnectionLimit(t *testing.T) {
 	p, addr := serve(t, pol)
 	req := "GET " + origin.URL + "/ HTTP/1.1\r\nHost: " + strings.TrimPrefix(origin.URL, "http://") + "\r\n\r\n"
 	// open sends a request on a new connection and returns it with the
-	// status line, or "" when the proxy closed it.
+	// status line.
 	open := func() (net.Conn, string) {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -220,8 +225,8 @@ func TestConnectionLimit(t *testing.T) {
 	}
 	c, sc := open()
 	c.Close()
-	if sc != "" || p.LimitHit() != LimitConnections {
-		t.Fatalf("third connection: %q, limit hit %q", sc, p.LimitHit())
+	if sc != "HTTP/1.1 429 Too Many Requests" || p.LimitHit() != LimitConnections || hits.Load() != 2 {
+		t.Fatalf("third connection: %q, limit hit %q, origin reached %d times", sc, p.LimitHit(), hits.Load())
 	}
 	a.Close()
 	for i := 0; ; i++ {
