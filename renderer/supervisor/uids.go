@@ -18,7 +18,10 @@ import (
 // after the ID in a lock directory every renderer of the host shares, so
 // several renderer instances with the same range still never share an ID;
 // the kernel drops the lock when its holder dies, so a crashed renderer
-// leaks nothing. The group ID equals the user ID.
+// leaks nothing. The group ID equals the user ID. Unprivileged
+// (ModeUserNamespace) the range must lie inside the control process's user's
+// /etc/subuid and /etc/subgid ranges: the leased ID is then the one ID
+// mapped in the attempt's user namespace.
 type UIDPool struct {
 	First, Last uint32
 	// LockDir holds the lease files; it must be on a file system the
