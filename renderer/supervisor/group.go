@@ -307,6 +307,10 @@ func Start(spec Spec) (*Group, error) {
 		return undo(err)
 	}
 	kill := func(err error) (*Group, error) {
+		// A shim that failed on its own said why before it exited.
+		if msg, _, rerr := ctl.recv(20 * time.Millisecond); rerr == nil && strings.HasPrefix(msg, "error: ") {
+			err = fmt.Errorf("%w (shim: %s)", err, strings.TrimPrefix(msg, "error: "))
+		}
 		_ = unix.Kill(pid, unix.SIGKILL)
 		_ = cmd.Wait()
 		return undo(err)
