@@ -93,6 +93,14 @@ func checkUserNamespaceMode(first, last uint32) error {
 	if noNewPrivs() {
 		problems = append(problems, "no_new_privs is set on the control process (systemd NoNewPrivileges=yes, Kubernetes allowPrivilegeEscalation: false), so newuidmap and newgidmap cannot act")
 	}
+	for _, c := range []struct {
+		cap  uintptr
+		name string
+	}{{unix.CAP_SETUID, "CAP_SETUID"}, {unix.CAP_SETGID, "CAP_SETGID"}} {
+		if v, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, c.cap, 0, 0, 0); err == nil && v == 0 {
+			problems = append(problems, c.name+" is not in the control process's capability bounding set (systemd CapabilityBoundingSet=, Kubernetes capabilities add), so the set-user-ID helpers cannot use it")
+		}
+	}
 	if len(problems) > 0 {
 		return fmt.Errorf("running unprivileged (user-namespace mode): %s", strings.Join(problems, "; "))
 	}

@@ -316,6 +316,8 @@ func TestUnprivilegedStartupNamesWhatIsMissing(t *testing.T) {
 	noCgroup.Cgroups = nil
 	nnp := *h
 	nnp.NoNewPrivs = true
+	noSetuid := *h
+	noSetuid.BoundingSetDrop = "-setuid"
 	cases := []struct {
 		name string
 		host *unpriv.Host
@@ -326,6 +328,7 @@ func TestUnprivilegedStartupNamesWhatIsMissing(t *testing.T) {
 			"/etc/subuid gives user " + unpriv.User + " no subordinate user IDs covering 400000-400999"},
 		{"no uidmap helpers", h, append(without(env, "PATH"), "PATH=/nonexistent"), "newuidmap not found in PATH (install Debian's uidmap package)"},
 		{"no_new_privs", &nnp, env, "no_new_privs is set on the control process"},
+		{"no CAP_SETUID in the bounding set", &noSetuid, env, "CAP_SETUID is not in the control process's capability bounding set"},
 		{"no delegated cgroup", &noCgroup, env, "running unprivileged: the directory RENDER_CGROUP_PARENT names, or the renderer's own cgroup, must be owned by user " + strconv.Itoa(h.UID)},
 	}
 	for _, tc := range cases {

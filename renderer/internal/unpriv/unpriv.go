@@ -57,9 +57,11 @@ type Host struct {
 	Cgroups []string
 	// V2Mount is the cgroup v2 mount the delegation lives on, if v2.
 	V2Mount string
-	// NoNewPrivs makes Command set no_new_privs (a misconfigured host:
-	// the set-user-ID helpers cannot act then).
-	NoNewPrivs bool
+	// NoNewPrivs makes Command set no_new_privs, BoundingSetDrop (for
+	// example "-setuid") drops capabilities from the bounding set: a
+	// misconfigured host, where the set-user-ID helpers cannot act.
+	NoNewPrivs      bool
+	BoundingSetDrop string
 }
 
 // Options choose the delegated cgroup.
@@ -299,6 +301,9 @@ func (h *Host) Command(argv ...string) *exec.Cmd {
 	nnp := ""
 	if h.NoNewPrivs {
 		nnp = "--no-new-privs "
+	}
+	if h.BoundingSetDrop != "" {
+		nnp += "--bounding-set=" + h.BoundingSetDrop + " "
 	}
 	fmt.Fprintf(&script, "exec /usr/bin/setpriv --reuid=%d --regid=%d --init-groups %s-- \"$@\"\n", h.UID, h.GID, nnp)
 	return exec.Command("/bin/sh", append([]string{"-c", script.String(), "unpriv"}, argv...)...)
