@@ -439,9 +439,11 @@ func TestMemoryBombIsContained(t *testing.T) {
 // TestForkBombIsContained: the pids limit stops the bomb, the deadline ends
 // the attempt, everything is reclaimed and the host can still fork.
 func TestForkBombIsContained(t *testing.T) {
-	// The leader forks its long sleep before the bomb and then only waits (a builtin): when the
-	// pids limit is reached it cannot fail to fork and exit early, so the deadline ends it.
-	r := start(t, `sleep 60 & echo up; b() { b | b & }; b; wait`, func(s *Spec) {
+	// The leader forks its long sleep, then the bomb in one subshell, and then only waits (a
+	// builtin): it never forks after the bomb started, so it cannot fail to fork and exit
+	// early, and the deadline ends it. (A bare `b` would have the leader fork each element of
+	// the pipeline itself, racing the first one's children for the last pids.)
+	r := start(t, `sleep 60 & echo up; b() { b | b & }; (b) & wait`, func(s *Spec) {
 		s.CgroupLimits = CgroupLimits{Processes: 64}
 		s.HardDeadline = time.Now().Add(1500 * time.Millisecond)
 	})
