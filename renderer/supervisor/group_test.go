@@ -573,6 +573,28 @@ if unshare -Ur true 2>/dev/null; then echo nested-userns=allowed; else echo nest
 	}
 }
 
+// TestChildGetsOnlyItsStandardDescriptors: nothing the control process holds
+// or inherited reaches the child (not the control socket, not a descriptor
+// its own parent leaked to it): ls, started as the child, sees its standard
+// descriptors and the one it opened to list them.
+func TestChildGetsOnlyItsStandardDescriptors(t *testing.T) {
+	leak, err := os.Open("/dev/null")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leak.Close()
+	// A descriptor without close-on-exec, as one inherited from the
+	// renderer's own parent would be.
+	if _, err := unix.FcntlInt(leak.Fd(), unix.F_SETFD, 0); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, "", func(s *Spec) { s.Path, s.Args = "/bin/ls", []string{"/proc/self/fd"} })
+	_, out := r.wait(t)
+	if got := strings.Fields(out); strings.Join(got, " ") != "0 1 2 3" {
+		t.Fatalf("the child holds descriptors %v (the leaked one is %d), want 0 1 2 and ls's own 3", got, leak.Fd())
+	}
+}
+
 // TestModeMatchesPrivileges: as root the child's user is a host user switched
 // to directly; unprivileged it is the only ID mapped in a user namespace of
 // the attempt's own.
@@ -649,7 +671,7 @@ var supervisorSuite = []string{
 	"TestEscapeBySetsidAndEmptyEnvironmentIsKilled", "TestLimitsAreInPlaceBeforeInput", "TestEnvironmentIsOnlyWhatWasGiven",
 	"TestEachAttemptHasItsOwnUser", "TestFileView", "TestNetworkNamespaceHasNoWayOut", "TestMemoryBombIsContained",
 	"TestForkBombIsContained", "TestDiskFillerIsStopped", "TestLeftoversOfAnEarlierEpochAreKilled",
-	"TestChildHasNoPrivileges", "TestModeMatchesPrivileges", "TestCgroupLayout",
+	"TestChildHasNoPrivileges", "TestChildGetsOnlyItsStandardDescriptors", "TestModeMatchesPrivileges", "TestCgroupLayout",
 }
 
 // v2Suite are the tests that need no resource controller: the v2

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"runtime"
@@ -206,6 +207,12 @@ func runShim(arg string) error {
 	if err := installChildFilter(); err != nil {
 		return err
 	}
+	// Nothing but the standard descriptors reaches the child: not the
+	// control socket, not a descriptor the control process inherited
+	// from its own parent without close-on-exec.
+	if err := closeOnExecFrom(3); err != nil {
+		return err
+	}
 	argvp, err := syscall.SlicePtrFromStrings(c.Argv)
 	if err != nil {
 		return err
@@ -238,6 +245,24 @@ func handOverListener(network, addr string) error {
 	}
 	defer f.Close()
 	return shimSend("fd", int(f.Fd()))
+}
+
+// closeOnExecFrom marks every descriptor from first on close-on-exec.
+func closeOnExecFrom(first int) error {
+	if err := unix.CloseRange(uint(first), math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err == nil {
+		return nil
+	}
+	// Kernels before 5.11: one by one.
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("list descriptors: %w", err)
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= first {
+			unix.CloseOnExec(fd)
+		}
+	}
+	return nil
 }
 
 // becomeUser switches every thread to uid (group uid, no supplementary
