@@ -122,6 +122,7 @@ type Proxy struct {
 	// bytes counts what went through; limitHit is the limit met, if any.
 	bytes    atomic.Int64
 	limitHit atomic.Value // string
+	refusing atomic.Int64 // connections being answered a refusal
 	mu       sync.Mutex
 	conns    map[net.Conn]bool // open browser connections
 	tunnels  map[net.Conn]bool // upstream ends of tunnels
@@ -306,6 +307,10 @@ type limitListener struct {
 	p *Proxy
 }
 
+// maxRefusing bounds the connections being refused at once (each for at
+// most a second).
+const maxRefusing = 64
+
 const (
 	refusalConnections = "HTTP/1.1 429 Too Many Requests\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: 42\r\n\r\negress: too many connections for attempt\r\n"
 	refusalBytes       = "HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: 44\r\n\r\negress: the attempt's byte limit is used up\n"
@@ -327,14 +332,27 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			p.mu.Unlock()
 			return cc, nil
 		}
+		closed := p.closed
 		p.mu.Unlock()
+		if closed {
+			c.Close()
+			continue
+		}
 		refusal := refusalBytes
 		if !spent {
 			p.hit(LimitConnections)
 			refusal = refusalConnections
 		}
 		p.blocked.Add(1)
+		if p.refusing.Add(1) > maxRefusing {
+			// Refusals are answered by at most maxRefusing
+			// goroutines at once; beyond that, a bare close.
+			p.refusing.Add(-1)
+			c.Close()
+			continue
+		}
 		go func() {
+			defer p.refusing.Add(-1)
 			_ = c.SetDeadline(time.Now().Add(time.Second))
 			_, _ = io.WriteString(c, refusal)
 			// Let the browser's request arrive before closing, so
