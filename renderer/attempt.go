@@ -129,6 +129,9 @@ type childEvents struct {
 	resultAt  time.Time
 	artifacts map[rc.ArtifactName]*storedArtifact
 	streamErr error
+	// egress is the attempt's egress proxy (closed by then), for its
+	// counts and the limit it met.
+	egress *egress.Proxy
 }
 
 // run supervises the attempt from child start to the terminal receipt.
@@ -144,7 +147,7 @@ func (s *Server) run(a *attempt, previewToken string) {
 		Browser:   chromium.BrowserSettings{Path: s.cfg.BrowserPath, Locale: chromium.Locale, Timezone: chromium.Timezone},
 		Document: chromium.DocumentSettings{
 			URL:            s.documentURL(a.req.SnapshotRef),
-			AllowedOrigins: s.cfg.allowedOrigins(),
+			AllowedOrigins: s.origins,
 			AccessToken:    previewToken,
 			ArtifactID:     a.req.SnapshotRef,
 			InputDigest:    a.req.InputDigest,
@@ -170,7 +173,8 @@ func (s *Server) run(a *attempt, previewToken string) {
 	}
 	s.mu.Unlock()
 
-	spec := s.childSpec(input, a.hard, log)
+	var proxy *egress.Proxy
+	spec := s.childSpec(input, a.hard, log, &proxy)
 	spec.OnPhase = func(p supervisor.Phase, at time.Time) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -243,10 +247,9 @@ func (s *Server) run(a *attempt, previewToken string) {
 	}
 	<-g.Done()
 	out := g.Outcome()
+	ev.egress = proxy
 	s.metrics.isolation(out.Isolation)
-	if out.OOMKills > 0 {
-		log.Warn("attempt hit its memory limit", zap.Int("oom_kills", out.OOMKills))
-	}
+	s.metrics.limits(out, proxy)
 	s.mu.Lock()
 	s.finishLocked(a, ev, out, log)
 	s.mu.Unlock()
@@ -254,7 +257,8 @@ func (s *Server) run(a *attempt, previewToken string) {
 
 // childSpec is the supervisor's spec of one child: the attempt's or the
 // launch probe's, with the same namespaces, limits, user range and egress.
-func (s *Server) childSpec(input []byte, hard time.Time, log *zap.Logger) supervisor.Spec {
+// The attempt's egress proxy is stored in *proxy once it serves.
+func (s *Server) childSpec(input []byte, hard time.Time, log *zap.Logger, proxy **egress.Proxy) supervisor.Spec {
 	return supervisor.Spec{
 		Path:         s.cfg.ChildCommand[0],
 		Args:         s.cfg.ChildCommand[1:],
@@ -266,7 +270,16 @@ func (s *Server) childSpec(input []byte, hard time.Time, log *zap.Logger) superv
 		TempBytes:    s.cfg.ChildTempBytes,
 		Hide:         s.cfg.HidePaths,
 		Limits:       s.cfg.Limits,
-		Egress:       s.egress,
+		Egress: func(listen func(network, addr string) (net.Listener, error)) (io.Closer, error) {
+			ln, err := listen("tcp", egress.Addr)
+			if err != nil {
+				return nil, err
+			}
+			p := s.egress.Proxy()
+			p.Serve(ln)
+			*proxy = p
+			return p, nil
+		},
 		Input:        input,
 		HardDeadline: hard,
 		Grace:        s.cfg.CleanupGrace,
@@ -281,21 +294,6 @@ func (s *Server) startChild(spec supervisor.Spec) (*supervisor.Group, error) {
 		s.cfg.beforeStart()
 	}
 	return supervisor.Start(spec)
-}
-
-// egress serves the attempt's egress proxy on a listener inside its network
-// namespace, admitting exactly the preview and asset origins.
-func (s *Server) egress(listen func(network, addr string) (net.Listener, error)) (io.Closer, error) {
-	p, err := egress.New(s.cfg.allowedOrigins())
-	if err != nil {
-		return nil, err
-	}
-	ln, err := listen("tcp", egress.Addr)
-	if err != nil {
-		return nil, err
-	}
-	p.Serve(ln)
-	return p, nil
 }
 
 // finishLocked publishes the terminal receipt. The supervisor has proven
@@ -358,6 +356,15 @@ func (s *Server) finishLocked(a *attempt, ev *childEvents, out supervisor.Outcom
 		if ev.result.Error.Code == rc.CodeDeadlineExceeded {
 			outcome = rc.OutcomeExpired
 		}
+		if limit := egressLimit(ev); limit != "" && ev.result.Error.Code == rc.CodeAssetNotReady {
+			// The resources failed because the page needed more
+			// than the attempt's egress allows: the same input would
+			// fail again.
+			e := *ev.result.Error
+			e.Retryable = false
+			e.Message = "the attempt's egress limit (" + limit + ") was reached: " + e.Message
+			ev.result.Error = &e
+		}
 		log.Info("attempt failed", zap.String("code", string(ev.result.Error.Code)), zap.String("stage", string(ev.result.Error.Stage)),
 			zap.String("stderr", tail(logging.Redact(out.Stderr), 1024)))
 		fail(outcome, ev.result.Error)
@@ -396,6 +403,16 @@ func (s *Server) finishLocked(a *attempt, ev *childEvents, out supervisor.Outcom
 	s.metrics.between("total", t.AcceptedAt, t.TerminalAt)
 	fields := []zap.Field{zap.String("outcome", string(r.Outcome)), zap.Int("processes_reclaimed", out.ProcessesReclaimed),
 		zap.Bool("grace_expired", out.GraceExpired)}
+	if out.OOMKills > 0 {
+		fields = append(fields, zap.Int("oom_kills", out.OOMKills))
+	}
+	if ev != nil && ev.egress != nil {
+		fields = append(fields, zap.Int64("egress_bytes", ev.egress.Bytes()), zap.Int64("egress_admitted", ev.egress.Admitted()),
+			zap.Int64("egress_blocked", ev.egress.Blocked()))
+		if l := ev.egress.LimitHit(); l != "" {
+			fields = append(fields, zap.String("egress_limit", l))
+		}
+	}
 	if ev != nil && ev.result != nil && ev.result.IgnoredReadinessCalls > 0 {
 		// Content called the readiness binding from somewhere the renderer does not trust
 		// (an iframe, another document): worth knowing, never acted on.
@@ -406,6 +423,14 @@ func (s *Server) finishLocked(a *attempt, ev *childEvents, out supervisor.Outcom
 		s.active = nil
 		close(s.idle)
 	}
+}
+
+// egressLimit is the egress limit the attempt met, or "".
+func egressLimit(ev *childEvents) string {
+	if ev == nil || ev.egress == nil {
+		return ""
+	}
+	return ev.egress.LimitHit()
 }
 
 // Child deadline margin: the child's own deadline ends this long before the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"slidecells/renderer/chromium"
+	"slidecells/renderer/egress"
 	"slidecells/renderer/supervisor"
 	"slidecells/shared/config"
 	rc "slidecells/shared/rendercontract"
@@ -83,6 +84,9 @@ type Config struct {
 	// ChildTempBytes bounds the attempt's private temp file system
 	// (RENDER_CHILD_TEMP_DISK_MB).
 	ChildTempBytes uint64
+	// Egress bounds each attempt's egress path: bytes and open
+	// connections (RENDER_EGRESS_MAX_MB, RENDER_EGRESS_MAX_CONNECTIONS).
+	Egress egress.Limits
 	// LaunchProbeInterval is how often the launch probe runs while the
 	// slot is idle (RENDER_LAUNCH_PROBE_INTERVAL_SECONDS).
 	LaunchProbeInterval time.Duration
@@ -216,12 +220,7 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 	c.ResultTTL = l.Seconds("RENDER_RESULT_TTL_SECONDS", DefaultResultTTL, 86400)
 	c.MarkRetention = l.Seconds("RENDER_MARK_RETENTION_SECONDS", DefaultMarkRetention, 86400)
 	mb := l.Positive
-	c.Limits = supervisor.Limits{
-		DataBytes: supervisor.DefaultDataBytes,
-		Processes: supervisor.DefaultUserProcesses,
-		FileBytes: mb("RENDER_CHILD_MAX_FILE_MB", supervisor.DefaultFileBytes>>20) << 20,
-		OpenFiles: supervisor.DefaultOpenFiles,
-	}
+	c.Limits = supervisor.Limits{FileBytes: mb("RENDER_CHILD_MAX_FILE_MB", supervisor.DefaultFileBytes>>20) << 20}.WithDefaults()
 	c.ChildCgroup = supervisor.CgroupLimits{
 		MemoryBytes: mb("RENDER_CHILD_MEMORY_MB", supervisor.DefaultMemoryBytes>>20) << 20,
 		Processes:   mb("RENDER_CHILD_MAX_PROCESSES", supervisor.DefaultProcesses),
@@ -245,6 +244,16 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 	if c.ChildTempBytes < 64<<20 {
 		bad("RENDER_CHILD_TEMP_DISK_MB", "must be at least 64 (the browser profile and a capture live there)")
 	}
+	c.Egress = egress.Limits{
+		MaxBytes:       int64(mb("RENDER_EGRESS_MAX_MB", egress.DefaultMaxBytes>>20) << 20),
+		MaxConnections: int(mb("RENDER_EGRESS_MAX_CONNECTIONS", egress.DefaultMaxConnections)),
+	}
+	if c.Egress.MaxBytes < 1<<20 || c.Egress.MaxBytes > 1<<40 {
+		bad("RENDER_EGRESS_MAX_MB", "must be between 1 and 1048576")
+	}
+	if c.Egress.MaxConnections < 8 || c.Egress.MaxConnections > 4096 {
+		bad("RENDER_EGRESS_MAX_CONNECTIONS", "must be between 8 and 4096 (Chromium keeps several connections to the proxy)")
+	}
 	c.LaunchProbeInterval = l.Seconds("RENDER_LAUNCH_PROBE_INTERVAL_SECONDS", DefaultLaunchProbe, 86400)
 	c.CgroupParent = get("RENDER_CGROUP_PARENT")
 	c.ChildUIDs = supervisor.UIDPool{First: supervisor.DefaultUIDFirst, Last: supervisor.DefaultUIDLast,
@@ -260,7 +269,7 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 		}
 	}
 	if err := c.ChildUIDs.Check(); err != nil {
-		bad("RENDER_CHILD_UID_RANGE", "%v", err)
+		bad("RENDER_CHILD_UID_RANGE, RENDER_CHILD_UID_LOCK_DIR", "%v", err)
 	}
 	c.MinFreeDiskBytes = mb("RENDER_MIN_FREE_DISK_MB", DefaultMinFreeDiskBytes>>20) << 20
 	if c.Limits.FileBytes < rc.MaxPNGBytes*2 {
@@ -285,9 +294,6 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 	c.MaxCancelMarks = int(mb("RENDER_MAX_CANCEL_MARKS", DefaultMaxCancelMarks))
 	if get("RENDER_CHILD_USER") != "" {
 		bad("RENDER_CHILD_USER", "replaced by RENDER_CHILD_UID_RANGE: every attempt runs as a user of its own")
-	}
-	if os.Geteuid() != 0 {
-		bad("(process)", "the renderer must run as root to give every attempt its own PID, network and mount namespaces, cgroup and user; run it as root in a user namespace of its own (Kubernetes: hostUsers: false) rather than unprivileged. There is no weaker mode")
 	}
 	return c, l.Err()
 }
@@ -369,7 +375,8 @@ func splitList(s string) []string {
 	return out
 }
 
-// allowedOrigins are the origins the browser may contact.
+// allowedOrigins are the origins the browser may contact (the server
+// computes them once).
 func (c *Config) allowedOrigins() []string {
 	out := []string{c.PreviewBaseURL.Scheme + "://" + c.PreviewBaseURL.Host}
 	return append(out, c.AssetOrigins...)

@@ -13,7 +13,7 @@ import (
 )
 
 func TestLoadConfig(t *testing.T) {
-	rendertest.RequireRoot(t)
+	rendertest.RequireIsolation(t)
 	signer, _ := ticket.GenerateSigner("k1")
 	cred, _ := rendertest.Credential(t)
 	two := filepath.Join(t.TempDir(), "two")
@@ -62,6 +62,15 @@ func TestLoadConfig(t *testing.T) {
 		c.ChildUIDs.First != 200000 || c.ChildUIDs.Last != 200999 || c.LaunchProbeInterval != 5*time.Minute {
 		t.Fatalf("isolation defaults = %+v %+v %d %v", c.ChildCgroup, c.ChildUIDs, c.ChildTempBytes, c.LaunchProbeInterval)
 	}
+	if c.Egress.MaxBytes != 256<<20 || c.Egress.MaxConnections != 64 {
+		t.Fatalf("egress defaults = %+v", c.Egress)
+	}
+	if c.Limits.DataBytes != 4<<30 || c.Limits.FileBytes != 256<<20 || c.Limits.OpenFiles != 8192 || c.Limits.Processes != 1024 {
+		t.Fatalf("per-process limits = %+v", c.Limits)
+	}
+	if c, err := load(map[string]string{"RENDER_EGRESS_MAX_MB": "8", "RENDER_EGRESS_MAX_CONNECTIONS": "16"}); err != nil || c.Egress.MaxBytes != 8<<20 || c.Egress.MaxConnections != 16 {
+		t.Fatalf("egress settings = %+v, %v", c.Egress, err)
+	}
 	if c, err := load(map[string]string{"RENDER_SERVICE_CREDENTIAL_FILE": two}); err != nil || len(c.ServiceTokens) != 2 {
 		t.Fatalf("rotation credentials = %v, %v", c.ServiceTokens, err)
 	}
@@ -89,6 +98,8 @@ func TestLoadConfig(t *testing.T) {
 		{"uid range with root", map[string]string{"RENDER_CHILD_UID_RANGE": "0-10"}, nil, "RENDER_CHILD_UID_RANGE"},
 		{"tiny memory", map[string]string{"RENDER_CHILD_MEMORY_MB": "16"}, nil, "RENDER_CHILD_MEMORY_MB"},
 		{"bad cpus", map[string]string{"RENDER_CHILD_CPUS": "lots"}, nil, "RENDER_CHILD_CPUS"},
+		{"egress bytes", map[string]string{"RENDER_EGRESS_MAX_MB": "0"}, nil, "RENDER_EGRESS_MAX_MB"},
+		{"egress connections", map[string]string{"RENDER_EGRESS_MAX_CONNECTIONS": "2"}, nil, "RENDER_EGRESS_MAX_CONNECTIONS"},
 		{"legacy variable", nil, []string{"SCREENSHOT_BROWSER_PATH=/x"}, "SCREENSHOT_BROWSER_PATH → RENDER_BROWSER_PATH"},
 	}
 	for _, tc := range cases {

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"slidecells/renderer/egress"
 	"slidecells/renderer/internal/fixture"
+	"slidecells/renderer/internal/rendertest"
+	"slidecells/renderer/internal/unpriv"
 	"slidecells/renderer/supervisor"
 	rc "slidecells/shared/rendercontract"
 )
@@ -129,5 +132,39 @@ func TestBombsEndAsFailedAttempts(t *testing.T) {
 				t.Fatalf("host cannot fork: %v %s", err, out)
 			}
 		})
+	}
+}
+
+// TestUnprivileged runs the control process's tests of the boundary again
+// as an unprivileged user (user-namespace mode, delegated cgroup): a capture
+// end to end, the launch probe, a deadline and a cancel that kill
+// everything, a page's memory bomb and the child's memory and fork bombs.
+func TestUnprivileged(t *testing.T) {
+	rendertest.RequireBrowser(t)
+	unpriv.RunTests(t, unpriv.Options{}, "TestCaptureEndToEnd", "TestLaunchProbeGatesReadiness", "TestDeadlineKillsEverything",
+		"TestCancelDuringRun", "TestPageMemoryBombEndsAsAFailedAttempt", "TestBombsEndAsFailedAttempts")
+}
+
+// TestEgressLimitEndsTheAttempt: a page that needs more than the attempt's
+// egress allows (a 3 MiB image through a 512 KiB limit) fails with
+// RENDER_ASSET_NOT_READY, not retryable, naming the limit, and the limit hit
+// is counted; the same page within the default limits succeeds.
+func TestEgressLimitEndsTheAttempt(t *testing.T) {
+	e := setup(t, func(c *Config) { c.Egress = egress.Limits{MaxBytes: 512 << 10} })
+	req := e.request(fixture.BigImage, rc.OpPageCapture, small, time.Minute)
+	e.mustAccept(req)
+	rec := e.waitFor(req.AttemptID, terminal)
+	if rec.Outcome != rc.OutcomeFailed || rec.Error == nil || rec.Error.Code != rc.CodeAssetNotReady || rec.Error.Retryable ||
+		!strings.Contains(rec.Error.Message, "egress limit (bytes)") {
+		t.Fatalf("receipt = %+v %+v", rec, rec.Error)
+	}
+	if _, m, _ := e.do("GET", "/metrics", nil); !strings.Contains(string(m), `renderer_attempt_limit_hits_total{limit="egress_bytes"} 1`) {
+		t.Fatalf("metrics lack the limit hit:\n%s", m)
+	}
+	within := setup(t, nil)
+	ok := within.request(fixture.BigImage, rc.OpPageCapture, small, time.Minute)
+	within.mustAccept(ok)
+	if r := within.waitFor(ok.AttemptID, terminal); r.Outcome != rc.OutcomeSucceeded {
+		t.Fatalf("within the default limits = %+v %+v", r, r.Error)
 	}
 }

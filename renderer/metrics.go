@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"slidecells/renderer/egress"
 	"slidecells/renderer/supervisor"
 	rc "slidecells/shared/rendercontract"
 )
@@ -15,12 +16,13 @@ import (
 // and stages are fixed enumerations, error codes come from the contract's
 // table; no attempt, workspace or trace ID ever becomes a label.
 type metrics struct {
-	reg      *prometheus.Registry
-	attempts *prometheus.CounterVec
-	errors   *prometheus.CounterVec
-	stages   *prometheus.HistogramVec
-	probes   *prometheus.CounterVec
-	ready    prometheus.Gauge
+	reg       *prometheus.Registry
+	attempts  *prometheus.CounterVec
+	errors    *prometheus.CounterVec
+	stages    *prometheus.HistogramVec
+	probes    *prometheus.CounterVec
+	ready     prometheus.Gauge
+	limitHits *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -47,8 +49,12 @@ func newMetrics() *metrics {
 			Name: "renderer_launch_probe_ok",
 			Help: "1 while the last launch probe succeeded.",
 		}),
+		limitHits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "renderer_attempt_limit_hits_total",
+			Help: "Attempts (and launch probes) that met a limit: memory (the kernel OOM-killed in the attempt's cgroup), egress_bytes, egress_connections.",
+		}, []string{"limit"}),
 	}
-	m.reg.MustRegister(m.attempts, m.errors, m.stages, m.probes, m.ready,
+	m.reg.MustRegister(m.attempts, m.errors, m.stages, m.probes, m.ready, m.limitHits,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -78,8 +84,21 @@ func (m *metrics) between(name string, from, to *time.Time) {
 func (m *metrics) isolation(t supervisor.IsolationTimes) {
 	m.stage("isolation_cgroup", t.Cgroup)
 	m.stage("isolation_namespaces", t.Namespaces)
+	m.stage("isolation_idmap", t.IDMap)
 	m.stage("isolation_cgroup_join", t.Join)
 	m.stage("isolation_egress", t.Egress)
+}
+
+// limits counts the limits an attempt met.
+func (m *metrics) limits(out supervisor.Outcome, proxy *egress.Proxy) {
+	if out.OOMKills > 0 {
+		m.limitHits.WithLabelValues("memory").Inc()
+	}
+	if proxy != nil {
+		if l := proxy.LimitHit(); l != "" {
+			m.limitHits.WithLabelValues("egress_" + l).Inc()
+		}
+	}
 }
 
 func (m *metrics) handler() http.Handler {

@@ -81,14 +81,15 @@ func (s *Server) runProbe() string {
 		AttemptID:     "probe",
 		Probe:         true,
 		Browser:       chromium.BrowserSettings{Path: s.cfg.BrowserPath, Locale: chromium.Locale, Timezone: chromium.Timezone},
-		Document:      chromium.DocumentSettings{AllowedOrigins: s.cfg.allowedOrigins()},
+		Document:      chromium.DocumentSettings{AllowedOrigins: s.origins},
 		Budget:        childBudget(probeBudget),
 		BrowserLog:    s.cfg.BrowserLog,
 		EgressProxy:   egress.Addr,
 		NoBrowserGate: s.cfg.noBrowserGate,
 	}
 	input, _ := json.Marshal(job)
-	g, err := s.startChild(s.childSpec(input, time.Now().Add(probeBudget), s.log.With(zap.String("attempt_id", "probe"))))
+	var proxy *egress.Proxy
+	g, err := s.startChild(s.childSpec(input, time.Now().Add(probeBudget), s.log.With(zap.String("attempt_id", "probe")), &proxy))
 	if err != nil {
 		return "isolation: " + err.Error()
 	}
@@ -107,6 +108,7 @@ func (s *Server) runProbe() string {
 	<-g.Done()
 	out := g.Outcome()
 	s.metrics.isolation(out.Isolation)
+	s.metrics.limits(out, proxy)
 	switch {
 	case result == nil:
 		return "child ended without a result: " + tail(logging.Redact(out.Stderr), 300)
@@ -120,7 +122,8 @@ func (s *Server) runProbe() string {
 
 // isolationSelfTest runs /bin/true as an attempt would run its child.
 func (s *Server) isolationSelfTest() error {
-	spec := s.childSpec(nil, time.Now().Add(15*time.Second), s.log.With(zap.String("attempt_id", "isolation-self-test")))
+	var proxy *egress.Proxy
+	spec := s.childSpec(nil, time.Now().Add(15*time.Second), s.log.With(zap.String("attempt_id", "isolation-self-test")), &proxy)
 	spec.Path, spec.Args = "/bin/true", nil
 	g, err := supervisor.Start(spec)
 	if err != nil {

@@ -69,7 +69,7 @@ type env struct {
 func setup(t *testing.T, mutate func(*Config)) *env {
 	t.Helper()
 	rendertest.RequireBrowser(t)
-	rendertest.RequireRoot(t)
+	rendertest.RequireIsolation(t)
 	cfg, fx, signer, token := baseConfig(t)
 	cfg.noLaunchProbe = true
 	if mutate != nil {
@@ -116,7 +116,7 @@ func baseConfig(t *testing.T) (Config, *fixture.Server, *ticket.Signer, string) 
 		MinFreeDiskBytes: 1 << 20,
 		ServiceTokens:    []string{token},
 		HidePaths:        []string{credPath},
-		ChildUIDs:        supervisor.UIDPool{First: supervisor.DefaultUIDFirst, Last: supervisor.DefaultUIDLast, LockDir: supervisor.DefaultUIDLockDir},
+		ChildUIDs:        rendertest.UIDPool(),
 		CgroupName:       rendertest.Name("slidecells-test-"),
 		ChildCgroup:      supervisor.CgroupLimits{}.WithDefaults(),
 		ChildTempBytes:   DefaultChildTempBytes,

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"slidecells/renderer/egress"
 	"slidecells/renderer/supervisor"
 	"slidecells/shared/digest"
 	rc "slidecells/shared/rendercontract"
@@ -49,6 +50,10 @@ type Server struct {
 
 	metrics *metrics
 	cgroups *supervisor.Cgroups
+	// origins are the preview and asset origins; egress admits exactly
+	// them, within the attempt's limits. Both are built once.
+	origins []string
+	egress  *egress.Policy
 	// probing is true while the launch probe holds the slot; probeState
 	// is "pending", "ok" or the reason of the last failure.
 	probing    bool
@@ -83,6 +88,11 @@ func New(cfg Config, profile rc.RenderProfile, log *zap.Logger) (s *Server, err 
 	cfg.MaxReceipts = cmp.Or(cfg.MaxReceipts, DefaultMaxReceipts)
 	cfg.MaxCancelMarks = cmp.Or(cfg.MaxCancelMarks, DefaultMaxCancelMarks)
 	envDigest, err := profile.Digest()
+	if err != nil {
+		return nil, err
+	}
+	origins := cfg.allowedOrigins()
+	policy, err := egress.NewPolicy(origins, cfg.Egress)
 	if err != nil {
 		return nil, err
 	}
@@ -153,6 +163,8 @@ func New(cfg Config, profile rc.RenderProfile, log *zap.Logger) (s *Server, err 
 		idle:        make(chan struct{}),
 		metrics:     newMetrics(),
 		cgroups:     cgroups,
+		origins:     origins,
+		egress:      policy,
 		probeState:  "pending",
 		janitorStop: make(chan struct{}),
 		janitorDone: make(chan struct{}),
@@ -164,6 +176,8 @@ func New(cfg Config, profile rc.RenderProfile, log *zap.Logger) (s *Server, err 
 	if err := s.isolationSelfTest(); err != nil {
 		return nil, err
 	}
+	s.log.Info("attempt isolation ready", zap.String("isolation_mode", string(supervisor.CurrentMode())),
+		zap.Strings("cgroups", cgroups.Dirs()), zap.String("child_uid_range", fmt.Sprintf("%d-%d", cfg.ChildUIDs.First, cfg.ChildUIDs.Last)))
 	close(s.idle)
 	go s.janitor()
 	if cfg.noLaunchProbe {

@@ -15,6 +15,7 @@ import (
 	"slidecells/renderer/egress"
 	"slidecells/renderer/internal/fixture"
 	"slidecells/renderer/internal/rendertest"
+	"slidecells/renderer/internal/unpriv"
 	"slidecells/renderer/supervisor"
 	rc "slidecells/shared/rendercontract"
 )
@@ -89,6 +90,12 @@ func (h *harness) job(ref string, op rc.Operation, vp rc.Viewport) Job {
 
 func (h *harness) run(t *testing.T, job Job, deadline time.Duration) outcome {
 	t.Helper()
+	return h.finish(t, h.start(t, job, deadline))
+}
+
+// start starts job as an attempt would run it.
+func (h *harness) start(t *testing.T, job Job, deadline time.Duration) *supervisor.Group {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +116,13 @@ func (h *harness) run(t *testing.T, job Job, deadline time.Duration) outcome {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return g
+}
+
+// finish reads the attempt's events until it ends and checks nothing of it
+// is left.
+func (h *harness) finish(t *testing.T, g *supervisor.Group) outcome {
+	t.Helper()
 	o := outcome{artifacts: map[rc.ArtifactName][]byte{}, frames: map[rc.ArtifactName]ArtifactFrame{}}
 	readErr := ReadEvents(g.Stdout(), func(ev Event, body io.Reader) error {
 		o.events = append(o.events, ev)
@@ -249,6 +263,53 @@ func TestReadinessProtocolFailures(t *testing.T) {
 	}
 	if h.srv.OtherHits() != 0 {
 		t.Fatalf("the other origin was reached %d times", h.srv.OtherHits())
+	}
+}
+
+// TestBrowserSandboxIsOn: Chromium's own sandbox works inside the attempt's
+// namespaces (as root and unprivileged, where it nests in the attempt's user
+// namespace): its renderer processes run in user and PID namespaces of their
+// own, below the browser's.
+func TestBrowserSandboxIsOn(t *testing.T) {
+	h := setup(t)
+	g := h.start(t, h.job(fixture.Forever, rc.OpPageCapture, small), 60*time.Second)
+	ns := func(pid, kind string) string {
+		l, _ := os.Readlink("/proc/" + pid + "/ns/" + kind)
+		return l
+	}
+	var browser, renderer string
+	for i := 0; i < 3000 && (browser == "" || renderer == ""); i++ {
+		time.Sleep(10 * time.Millisecond)
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			if err != nil || !bytes.Contains(b, []byte("--user-data-dir="+h.root+"/")) {
+				continue
+			}
+			// Zygote-forked processes rewrite their command line
+			// into one space-separated string.
+			switch {
+			case !bytes.HasPrefix(b, []byte(DefaultBrowserPath+"\x00")) && !bytes.HasPrefix(b, []byte(DefaultBrowserPath+" ")):
+			case !bytes.Contains(b, []byte("--type=")):
+				browser = e.Name()
+			case bytes.Contains(b, []byte("--type=renderer")):
+				renderer = e.Name()
+			}
+		}
+	}
+	if browser == "" || renderer == "" {
+		g.Stop(supervisor.StopCancel)
+		h.finish(t, g)
+		t.Fatalf("browser %q or renderer %q process not found", browser, renderer)
+	}
+	bu, ru, bp, rp := ns(browser, "user"), ns(renderer, "user"), ns(browser, "pid"), ns(renderer, "pid")
+	g.Stop(supervisor.StopCancel)
+	h.finish(t, g)
+	if bu == "" || ru == "" || bp == "" || rp == "" {
+		t.Fatalf("namespaces unreadable: browser user %q pid %q, renderer user %q pid %q", bu, bp, ru, rp)
+	}
+	if bu == ru || bp == rp {
+		t.Fatalf("the renderer process shares the browser's namespaces (sandbox off): user %s/%s pid %s/%s", bu, ru, bp, rp)
 	}
 }
 
@@ -534,3 +595,13 @@ func TestFlagsAreComplete(t *testing.T) {
 }
 
 var _ = exec.Command
+
+// TestUnprivileged runs the browser tests of the boundary again as an
+// unprivileged user (user-namespace mode, delegated cgroup): a capture
+// succeeds, Chromium's sandbox nests inside the attempt's user namespace,
+// and the kernel boundary holds with the in-browser gate switched off.
+func TestUnprivileged(t *testing.T) {
+	rendertest.RequireBrowser(t)
+	unpriv.RunTests(t, unpriv.Options{}, "TestCaptureReadyPage", "TestBrowserSandboxIsOn", "TestOtherOriginsAreBlocked",
+		"TestKernelBoundaryHoldsWithoutTheBrowserGate")
+}

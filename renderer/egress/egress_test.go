@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestOnlyAllowedOriginsPass(t *testing.T) {
@@ -106,4 +108,137 @@ func mustURL(s string) *url.URL {
 		panic(err)
 	}
 	return u
+}
+
+// serve starts a proxy of pol on loopback.
+func serve(t *testing.T, pol *Policy) (*Proxy, string) {
+	t.Helper()
+	p := pol.Proxy()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Serve(ln)
+	t.Cleanup(func() { p.Close() })
+	return p, ln.Addr().String()
+}
+
+// TestByteLimitCutsTheAttemptOff: the bytes through the proxy, requests,
+// responses and tunnels together, stop at the limit: the transfer that
+// crosses it is cut there, every connection closes, and new connections
+// close at once.
+func TestByteLimitCutsTheAttemptOff(t *testing.T) {
+	big := strings.Repeat("x", 1<<20)
+	var hits atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if r.URL.Path == "/small" {
+			fmt.Fprint(w, "ok")
+			return
+		}
+		fmt.Fprint(w, big)
+	})
+	for _, tc := range []struct {
+		name string
+		srv  *httptest.Server
+	}{{"http", httptest.NewServer(h)}, {"tunnel", httptest.NewTLSServer(h)}} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer tc.srv.Close()
+			hits.Store(0)
+			const limit = 64 << 10
+			pol, err := NewPolicy([]string{tc.srv.URL}, Limits{MaxBytes: limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, addr := serve(t, pol)
+			client := tc.srv.Client()
+			client.Transport.(*http.Transport).Proxy = http.ProxyURL(mustURL("http://" + addr))
+			resp, err := client.Get(tc.srv.URL + "/small")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(body) != "ok" || p.LimitHit() != "" {
+				t.Fatalf("small response = %q, limit hit %q", body, p.LimitHit())
+			}
+			got := 0
+			if resp, err := client.Get(tc.srv.URL + "/big"); err == nil {
+				n, _ := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				got = int(n)
+			}
+			if got >= len(big) || p.LimitHit() != LimitBytes || p.Bytes() > limit {
+				t.Fatalf("big response: %d of %d bytes through, %d counted, limit hit %q", got, len(big), p.Bytes(), p.LimitHit())
+			}
+			before := hits.Load()
+			client.CloseIdleConnections()
+			if resp, err := client.Get(tc.srv.URL + "/small"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusForbidden {
+					t.Fatalf("a request after the limit = %d, want 403", resp.StatusCode)
+				}
+			}
+			if hits.Load() != before {
+				t.Fatal("the origin was reached after the limit")
+			}
+		})
+	}
+}
+
+// TestConnectionLimit: past the limit of open connections a new one is
+// answered 429 and closed without reaching the origin; when one closes, a
+// new one is served.
+func TestConnectionLimit(t *testing.T) {
+	var hits atomic.Int64
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1); fmt.Fprint(w, "ok") }))
+	defer origin.Close()
+	pol, err := NewPolicy([]string{origin.URL}, Limits{MaxConnections: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, addr := serve(t, pol)
+	req := "GET " + origin.URL + "/ HTTP/1.1\r\nHost: " + strings.TrimPrefix(origin.URL, "http://") + "\r\n\r\n"
+	// open sends a request on a new connection and returns it with the
+	// status line.
+	open := func() (net.Conn, string) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprint(c, req)
+		br := bufio.NewReader(c)
+		line, _ := br.ReadString('\n')
+		if line != "" {
+			// Keep the connection open (keep-alive): read the rest.
+			resp, err := http.ReadResponse(bufio.NewReader(io.MultiReader(strings.NewReader(line), br)), nil)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+			}
+		}
+		return c, strings.TrimSpace(line)
+	}
+	a, sa := open()
+	b, sb := open()
+	if sa != "HTTP/1.1 200 OK" || sb != "HTTP/1.1 200 OK" || p.LimitHit() != "" {
+		t.Fatalf("first two connections: %q %q, limit hit %q", sa, sb, p.LimitHit())
+	}
+	c, sc := open()
+	c.Close()
+	if sc != "HTTP/1.1 429 Too Many Requests" || p.LimitHit() != LimitConnections || hits.Load() != 2 {
+		t.Fatalf("third connection: %q, limit hit %q, origin reached %d times", sc, p.LimitHit(), hits.Load())
+	}
+	a.Close()
+	for i := 0; ; i++ {
+		d, sd := open()
+		d.Close()
+		if sd == "HTTP/1.1 200 OK" {
+			break
+		}
+		if i > 500 {
+			t.Fatal("no connection served after one closed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.Close()
 }

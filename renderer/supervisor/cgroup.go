@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -52,7 +53,10 @@ var cgroupMount = "/sys/fs/cgroup"
 // freezer lets it stop every process of a group before killing them.
 var v1Controllers = []string{"memory", "pids", "cpu", "freezer"}
 
-// v2Controllers must be available in the parent cgroup on cgroup v2.
+// v2Controllers must be available in the parent cgroup on cgroup v2; each
+// attempt's limits are written to their files (v2Limits). Tests of the v2
+// mechanics on hosts whose memory, pids and cpu controllers are bound to v1
+// hierarchies replace it.
 var v2Controllers = []string{"memory", "pids", "cpu"}
 
 // Cgroups is the cgroup parent under which every attempt of this renderer
@@ -100,7 +104,7 @@ func OpenCgroups(parent, name string) (*Cgroups, error) {
 		}
 		dir := filepath.Join(mnt, base, name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("cgroups: create %s: %w (the renderer needs write access to its cgroup)", dir, err)
+			return nil, fmt.Errorf("cgroups: create %s: %w%s", dir, err, delegationHint(false))
 		}
 		c.dirs = append(c.dirs, dir)
 	}
@@ -112,8 +116,19 @@ func OpenCgroups(parent, name string) (*Cgroups, error) {
 
 func openV2(parent, name, own string) (*Cgroups, error) {
 	base := own
+	if path.Base(own) == controlLeaf {
+		// Moved there by an earlier call: the renderer's cgroup is the
+		// one above.
+		base = path.Dir(own)
+	}
 	if parent != "" {
 		base = parent
+		// Unprivileged, a process may move another only within a
+		// subtree whose common ancestor's cgroup.procs it may write:
+		// the control process must live inside its delegated cgroup.
+		if CurrentMode() == ModeUserNamespace && base != own && !strings.HasPrefix(own, strings.TrimSuffix(base, "/")+"/") {
+			return nil, fmt.Errorf("cgroups: running unprivileged on cgroup v2, the renderer must run inside its delegated cgroup %s, not in %s (systemd: Delegate=yes and leave RENDER_CGROUP_PARENT unset)", base, own)
+		}
 	}
 	baseDir := filepath.Join(cgroupMount, base)
 	avail, err := os.ReadFile(filepath.Join(baseDir, "cgroup.controllers"))
@@ -125,12 +140,18 @@ func openV2(parent, name, own string) (*Cgroups, error) {
 			return nil, fmt.Errorf("cgroups: controller %q is not delegated to %s (available: %s)", c, baseDir, strings.TrimSpace(string(avail)))
 		}
 	}
-	enable := "+" + strings.Join(v2Controllers, " +")
+	if err := unix.Access(filepath.Join(baseDir, "cgroup.procs"), unix.W_OK); err != nil {
+		return nil, fmt.Errorf("cgroups: %s is not writable: %w%s", baseDir, err, delegationHint(true))
+	}
+	enable := ""
+	if len(v2Controllers) > 0 {
+		enable = "+" + strings.Join(v2Controllers, " +")
+	}
 	if err := os.WriteFile(filepath.Join(baseDir, "cgroup.subtree_control"), []byte(enable), 0); err != nil {
 		// "No internal processes": a cgroup with processes cannot hand
 		// controllers to its children. Move the control process into
 		// a leaf of its own first, then try again.
-		leaf := filepath.Join(baseDir, "control")
+		leaf := filepath.Join(baseDir, controlLeaf)
 		if mkErr := os.MkdirAll(leaf, 0o755); mkErr != nil {
 			return nil, fmt.Errorf("cgroups: enable %s in %s: %w", enable, baseDir, err)
 		}
@@ -143,13 +164,28 @@ func openV2(parent, name, own string) (*Cgroups, error) {
 	}
 	dir := filepath.Join(baseDir, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("cgroups: create %s: %w", dir, err)
+		return nil, fmt.Errorf("cgroups: create %s: %w%s", dir, err, delegationHint(true))
 	}
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(enable), 0); err != nil {
 		return nil, fmt.Errorf("cgroups: enable %s in %s: %w", enable, dir, err)
 	}
 	return &Cgroups{v2: true, dirs: []string{dir}}, nil
 }
+
+// delegationHint says how a host gives the renderer its cgroup.
+func delegationHint(v2 bool) string {
+	if CurrentMode() == ModeRoot {
+		return " (the renderer needs write access to its cgroup)"
+	}
+	if v2 {
+		return fmt.Sprintf(" (running unprivileged: the renderer must run in a cgroup v2 directory delegated to user %d — owner of the directory and of its cgroup.procs, cgroup.subtree_control and cgroup.threads, as systemd's Delegate=yes does)", os.Getuid())
+	}
+	return fmt.Sprintf(" (running unprivileged: the directory RENDER_CGROUP_PARENT names, or the renderer's own cgroup, must be owned by user %d in each of the %s hierarchies)", os.Getuid(), strings.Join(v1Controllers, ", "))
+}
+
+// controlLeaf is the leaf cgroup v2 the control process moves itself into
+// so that its own cgroup, holding no process, can hand controllers down.
+const controlLeaf = "control"
 
 func containsWord(list, w string) bool {
 	for _, f := range strings.Fields(list) {
@@ -220,11 +256,15 @@ func (g *Cgroup) limit(l CgroupLimits) error {
 	var writes [][2]string
 	if g.v2 {
 		d := g.dirs[0]
-		writes = [][2]string{
-			{filepath.Join(d, "memory.max"), mem},
-			{filepath.Join(d, "memory.swap.max"), "0"},
-			{filepath.Join(d, "pids.max"), pids},
-			{filepath.Join(d, "cpu.max"), quota + " " + strconv.Itoa(period)},
+		for _, c := range v2Controllers {
+			switch c {
+			case "memory":
+				writes = append(writes, [2]string{filepath.Join(d, "memory.max"), mem}, [2]string{filepath.Join(d, "memory.swap.max"), "0"})
+			case "pids":
+				writes = append(writes, [2]string{filepath.Join(d, "pids.max"), pids})
+			case "cpu":
+				writes = append(writes, [2]string{filepath.Join(d, "cpu.max"), quota + " " + strconv.Itoa(period)})
+			}
 		}
 	} else {
 		mem1, pids1, cpu1 := g.dirs[0], g.dirs[1], g.dirs[2]
@@ -326,19 +366,15 @@ func (g *Cgroup) Remove() error {
 	return errors.Join(errs...)
 }
 
-// MemoryEvents reports whether the group hit its memory limit (OOM kills).
+// OOMKills counts the processes the kernel killed at the group's memory
+// limit: the oom_kill counter of memory.events (v2) or memory.oom_control
+// (v1).
 func (g *Cgroup) OOMKills() int {
+	file := "memory.oom_control"
 	if g.v2 {
-		b, _ := os.ReadFile(filepath.Join(g.dirs[0], "memory.events"))
-		for _, l := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(l); len(f) == 2 && f[0] == "oom_kill" {
-				n, _ := strconv.Atoi(f[1])
-				return n
-			}
-		}
-		return 0
+		file = "memory.events"
 	}
-	b, _ := os.ReadFile(filepath.Join(g.dirs[0], "memory.oom_control"))
+	b, _ := os.ReadFile(filepath.Join(g.dirs[0], file))
 	for _, l := range strings.Split(string(b), "\n") {
 		if f := strings.Fields(l); len(f) == 2 && f[0] == "oom_kill" {
 			n, _ := strconv.Atoi(f[1])
@@ -348,6 +384,37 @@ func (g *Cgroup) OOMKills() int {
 	return 0
 }
 
+// killUntilEmpty kills every process of the group, again and again, until
+// none is left or the deadline has passed (it always tries at least once).
+// It returns how many processes the group held at the first look, and an
+// error when some survive the deadline.
+func (g *Cgroup) killUntilEmpty(deadline time.Time) (int, error) {
+	first := -1
+	wait := time.Millisecond
+	for {
+		pids, err := g.Procs()
+		if err == nil {
+			if first < 0 {
+				first = len(pids)
+			}
+			if len(pids) == 0 {
+				return first, nil
+			}
+		}
+		_ = g.Kill()
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("cgroups: %d processes survive in %s", len(pids), g.dirs[0])
+			}
+			return max(first, 0), err
+		}
+		time.Sleep(wait)
+		if wait < 100*time.Millisecond {
+			wait *= 2
+		}
+	}
+}
+
 // Leftovers are the groups found below the parent: attempts of an earlier
 // epoch of this renderer.
 func (c *Cgroups) Leftovers() []*Cgroup {
@@ -355,7 +422,7 @@ func (c *Cgroups) Leftovers() []*Cgroup {
 	for _, d := range c.dirs {
 		ents, _ := os.ReadDir(d)
 		for _, e := range ents {
-			if e.IsDir() && (!c.v2 || e.Name() != "control") {
+			if e.IsDir() && (!c.v2 || e.Name() != controlLeaf) {
 				names[e.Name()] = true
 			}
 		}
@@ -378,22 +445,10 @@ func (c *Cgroups) KillLeftovers(timeout time.Duration) (int, error) {
 	killed := 0
 	deadline := time.Now().Add(timeout)
 	for _, g := range c.Leftovers() {
-		for first := true; ; first = false {
-			pids, err := g.Procs()
-			if err != nil {
-				return killed, err
-			}
-			if len(pids) == 0 {
-				break
-			}
-			if first {
-				killed += len(pids)
-			}
-			_ = g.Kill()
-			if time.Now().After(deadline) {
-				return killed, fmt.Errorf("cgroups: %d processes of an earlier epoch survive in %s", len(pids), g.dirs[0])
-			}
-			time.Sleep(10 * time.Millisecond)
+		n, err := g.killUntilEmpty(deadline)
+		killed += n
+		if err != nil {
+			return killed, fmt.Errorf("cgroups: an earlier epoch's processes survive: %w", err)
 		}
 		if err := g.Remove(); err != nil {
 			return killed, err

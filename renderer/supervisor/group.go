@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -137,9 +136,13 @@ type Outcome struct {
 type IsolationTimes struct {
 	// Cgroup: creating the cgroup and writing its limits.
 	Cgroup time.Duration
-	// Namespaces: from clone to the shim's report that the PID, network,
-	// mount and IPC namespaces and the file view are set up.
+	// Namespaces: cloning the shim into its new namespaces, and the
+	// shim's set-up of the file view and loopback up to its report.
 	Namespaces time.Duration
+	// IDMap: writing the user and group ID maps of the attempt's user
+	// namespace through newuidmap and newgidmap (user-namespace mode
+	// only).
+	IDMap time.Duration
 	// Join: moving the shim into the cgroup.
 	Join time.Duration
 	// Egress: opening the egress listener in the network namespace and
@@ -157,7 +160,7 @@ type Group struct {
 	cg     *Cgroup
 	lease  *Lease
 	egress io.Closer
-	goW    *os.File
+	ctl    *shimControl
 	stdout *os.File
 	stderr *tailBuffer
 
@@ -171,10 +174,11 @@ type Group struct {
 }
 
 // Start leases a user, creates the attempt's cgroup, starts the exec shim in
-// new PID, network, mount and IPC namespaces, waits until it has built the
-// file view, moves it into the cgroup, opens the egress path, lets the child
-// run, hands over the input and begins supervising. Any failure undoes all of
-// it.
+// new PID, network, mount and IPC namespaces (and a new user namespace when
+// unprivileged, whose ID map it then writes), moves the shim into the
+// cgroup, waits until the shim has built the file view, opens the egress
+// path, lets the child run, hands over the input and begins supervising.
+// Any failure undoes all of it.
 func Start(spec Spec) (*Group, error) {
 	if spec.Grace <= 0 {
 		spec.Grace = DefaultGrace
@@ -185,6 +189,7 @@ func Start(spec Spec) (*Group, error) {
 	if spec.TempBytes == 0 {
 		spec.TempBytes = DefaultTempBytes
 	}
+	spec.Limits = spec.Limits.WithDefaults()
 	if spec.HardDeadline.IsZero() {
 		return nil, errors.New("supervisor: a hard deadline is required")
 	}
@@ -195,6 +200,7 @@ func Start(spec Spec) (*Group, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	userNS := CurrentMode() == ModeUserNamespace
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: own executable for the exec shim: %w", err)
@@ -221,17 +227,15 @@ func Start(spec Spec) (*Group, error) {
 	}
 	iso.Cgroup = time.Since(t0)
 	var files []*os.File
+	var ctl *shimControl
 	undo := func(err error) (*Group, error) {
 		for _, f := range files {
 			f.Close()
 		}
-		for i := 0; i < 200; i++ {
-			_ = cg.Kill()
-			if empty, _ := cg.Empty(); empty {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
+		if ctl != nil {
+			ctl.Close()
 		}
+		_, _ = cg.killUntilEmpty(time.Now().Add(2 * time.Second))
 		_ = cg.Remove()
 		lease.Release()
 		os.RemoveAll(dir)
@@ -244,21 +248,21 @@ func Start(spec Spec) (*Group, error) {
 		}
 		return r, w, err
 	}
-	goR, goW, err1 := pipe()
-	stR, stW, err2 := pipe()
-	stdinR, stdinW, err3 := pipe()
-	stdoutR, stdoutW, err4 := pipe()
-	stderrR, stderrW, err5 := pipe()
-	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+	stdinR, stdinW, err1 := pipe()
+	stdoutR, stdoutW, err2 := pipe()
+	stderrR, stderrW, err3 := pipe()
+	ctlParent, ctlChild, err4 := socketPair()
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return undo(err)
 	}
+	files = append(files, ctlParent, ctlChild)
 	var env []string
 	if spec.Env != nil {
 		env = spec.Env(dir)
 	}
 	cmd := exec.Command(self)
 	cmd.Args = shimArgs(shimConfig{
-		UID: lease.UID, Limits: spec.Limits, TempRoot: spec.TempRoot, AttemptDir: dir, TempBytes: spec.TempBytes,
+		UID: lease.UID, UserNS: userNS, Limits: spec.Limits, TempRoot: spec.TempRoot, AttemptDir: dir, TempBytes: spec.TempBytes,
 		Hide: spec.Hide, Target: spec.Path, Argv: append([]string{spec.Path}, spec.Args...),
 	})
 	cmd.Env = env
@@ -268,66 +272,91 @@ func Start(spec Spec) (*Group, error) {
 		Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC,
 		// If the supervisor dies without stopping the child, the kernel
 		// kills the namespace's init, and with it every process of the
-		// namespace (the shim re-arms this after dropping privileges).
+		// namespace (the shim re-arms this after every credential
+		// change).
 		Pdeathsig: syscall.SIGKILL,
+	}
+	if userNS {
+		// A process in a new user namespace has every capability there
+		// until it executes a program as a user that is not the
+		// namespace's root; ambient capabilities carry the ones the
+		// shim needs across its own exec. They count in the attempt's
+		// namespaces only, and the shim drops them all before the
+		// child runs.
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
+		cmd.SysProcAttr.AmbientCaps = shimCapabilities
 	}
 	// Pipes as *os.File, not io.Writers: exec.Cmd.Wait would otherwise
 	// wait for every process holding a copy of the write end.
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
-	cmd.ExtraFiles = []*os.File{goR, stW}
+	cmd.ExtraFiles = []*os.File{ctlChild}
 	t0 = time.Now()
 	if err := cmd.Start(); err != nil {
-		return undo(fmt.Errorf("supervisor: start child in new namespaces: %w", err))
+		return undo(fmt.Errorf("supervisor: start child in new namespaces: %w%s", err, userNamespaceHint(err)))
 	}
 	// The child holds its own copies now.
-	for _, f := range []*os.File{goR, stW, stdinR, stdoutW, stderrW} {
+	for _, f := range []*os.File{stdinR, stdoutW, stderrW, ctlChild} {
 		f.Close()
 	}
-	files = []*os.File{goW, stR, stdinW, stdoutR, stderrR}
+	files = []*os.File{stdinW, stdoutR, stderrR}
 	pid := cmd.Process.Pid
-	kill := func(err error) (*Group, error) {
+	ctl, err = newShimControl(ctlParent)
+	if err != nil {
 		_ = unix.Kill(pid, unix.SIGKILL)
 		_ = cmd.Wait()
 		return undo(err)
 	}
-	status := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(stR).ReadString('\n')
-		status <- strings.TrimSpace(line)
-	}()
-	select {
-	case st := <-status:
-		if st != "ok" {
-			if st == "" {
-				st = "shim ended without a report"
-			}
-			return kill(fmt.Errorf("supervisor: isolation set-up failed: %s", strings.TrimPrefix(st, "error: ")))
+	kill := func(err error) (*Group, error) {
+		// A shim that failed on its own said why before it exited.
+		if msg, _, rerr := ctl.recv(20 * time.Millisecond); rerr == nil && strings.HasPrefix(msg, "error: ") {
+			err = fmt.Errorf("%w (shim: %s)", err, strings.TrimPrefix(msg, "error: "))
 		}
-	case <-time.After(shimTimeout):
-		return kill(fmt.Errorf("supervisor: isolation set-up took longer than %s", shimTimeout))
+		_ = unix.Kill(pid, unix.SIGKILL)
+		_ = cmd.Wait()
+		return undo(err)
 	}
 	iso.Namespaces = time.Since(t0)
-	t0 = time.Now()
+	if userNS {
+		t1 := time.Now()
+		if err := mapIDs(pid, lease.UID); err != nil {
+			return kill(err)
+		}
+		iso.IDMap = time.Since(t1)
+	}
+	// Into the cgroup before the shim does anything: everything it and
+	// the child do is charged to the attempt. (Unprivileged on cgroup
+	// v1, moving a process needs its user to be the mover's, which the
+	// shim's is until it becomes the attempt's user.)
+	t1 := time.Now()
 	if err := cg.Add(pid); err != nil {
 		return kill(err)
 	}
-	iso.Join = time.Since(t0)
+	iso.Join = time.Since(t1)
+	t1 = time.Now()
+	if err := ctl.send("setup"); err != nil {
+		return kill(fmt.Errorf("supervisor: isolation set-up: %w", err))
+	}
+	if msg, _, err := ctl.recv(shimTimeout); err != nil {
+		return kill(fmt.Errorf("supervisor: isolation set-up: %w", err))
+	} else if msg != "ok" {
+		return kill(fmt.Errorf("supervisor: isolation set-up failed: %s", strings.TrimPrefix(msg, "error: ")))
+	}
+	iso.Namespaces += time.Since(t1)
 	var egress io.Closer
 	if spec.Egress != nil {
 		t0 = time.Now()
-		egress, err = spec.Egress(func(network, addr string) (net.Listener, error) { return listenIn(pid, network, addr) })
+		egress, err = spec.Egress(ctl.listen)
 		if err != nil {
 			return kill(fmt.Errorf("supervisor: egress path: %w", err))
 		}
 		iso.Egress = time.Since(t0)
 	}
-	if _, err := goW.Write([]byte{1}); err != nil {
+	if err := ctl.send("run"); err != nil {
 		if egress != nil {
 			egress.Close()
 		}
 		return kill(fmt.Errorf("supervisor: release child: %w", err))
 	}
-	stR.Close()
 	stderr := &tailBuffer{max: stderrKeep}
 	go func() {
 		_, _ = io.Copy(stderr, stderrR)
@@ -342,7 +371,7 @@ func Start(spec Spec) (*Group, error) {
 		cg:      cg,
 		lease:   lease,
 		egress:  egress,
-		goW:     goW,
+		ctl:     ctl,
 		stdout:  stdoutR,
 		stderr:  stderr,
 		stopCh:  make(chan StopReason, 1),
@@ -356,7 +385,6 @@ func Start(spec Spec) (*Group, error) {
 		g.recordExit(err)
 		close(leaderDone)
 	}()
-	setOOMScore(pid)
 	go func() {
 		if len(spec.Input) > 0 {
 			if _, err := stdinW.Write(spec.Input); err != nil {
@@ -485,42 +513,38 @@ func (g *Group) supervise(leaderDone <-chan struct{}) {
 	<-leaderDone
 	// The init of a PID namespace is reaped only after every other
 	// process of the namespace is gone; the empty cgroup confirms it.
-	deadline := time.Now().Add(g.spec.ProofTimeout)
+	proofBy := time.Now().Add(g.spec.ProofTimeout)
+	deadline := proofBy
 	reported := false
-	wait := time.Millisecond
 	for {
-		left, err := g.cg.Procs()
-		if err == nil && len(left) == 0 {
+		_, err := g.cg.killUntilEmpty(deadline)
+		if err == nil {
 			g.mu.Lock()
 			g.outcome.OOMKills = g.cg.OOMKills()
 			g.mu.Unlock()
-			rmErr := g.cg.Remove()
-			if rmErr == nil {
-				rmErr = os.RemoveAll(g.dir)
+			if err = g.cg.Remove(); err == nil {
+				err = os.RemoveAll(g.dir)
 			}
-			if rmErr == nil {
+			if err == nil {
 				break
 			}
-			if !reported {
-				g.log.Error("attempt cgroup or directory not removed", zap.Error(rmErr))
-			}
-		} else {
-			_ = g.cg.Kill()
 		}
-		if !reported && time.Now().After(deadline) {
+		if !reported && time.Now().After(proofBy) {
 			reported = true
-			g.log.Error("attempt not proven gone; slot stays occupied", zap.Int("left", len(left)), zap.Error(err))
+			g.log.Error("attempt not proven gone; slot stays occupied", zap.Error(err))
 			g.setPhase(PhaseUnreleased)
 		}
-		time.Sleep(wait)
-		if wait < time.Second {
-			wait *= 2
+		// Keep trying, a second at a time, for as long as it takes.
+		deadline = time.Now().Add(time.Second)
+		if deadline.Before(proofBy) {
+			deadline = proofBy
 		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if g.egress != nil {
 		g.egress.Close()
 	}
-	g.goW.Close()
+	g.ctl.Close()
 	g.lease.Release()
 	g.mu.Lock()
 	g.outcome.ReleasedAt = time.Now()

@@ -15,6 +15,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"slidecells/renderer/internal/unpriv"
 )
 
 func TestMain(m *testing.M) {
@@ -22,15 +26,22 @@ func TestMain(m *testing.M) {
 	if err := BecomeSubreaper(); err != nil {
 		panic(err)
 	}
+	if mount := os.Getenv(unpriv.EnvCgroupV2); mount != "" {
+		// The v2 mechanics on a host whose memory, pids and cpu
+		// controllers are bound to v1: hugetlb is the one controller
+		// the v2 mount has (enabled like the real ones, no limits).
+		cgroupMount, v2Controllers = mount, []string{"hugetlb"}
+	}
 	os.Exit(m.Run())
 }
 
 // isolation gives a test its own cgroup parent and user ID lock directory.
-// The isolation needs root (in CI and on these machines tests run as root).
+// The isolation needs root, or the unprivileged run of TestUnprivileged (in
+// CI and on these machines tests run as root).
 func isolation(t *testing.T) (*UIDPool, *Cgroups) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the attempt isolation needs root (namespaces, cgroups, per-attempt users)")
+	if os.Geteuid() != 0 && !unpriv.Inside() {
+		t.Skip("the attempt isolation needs root (namespaces, cgroups, per-attempt users), or the unprivileged run TestUnprivileged prepares")
 	}
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
@@ -47,6 +58,9 @@ func isolation(t *testing.T) (*UIDPool, *Cgroups) {
 		}
 	})
 	pool := &UIDPool{First: DefaultUIDFirst, Last: DefaultUIDLast, LockDir: DefaultUIDLockDir}
+	if unpriv.Inside() {
+		pool = &UIDPool{First: unpriv.First, Last: unpriv.Last, LockDir: unpriv.LockDir}
+	}
 	if err := pool.Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +68,7 @@ func isolation(t *testing.T) (*UIDPool, *Cgroups) {
 }
 
 type run struct {
+	pool   *UIDPool
 	g      *Group
 	lines  chan string
 	stdout chan string
@@ -108,7 +123,7 @@ func start(t *testing.T, script string, mutate func(*Spec)) run {
 		g.Stop(StopSupervise)
 		<-g.Done()
 	})
-	return run{g: g, lines: lines, stdout: out}
+	return run{pool: pool, g: g, lines: lines, stdout: out}
 }
 
 func (r run) wait(t *testing.T) (Outcome, string) {
@@ -223,23 +238,29 @@ func TestStopLetsChildCloseWithinGrace(t *testing.T) {
 // calls setsid and clears its environment leaves the process group, the
 // session and every environment mark; the PID namespace still holds it.
 func TestEscapeBySetsidAndEmptyEnvironmentIsKilled(t *testing.T) {
-	r := start(t, `(setsid env -i /bin/sh -c 'trap "" TERM HUP; sleep 300' &) ; (setsid env -i sleep 301 &); sleep 0.2; echo up; sleep 300`, nil)
-	waitLine(t, r)
+	// The child counts, in its own /proc, the processes whose environment
+	// is empty (an unprivileged supervisor may not read the attempt
+	// users' /proc/<pid>/environ on the host).
+	r := start(t, `(setsid env -i /bin/sh -c 'trap "" TERM HUP; sleep 300' &) ; (setsid env -i sleep 301 &); sleep 0.2
+n=0; for e in /proc/[0-9]*/environ; do if [ "$(wc -c < $e)" = 0 ]; then n=$((n+1)); fi; done
+echo "empty=$n"; sleep 300`, nil)
+	line := waitLine(t, r)
 	pids := hostPIDs(t, r.g)
-	escaped := 0
-	for _, p := range pids {
-		if env, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/environ"); err == nil && len(env) == 0 {
-			escaped++
-		}
-	}
-	if escaped < 2 {
-		for _, d := range r.g.cg.dirs {
-			b, _ := os.ReadFile(d + "/cgroup.procs")
-			t.Logf("%s: %q", d, b)
-		}
+	if n, _ := strconv.Atoi(strings.TrimPrefix(line, "empty=")); n < 2 || len(pids) < 4 {
 		out, _ := exec.Command("ps", "-eo", "pid,ppid,pgid,sid,uid,args").CombinedOutput()
 		t.Logf("%s", out)
-		t.Fatalf("test setup: expected two helpers with empty environments among %v", pids)
+		t.Fatalf("test setup: expected two helpers with empty environments (child says %q) among %v", line, pids)
+	}
+	sessions := map[string]bool{}
+	for _, p := range pids {
+		if stat, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat"); err == nil {
+			// Field 6 (after the command in parentheses) is the session.
+			f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+			sessions[f[3]] = true
+		}
+	}
+	if len(sessions) < 3 {
+		t.Fatalf("test setup: expected the child's session and two new ones, saw %v", sessions)
 	}
 	r.g.Stop(StopCancel)
 	r.wait(t)
@@ -286,7 +307,7 @@ func TestEachAttemptHasItsOwnUser(t *testing.T) {
 	ua, ga, w := waitLine(t, a), waitLine(t, a), waitLine(t, a)
 	ub := waitLine(t, b)
 	n, _ := strconv.Atoi(ua)
-	if n < DefaultUIDFirst || n > DefaultUIDLast || ga != ua || w != "writable" {
+	if n < int(a.pool.First) || n > int(a.pool.Last) || ga != ua || w != "writable" {
 		t.Fatalf("child identity = uid %s groups %s (%s)", ua, ga, w)
 	}
 	if ua == ub {
@@ -418,9 +439,11 @@ func TestMemoryBombIsContained(t *testing.T) {
 // TestForkBombIsContained: the pids limit stops the bomb, the deadline ends
 // the attempt, everything is reclaimed and the host can still fork.
 func TestForkBombIsContained(t *testing.T) {
-	// The leader forks its long sleep before the bomb and then only waits (a builtin): when the
-	// pids limit is reached it cannot fail to fork and exit early, so the deadline ends it.
-	r := start(t, `sleep 60 & echo up; b() { b | b & }; b; wait`, func(s *Spec) {
+	// The leader forks its long sleep, then the bomb in one subshell, and then only waits (a
+	// builtin): it never forks after the bomb started, so it cannot fail to fork and exit
+	// early, and the deadline ends it. (A bare `b` would have the leader fork each element of
+	// the pipeline itself, racing the first one's children for the last pids.)
+	r := start(t, `sleep 60 & echo up; b() { b | b & }; (b) & wait`, func(s *Spec) {
 		s.CgroupLimits = CgroupLimits{Processes: 64}
 		s.HardDeadline = time.Now().Add(1500 * time.Millisecond)
 	})
@@ -528,4 +551,176 @@ func TestMissingCgroupsFailWithWhatIsMissing(t *testing.T) {
 			t.Fatalf("OpenCgroups on a v2 mount without controllers = %v", err)
 		}
 	}
+}
+
+// TestChildHasNoPrivileges: the child runs with no capability in any set,
+// no_new_privs and the child's seccomp filter; the filter holds even where
+// the child makes itself root of a user namespace of its own (as Chromium's
+// sandbox must be allowed to): mounting there is refused.
+func TestChildHasNoPrivileges(t *testing.T) {
+	r := start(t, `grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status
+if unshare -Urm sh -c 'mount -t tmpfs none /mnt' 2>/dev/null; then echo nested-mount=allowed; else echo nested-mount=refused; fi
+if unshare -Ur true 2>/dev/null; then echo nested-userns=allowed; else echo nested-userns=refused; fi`, nil)
+	_, out := r.wait(t)
+	for _, want := range []string{
+		"CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000",
+		"CapBnd:\t0000000000000000", "CapAmb:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2",
+		"nested-mount=refused", "nested-userns=allowed",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in:\n%s", want, out)
+		}
+	}
+}
+
+// TestChildGetsOnlyItsStandardDescriptors: nothing the control process holds
+// or inherited reaches the child (not the control socket, not a descriptor
+// its own parent leaked to it): ls, started as the child, sees its standard
+// descriptors and the one it opened to list them.
+func TestChildGetsOnlyItsStandardDescriptors(t *testing.T) {
+	leak, err := os.Open("/dev/null")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leak.Close()
+	// A descriptor without close-on-exec, as one inherited from the
+	// renderer's own parent would be.
+	if _, err := unix.FcntlInt(leak.Fd(), unix.F_SETFD, 0); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, "", func(s *Spec) { s.Path, s.Args = "/bin/ls", []string{"/proc/self/fd"} })
+	_, out := r.wait(t)
+	if got := strings.Fields(out); strings.Join(got, " ") != "0 1 2 3" {
+		t.Fatalf("the child holds descriptors %v (the leaked one is %d), want 0 1 2 and ls's own 3", got, leak.Fd())
+	}
+}
+
+// TestModeMatchesPrivileges: as root the child's user is a host user switched
+// to directly; unprivileged it is the only ID mapped in a user namespace of
+// the attempt's own.
+func TestModeMatchesPrivileges(t *testing.T) {
+	r := start(t, `id -u; cat /proc/self/uid_map; cat /proc/self/gid_map; readlink /proc/1/ns/user`, nil)
+	_, out := r.wait(t)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("output:\n%s", out)
+	}
+	own, _ := os.Readlink("/proc/self/ns/user")
+	switch CurrentMode() {
+	case ModeRoot:
+		if unpriv.Inside() {
+			t.Fatal("mode root in the unprivileged run")
+		}
+		if f := strings.Fields(lines[1]); len(f) != 3 || f[0] != "0" || f[1] != "0" || lines[3] != own {
+			t.Fatalf("root mode: the child should be in the host's user namespace %s:\n%s", own, out)
+		}
+	case ModeUserNamespace:
+		id := lines[0]
+		for _, m := range lines[1:3] {
+			if f := strings.Fields(m); len(f) != 3 || f[0] != id || f[1] != id || f[2] != "1" {
+				t.Fatalf("user-namespace mode: want exactly %s mapped to itself:\n%s", id, out)
+			}
+		}
+		if lines[3] == own {
+			t.Fatalf("user-namespace mode: the child shares the control process's user namespace %s", own)
+		}
+	}
+}
+
+// TestCgroupLayout: the groups are where the host's hierarchy says: on v2 one
+// directory below the renderer's cgroup with the controllers handed down (a
+// control process that lived in the delegated cgroup itself moved into its
+// "control" leaf to do that); on v1 one directory per hierarchy.
+func TestCgroupLayout(t *testing.T) {
+	before, _ := ownCgroups()
+	_, cg := isolation(t)
+	after, _ := ownCgroups()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(cgroupMount, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Type != unix.CGROUP2_SUPER_MAGIC {
+		if cg.v2 || len(cg.dirs) != len(v1Controllers) {
+			t.Fatalf("v1 host, groups %+v", cg)
+		}
+		return
+	}
+	if !cg.v2 || len(cg.dirs) != 1 || !strings.HasPrefix(cg.dirs[0], cgroupMount+"/") {
+		t.Fatalf("v2 at %s, groups %+v", cgroupMount, cg)
+	}
+	parent := filepath.Dir(cg.dirs[0])
+	sub, _ := os.ReadFile(filepath.Join(parent, "cgroup.subtree_control"))
+	mine, _ := os.ReadFile(filepath.Join(cg.dirs[0], "cgroup.subtree_control"))
+	for _, c := range v2Controllers {
+		if !containsWord(string(sub), c) || !containsWord(string(mine), c) {
+			t.Fatalf("controller %s not handed down: %s has %q, %s has %q", c, parent, sub, cg.dirs[0], mine)
+		}
+	}
+	if base := strings.TrimSuffix(before[""], "/"+controlLeaf); base != "/" {
+		// Not the root cgroup: it may hold no processes and hand down
+		// controllers, so the control process left it (once).
+		if after[""] != base+"/"+controlLeaf || parent != filepath.Join(cgroupMount, base) {
+			t.Fatalf("control process in %s, renderer cgroup in %s; want %s/%s and %s", after[""], parent, base, controlLeaf, base)
+		}
+	}
+}
+
+// supervisorSuite are the tests that run again unprivileged.
+var supervisorSuite = []string{
+	"TestNaturalExitReleasesEverything", "TestDeadlineKillsGroupThatIgnoresTERM", "TestStopLetsChildCloseWithinGrace",
+	"TestEscapeBySetsidAndEmptyEnvironmentIsKilled", "TestLimitsAreInPlaceBeforeInput", "TestEnvironmentIsOnlyWhatWasGiven",
+	"TestEachAttemptHasItsOwnUser", "TestFileView", "TestNetworkNamespaceHasNoWayOut", "TestMemoryBombIsContained",
+	"TestForkBombIsContained", "TestDiskFillerIsStopped", "TestLeftoversOfAnEarlierEpochAreKilled",
+	"TestChildHasNoPrivileges", "TestChildGetsOnlyItsStandardDescriptors", "TestModeMatchesPrivileges", "TestCgroupLayout",
+}
+
+// v2Suite are the tests that need no resource controller: the v2
+// mechanics (delegation, joining, cgroup.kill, proof of release, leftovers).
+var v2Suite = []string{
+	"TestNaturalExitReleasesEverything", "TestDeadlineKillsGroupThatIgnoresTERM", "TestEscapeBySetsidAndEmptyEnvironmentIsKilled",
+	"TestEachAttemptHasItsOwnUser", "TestFileView", "TestLeftoversOfAnEarlierEpochAreKilled", "TestChildHasNoPrivileges",
+	"TestModeMatchesPrivileges", "TestCgroupLayout",
+}
+
+// TestUnprivileged runs the supervisor's tests again as an unprivileged
+// user (user-namespace mode): a system user with a subordinate ID range,
+// newuidmap/newgidmap, and a cgroup delegated to it (the v1 hierarchies
+// here, or cgroup v2 where /sys/fs/cgroup is v2). Bombs, escapes, the
+// network boundary and the file view must hold exactly as as root.
+func TestUnprivileged(t *testing.T) {
+	unpriv.RunTests(t, unpriv.Options{}, supervisorSuite...)
+}
+
+// hybridV2Mount is the cgroup v2 mount of a hybrid host, or "".
+func hybridV2Mount(t *testing.T) string {
+	var st syscall.Statfs_t
+	if syscall.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+		t.Skip("/sys/fs/cgroup is cgroup v2: every test of this package runs on v2 already")
+	}
+	for _, m := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup/v2"} {
+		if syscall.Statfs(m, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+			return m
+		}
+	}
+	t.Skip("no cgroup v2 mount on this host (cgroup v1 only): the v2 code cannot run here")
+	return ""
+}
+
+// TestCgroupV2Mechanics: on a hybrid host (cgroup v1 controllers plus a v2
+// mount without memory, pids and cpu, which the kernel binds to one
+// hierarchy at a time) the v2 code runs with the controller the v2 mount
+// has: groups are created and delegated, the shim joins its group, and
+// cgroup.kill kills and proves gone what escaped by setsid. The v2 limits
+// (memory.max, pids.max, cpu.max) cannot be written here.
+func TestCgroupV2Mechanics(t *testing.T) {
+	unpriv.RunTestsOnCgroupV2(t, hybridV2Mount(t), v2Suite...)
+}
+
+// TestUnprivilegedOnCgroupV2: the same unprivileged, in a cgroup v2
+// directory delegated as systemd's Delegate=yes does, in which the
+// renderer's control process lives: the supervisor must move itself into a
+// leaf to hand the controller to its attempts.
+func TestUnprivilegedOnCgroupV2(t *testing.T) {
+	mount := hybridV2Mount(t)
+	unpriv.RunTests(t, unpriv.Options{V2Mount: mount, Controllers: []string{"hugetlb"}}, v2Suite...)
 }

@@ -2,15 +2,15 @@ package supervisor
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 )
 
 // Limits are per-process resource limits set inside the new process before
 // the child program runs, so nothing it starts escapes them (limits are
-// inherited). Zero leaves a limit as it is; core dumps are always off.
+// inherited). Start fills zero fields with the defaults; core dumps are
+// always off. Unprivileged (user-namespace mode) a limit above the control
+// process's own hard limit stays at that hard limit.
 type Limits struct {
 	// DataBytes bounds each process's data segment and private writable
 	// mappings (RLIMIT_DATA). Address-space limits (RLIMIT_AS) cannot be
@@ -51,13 +51,6 @@ func (l Limits) WithDefaults() Limits {
 		l.OpenFiles = DefaultOpenFiles
 	}
 	return l
-}
-
-// setOOMScore makes the kernel pick the browser, not the control process
-// that must publish the outcome, under memory pressure. Best effort: an
-// unprivileged supervisor may not be allowed to set it for another user.
-func setOOMScore(pid int) {
-	_ = os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte("900"), 0)
 }
 
 // BecomeSubreaper makes the calling process the reaper of its orphaned

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,7 +18,10 @@ import (
 // after the ID in a lock directory every renderer of the host shares, so
 // several renderer instances with the same range still never share an ID;
 // the kernel drops the lock when its holder dies, so a crashed renderer
-// leaks nothing. The group ID equals the user ID.
+// leaks nothing. The group ID equals the user ID. Unprivileged
+// (ModeUserNamespace) the range must lie inside the control process's user's
+// /etc/subuid and /etc/subgid ranges: the leased ID is then the one ID
+// mapped in the attempt's user namespace.
 type UIDPool struct {
 	First, Last uint32
 	// LockDir holds the lease files; it must be on a file system the
@@ -38,7 +40,9 @@ const (
 // ErrNoFreeUID means every ID of the range is leased.
 var ErrNoFreeUID = errors.New("supervisor: every child user ID of the range is in use")
 
-// Check validates the range and prepares the lock directory.
+// Check validates the range and prepares the lock directory. Unprivileged
+// (user-namespace mode) it also checks that the user may map every ID of the
+// range (/etc/subuid, /etc/subgid) and that the helpers doing it exist.
 func (p *UIDPool) Check() error {
 	if p.First == 0 || p.Last < p.First {
 		return fmt.Errorf("supervisor: child user ID range %d-%d is empty or includes root", p.First, p.Last)
@@ -46,8 +50,16 @@ func (p *UIDPool) Check() error {
 	if p.First < 1000 {
 		return fmt.Errorf("supervisor: child user ID range must start at 1000 or above, not %d (system users live below)", p.First)
 	}
+	if CurrentMode() == ModeUserNamespace {
+		if err := checkUserNamespaceMode(p.First, p.Last); err != nil {
+			return fmt.Errorf("supervisor: %w", err)
+		}
+	}
 	if err := os.MkdirAll(p.LockDir, 0o700); err != nil {
 		return fmt.Errorf("supervisor: child user ID lock directory: %w", err)
+	}
+	if err := unix.Access(p.LockDir, unix.W_OK|unix.X_OK); err != nil {
+		return fmt.Errorf("supervisor: child user ID lock directory %s is not writable by user %d: %w", p.LockDir, os.Geteuid(), err)
 	}
 	return nil
 }
@@ -88,21 +100,4 @@ func (l *Lease) Release() {
 		unix.Close(l.fd)
 		l.fd = -1
 	}
-}
-
-// CheckKernel reports what the kernel lacks for the attempts' browsers to
-// keep their own sandbox inside the attempt's namespaces: Chromium creates
-// unprivileged user namespaces for its renderers.
-func CheckKernel() error {
-	b, err := os.ReadFile("/proc/sys/user/max_user_namespaces")
-	if err != nil {
-		return fmt.Errorf("supervisor: user namespaces unavailable (no /proc/sys/user/max_user_namespaces): %w", err)
-	}
-	if n, _ := strconv.Atoi(strings.TrimSpace(string(b))); n == 0 {
-		return errors.New("supervisor: user namespaces are disabled (user.max_user_namespaces = 0); Chromium's sandbox needs them")
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" {
-		return errors.New("supervisor: unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0); Chromium's sandbox needs them")
-	}
-	return nil
 }

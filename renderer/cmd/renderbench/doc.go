@@ -7,6 +7,11 @@
 //
 //	go build -o /tmp/renderer ./renderer/cmd/renderer
 //	go run ./renderer/cmd/renderbench -renderer /tmp/renderer -n 30
+//	go run ./renderer/cmd/renderbench -renderer /tmp/renderer -n 30 -unprivileged
+//
+// -unprivileged (as root) prepares the unprivileged user, its subordinate
+// IDs and a delegated cgroup (renderer/internal/unpriv) and runs the
+// renderer as that user, in user-namespace mode.
 //
 // Traffic stays on loopback; the run is bounded by -n.
 package main

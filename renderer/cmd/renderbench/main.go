@@ -21,6 +21,7 @@ import (
 
 	"slidecells/renderer/chromium"
 	"slidecells/renderer/internal/fixture"
+	"slidecells/renderer/internal/unpriv"
 	rc "slidecells/shared/rendercontract"
 	"slidecells/shared/ticket"
 )
@@ -45,18 +46,19 @@ func main() {
 	bin := flag.String("renderer", "", "path to a built renderer binary (required)")
 	n := flag.Int("n", 20, "samples per side")
 	dsf := flag.Float64("dsf", 1, "device scale factor of both sides")
+	unprivileged := flag.Bool("unprivileged", false, "run the renderer as an unprivileged user (user-namespace mode): prepares the user "+unpriv.User+", its subordinate IDs and a delegated cgroup; needs root")
 	flag.Parse()
 	if *bin == "" || *n < 1 {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(*bin, *n, *dsf); err != nil {
+	if err := run(*bin, *n, *dsf, *unprivileged); err != nil {
 		fmt.Fprintln(os.Stderr, "renderbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin string, n int, dsf float64) error {
+func run(bin string, n int, dsf float64, unprivileged bool) error {
 	fx := fixture.Start(token)
 	defer fx.Close()
 	// The baseline browser cannot send the credential header.
@@ -79,6 +81,30 @@ func run(bin string, n int, dsf float64) error {
 		return err
 	}
 	cmd := exec.Command(bin)
+	var extraEnv []string
+	if unprivileged {
+		h, cleanup, err := unpriv.Prepare(unpriv.Options{Name: fmt.Sprintf("slidecells-renderbench-%d", os.Getpid())})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := cleanup(); err != nil {
+				fmt.Fprintln(os.Stderr, "renderbench: delegated cgroup:", err)
+			}
+		}()
+		copied, remove, err := unpriv.CopyExecutable(bin)
+		if err != nil {
+			return err
+		}
+		defer remove()
+		for _, p := range []string{root, credPath} {
+			if err := os.Chown(p, h.UID, h.GID); err != nil {
+				return err
+			}
+		}
+		cmd = h.Command(copied)
+		extraEnv = h.Env()
+	}
 	cmd.Env = []string{
 		"RENDER_SERVICE_CREDENTIAL_FILE=" + credPath,
 		// Info, for the address line; the renderer logs a few lines
@@ -91,6 +117,7 @@ func run(bin string, n int, dsf float64) error {
 		"RENDER_LISTEN_ADDR=127.0.0.1:0",
 		"RENDER_MIN_FREE_DISK_MB=1",
 	}
+	cmd.Env = append(cmd.Env, extraEnv...)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		return err
@@ -173,7 +200,11 @@ func run(bin string, n int, dsf float64) error {
 	}
 	hwm, rss := memory(cmd.Process.Pid)
 	mo, mp := median(ours), median(plain)
-	fmt.Printf("renderer page.capture 1280x720 dsf %g, n=%d, %d CPUs, %s\n", dsf, n, runtime.NumCPU(), caps.Profile.BrowserBuild)
+	mode := "root"
+	if unprivileged {
+		mode = "unprivileged (user-namespace mode)"
+	}
+	fmt.Printf("renderer page.capture 1280x720 dsf %g, n=%d, %d CPUs, %s, renderer %s\n", dsf, n, runtime.NumCPU(), caps.Profile.BrowserBuild, mode)
 	fmt.Printf("| measure | median | p90 | min | max |\n|---|---|---|---|---|\n")
 	fmt.Printf("| renderer POST → terminal receipt → artifact | %s | %s | %s | %s |\n", ms(mo), ms(pct(ours, 0.9)), ms(pct(ours, 0)), ms(pct(ours, 1)))
 	fmt.Printf("| chromium --headless --screenshot | %s | %s | %s | %s |\n", ms(mp), ms(pct(plain, 0.9)), ms(pct(plain, 0)), ms(pct(plain, 1)))
@@ -193,7 +224,7 @@ func run(bin string, n int, dsf float64) error {
 		return err
 	}
 	fmt.Printf("\nisolation set-up per child start (mean over %d: attempts, warm-up and launch probe; from /metrics):\n", iso.count)
-	for _, st := range []string{"isolation_cgroup", "isolation_namespaces", "isolation_cgroup_join", "isolation_egress"} {
+	for _, st := range []string{"isolation_cgroup", "isolation_namespaces", "isolation_idmap", "isolation_cgroup_join", "isolation_egress"} {
 		fmt.Printf("- %s: %.2f ms\n", st, iso.mean[st]*1000)
 	}
 	return nil

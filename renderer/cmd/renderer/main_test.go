@@ -295,6 +295,12 @@ func runBinary(t *testing.T, bin string, env []string) (base string, cmd *exec.C
 	t.Helper()
 	cmd = exec.Command(bin)
 	cmd.Env = env
+	return startBinary(t, cmd)
+}
+
+// startBinary starts cmd, a renderer, and waits for its address.
+func startBinary(t *testing.T, cmd *exec.Cmd) (base string, _ *exec.Cmd, logs *syncBuffer, exited chan error) {
+	t.Helper()
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -349,7 +355,7 @@ func (s *syncBuffer) String() string {
 // and the new epoch becomes ready.
 func TestStartAfterAKilledEpoch(t *testing.T) {
 	rendertest.RequireBrowser(t)
-	rendertest.RequireRoot(t)
+	rendertest.RequireIsolation(t)
 	bin := build(t)
 	fx := fixture.Start(token)
 	defer fx.Close()
@@ -482,7 +488,7 @@ func TestStartAfterAKilledEpoch(t *testing.T) {
 // speaks TLS only, and still wants the credential.
 func TestTLS(t *testing.T) {
 	rendertest.RequireBrowser(t)
-	rendertest.RequireRoot(t)
+	rendertest.RequireIsolation(t)
 	bin := build(t)
 	dir := t.TempDir()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -563,7 +569,7 @@ func mustParse(t *testing.T, der []byte) *x509.Certificate {
 // manifest fails start-up.
 func TestProfileManifestFlow(t *testing.T) {
 	rendertest.RequireBrowser(t)
-	rendertest.RequireRoot(t)
+	rendertest.RequireIsolation(t)
 	bin := build(t)
 	dir := t.TempDir()
 	cmd := exec.Command(bin, "profile", "--preview-host-build", "preview-host-1", "--image-digest", "sha256:feed")

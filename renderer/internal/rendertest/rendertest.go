@@ -1,5 +1,5 @@
 // Package rendertest holds the renderer's shared test helpers: browser and
-// root requirements, a private cgroup parent and user ID pool per test, the
+// isolation requirements, a private cgroup parent and user ID pool per test, the
 // egress path of an attempt, a service credential file and process-table
 // checks. Only tests import it.
 package rendertest
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"slidecells/renderer/egress"
+	"slidecells/renderer/internal/unpriv"
 	"slidecells/renderer/supervisor"
 )
 
@@ -37,16 +38,28 @@ func RequireBrowser(t testing.TB) {
 	}
 }
 
-// RequireRoot skips without root: the attempt isolation (namespaces,
-// cgroups, per-attempt users) needs it. CI runs as root, so there it fails.
-func RequireRoot(t testing.TB) {
+// RequireIsolation skips where the attempt isolation cannot be built: it
+// needs root, or the prepared unprivileged user of an unpriv.RunTests run
+// (a delegated cgroup and a subordinate ID range). CI runs as root, so there
+// it fails.
+func RequireIsolation(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
+	if os.Geteuid() != 0 && !unpriv.Inside() {
 		if os.Getenv("CI") != "" {
 			t.Fatal("CI runs the renderer tests as root (the attempt isolation needs it)")
 		}
-		t.Skip("the attempt isolation needs root (namespaces, cgroups, per-attempt users)")
+		t.Skip("the attempt isolation needs root, or the unprivileged run (TestUnprivileged) prepares a user and a delegated cgroup")
 	}
+}
+
+// UIDPool is the user ID pool of the tests: the default range as root, the
+// prepared user's subordinate range in the unprivileged run. Leases are
+// host-wide locks, so parallel tests never share an ID.
+func UIDPool() supervisor.UIDPool {
+	if unpriv.Inside() {
+		return supervisor.UIDPool{First: unpriv.First, Last: unpriv.Last, LockDir: unpriv.LockDir}
+	}
+	return supervisor.UIDPool{First: supervisor.DefaultUIDFirst, Last: supervisor.DefaultUIDLast, LockDir: supervisor.DefaultUIDLockDir}
 }
 
 // Name is a unique name for per-test resources such as a cgroup.
@@ -56,18 +69,18 @@ func Name(prefix string) string {
 	return prefix + hex.EncodeToString(b)
 }
 
-// Isolation gives a test its own cgroup parent and the default user ID
-// pool (leases are host-wide locks, so parallel tests never share an ID).
-// The cgroup parent is emptied and removed at the end.
+// Isolation gives a test its own cgroup parent and the user ID pool
+// (UIDPool). The cgroup parent is emptied and removed at the end.
 func Isolation(t testing.TB) (*supervisor.UIDPool, *supervisor.Cgroups) {
 	t.Helper()
-	RequireRoot(t)
+	RequireIsolation(t)
 	cg, err := supervisor.OpenCgroups("", Name("slidecells-test-"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { RemoveCgroups(t, cg) })
-	pool := &supervisor.UIDPool{First: supervisor.DefaultUIDFirst, Last: supervisor.DefaultUIDLast, LockDir: supervisor.DefaultUIDLockDir}
+	p := UIDPool()
+	pool := &p
 	if err := pool.Check(); err != nil {
 		t.Fatal(err)
 	}
