@@ -4,17 +4,13 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
-	vegeta "github.com/tsenart/vegeta/v12/lib"
-	"github.com/tsenart/vegeta/v12/lib/plot"
 )
 
 // Operation names. Render operations carry the spec's category: validations are interactive
@@ -157,31 +153,3 @@ func (r *Report) WriteFiles(dir string, samples []Sample) (reportPath, plotPath 
 	return reportPath, plotPath, f.Close()
 }
 
-// WritePlot writes a self-contained HTML page (vegeta's plot: uPlot and the data inlined, no
-// network needed to view it) with one latency series per operation and outcome, x in seconds
-// from the first sample. Each series is downsampled to at most 4,000 points (LTTB).
-func WritePlot(w io.Writer, title string, samples []Sample) error {
-	sorted := append([]Sample(nil), samples...)
-	sortByStart(sorted)
-	p := plot.New(plot.Title(title), plot.Downsample(4000), plot.Label(func(r *vegeta.Result) string {
-		if r.Error != "" {
-			return r.URL + " (errors)"
-		}
-		return r.URL
-	}))
-	// One attack for every series, so all share one time origin; the operation travels in URL,
-	// which the labeler above reads. Seq follows start times, as the plot requires.
-	for i, s := range sorted {
-		r := &vegeta.Result{Attack: "ms", Seq: uint64(i), Timestamp: s.Start, Latency: s.Latency, URL: s.Op, Error: s.Error}
-		if err := p.Add(r); err != nil {
-			return err
-		}
-	}
-	p.Close()
-	_, err := p.WriteTo(w)
-	return err
-}
-
-func sortByStart(s []Sample) {
-	slices.SortStableFunc(s, func(a, b Sample) int { return a.Start.Compare(b.Start) })
-}

@@ -195,7 +195,6 @@ func run(o options) (int, error) {
 	settings["cells"] = strconv.Itoa(len(f.Cells()))
 	settings["workspaces_per_cell"] = strconv.Itoa(o.workspaces)
 
-	rec := load.NewRecorder()
 	var attacks []load.Attack
 	var validate, shoot []load.Page
 	if renders {
@@ -211,6 +210,7 @@ func run(o options) (int, error) {
 		settings["samples_per_render_op"] = strconv.Itoa(o.samples)
 		settings["render_concurrency_per_op"] = strconv.Itoa(o.concurrency)
 	}
+	rec := load.NewRecorder()
 	switch o.scenario {
 	case "api":
 		attacks = f.APIAttacks(o.rate, o.workers)
