@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"strings"
 	"time"
-
 )
 
 // Operation names. Render operations carry the spec's category: validations are interactive
@@ -152,4 +151,3 @@ func (r *Report) WriteFiles(dir string, samples []Sample) (reportPath, plotPath 
 	}
 	return reportPath, plotPath, f.Close()
 }
-
