@@ -3,6 +3,7 @@ package stalecache
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -212,5 +213,33 @@ func TestValidate(t *testing.T) {
 	}
 	if err := (Config{}).Validate(); err != nil {
 		t.Errorf("defaults rejected: %v", err)
+	}
+}
+
+// TestSizeKeysFit: a cache of Size holds any Size keys, although its shards fill unevenly
+// (16 shards of exactly Size/16 held only about 99,470 of 100,000).
+func TestSizeKeysFit(t *testing.T) {
+	const n = 100_000
+	c, err := New[int](Config{Size: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	load := func(_ context.Context, key string) (int, error) { return len(key), nil }
+	for i := range n {
+		if _, o, err := c.Get(ctx, "ws_"+strconv.Itoa(i), load); err != nil || o != Miss {
+			t.Fatalf("first lookup of %d: %v %v", i, o, err)
+		}
+	}
+	if c.Len() != n {
+		t.Fatalf("%d of %d keys cached", c.Len(), n)
+	}
+	for i := range n {
+		if _, o, _ := c.Get(ctx, "ws_"+strconv.Itoa(i), load); o != Hit {
+			t.Fatalf("second lookup of %d: %v, want a hit", i, o)
+		}
+	}
+	if got, max := shardCapacity(n)*shards, n*107/100; got > max {
+		t.Errorf("capacity %d for Size %d: more than 7%% headroom", got, n)
 	}
 }
