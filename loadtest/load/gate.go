@@ -17,7 +17,8 @@ import (
 type Baseline struct {
 	Recorded time.Time             `json:"recorded"`
 	Commit   string                `json:"commit"`
-	Machine  Machine               `json:"machine"`
+	Machine  Machine               `json:"machine"` // its load_average is the one at the start of the run
+	LoadEnd  string                `json:"load_average_after"`
 	Settings map[string]string     `json:"settings"`
 	Ops      map[string]BaselineOp `json:"operations"`
 }
@@ -48,7 +49,7 @@ var DefaultGateRules = GateRules{Ops: []string{OpValidate, OpScreenshot}, Intera
 
 // BaselineOf makes a baseline of a gate run.
 func BaselineOf(r *Report, rules GateRules) Baseline {
-	b := Baseline{Recorded: r.Started, Commit: r.Commit, Machine: r.Machine, Settings: r.Settings, Ops: map[string]BaselineOp{}}
+	b := Baseline{Recorded: r.Started, Commit: r.Commit, Machine: r.Machine, LoadEnd: r.LoadAfter, Settings: r.Settings, Ops: map[string]BaselineOp{}}
 	for _, op := range rules.Ops {
 		s := r.Op(op)
 		b.Ops[op] = BaselineOp{Category: Categories[op], Samples: s.OK, P50: s.P50, P95: s.P95, P99: s.P99}

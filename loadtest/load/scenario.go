@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,9 @@ type Attack struct {
 	Rate     float64         // requests per second; 0: closed loop
 	Workers  int             // closed loop: requests in flight; open loop: initial workers
 	Check    Check
+	// Accept lists statuses that count as success besides 2xx and 3xx (a benchmark of the
+	// router sends requests a cell refuses on purpose).
+	Accept []int
 	// OnResult sees every answer (after it was recorded), e.g. to follow a job it started.
 	OnResult func(*vegeta.Result)
 	// Driver attacks decide the run's length: once every driver has used up its targets, the
@@ -75,7 +79,11 @@ func (f *Fixture) Run(ctx context.Context, rec *Recorder, attacks []Attack, d ti
 				if r.Method == "" { // the targeter ran out (or failed): not a request
 					continue
 				}
-				rec.Add(FromResult(a.Op, r, a.Check))
+				s := FromResult(a.Op, r, a.Check)
+				if slices.Contains(a.Accept, s.Status) {
+					s.Error = ""
+				}
+				rec.Add(s)
 				if a.OnResult != nil {
 					a.OnResult(r)
 				}

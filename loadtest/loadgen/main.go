@@ -297,7 +297,8 @@ func gate(o options, r *load.Report) (int, error) {
 		return 0, fmt.Errorf("baseline: %w (record one with make gate-baseline)", err)
 	}
 	v := load.Compare(base, r, rules)
-	fmt.Printf("release gate against %s (recorded %s at %s on %s)\n", o.gate, base.Recorded.Format(time.DateOnly), base.Commit, base.Machine.Host)
+	fmt.Printf("release gate against %s (recorded %s at %s on %s, load average %s → %s; this run: %s → %s)\n", o.gate,
+		base.Recorded.Format(time.DateOnly), base.Commit, base.Machine.Host, base.Machine.LoadAvg, base.LoadEnd, r.Machine.LoadAvg, r.LoadAfter)
 	for _, l := range v.Lines {
 		fmt.Println("  " + l)
 	}
