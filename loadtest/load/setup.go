@@ -134,7 +134,16 @@ func NewFixture(ctx context.Context, base string, dir *directory.Directory, o Fi
 		}
 	}
 	for _, w := range f.Workspaces {
-		if w.ProjectID, err = f.project(ctx, w); err != nil {
+		// A cell the router has just started to probe (or a loaded machine's slow probe) may
+		// answer 503 for a moment: set-up waits for it, 30 s at most.
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			w.ProjectID, err = f.project(ctx, w)
+			if err == nil || !strings.Contains(err.Error(), ": 503 ") || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("project of workspace %s on %s: %w", w.ID, w.Cell, err)
 		}
 	}
