@@ -18,7 +18,7 @@ type metrics struct {
 	requests   *prometheus.CounterVec
 	latency    *prometheus.HistogramVec
 	cacheVec   *prometheus.CounterVec
-	cacheBy    [5]prometheus.Counter // by placement.Outcome
+	cacheBy    [6]prometheus.Counter // by placement.Outcome
 	misdirects *prometheus.CounterVec
 	dirErrors  *prometheus.CounterVec
 	noCell     [6]prometheus.Counter // requests answered before a cell was picked

@@ -370,6 +370,7 @@ type phase struct {
 	HWMMiB     float64            `json:"router_peak_rss_mib"`
 	HeapMiB    float64            `json:"router_heap_inuse_mib"`
 	Seconds    float64            `json:"seconds"`
+	CPUPerReq  float64            `json:"router_cpu_us_per_request"`
 	Workspaces int                `json:"distinct_workspaces"`
 }
 
@@ -408,6 +409,7 @@ func directoryMode(ctx context.Context, o options) error {
 	phases = append(phases, idle)
 	run := func(name string, pick func(i int) (string, bool), d time.Duration) error {
 		before := scrape(client, s.RouterURL)
+		cpu0 := procCPU(pid)
 		seen := map[string]struct{}{}
 		var seq int
 		tr := func(t *vegeta.Target) error {
@@ -432,6 +434,9 @@ func directoryMode(ctx context.Context, o options) error {
 		sum := load.Summarize(rec.Samples(), took)[0]
 		p := phase{Name: name, Requests: sum.Count, OKPerSec: sum.PerSec, Errors: sum.Errors, P50: sum.P50, P99: sum.P99, Seconds: took.Seconds(), Workspaces: len(seen)}
 		readRouter(client, s.RouterURL, pid, &p, before)
+		if p.Requests > 0 {
+			p.CPUPerReq = (procCPU(pid) - cpu0).Seconds() * 1e6 / float64(p.Requests)
+		}
 		phases = append(phases, p)
 		logf("%s: %d requests, hit ratio %.4f, cache %0.f entries, router RSS %.1f MiB", name, p.Requests, p.HitRatio, p.Entries, p.RSSMiB)
 		return ctx.Err()
@@ -453,12 +458,12 @@ func directoryMode(ctx context.Context, o options) error {
 		return err
 	}
 	machine := load.ThisMachine()
-	fmt.Printf("\n%d workspaces in the directory; router settings: defaults %s; %d requests in flight\nmachine: %s (load average now %s)\n\n",
-		o.directory, o.routerEnv, o.workers, machine.Kind(), machine.LoadAvg)
-	fmt.Printf("| phase | requests | req/s | distinct workspaces | hit | miss | refreshed | hit ratio | cache entries | router RSS | peak RSS | Go heap in use |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Printf("\n%d workspaces in the directory; router settings: defaults %s; %d requests in flight; steady phases %s each\nmachine: %s (load average now %s)\n\n",
+		o.directory, o.routerEnv, o.workers, o.duration, machine.Kind(), machine.LoadAvg)
+	fmt.Printf("| phase | requests | req/s | p99 | distinct workspaces | hit | revalidating | miss | refreshed | from memory | cache entries | router RSS | peak RSS | Go heap in use | router CPU per request |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range phases {
-		fmt.Printf("| %s | %d | %.0f | %d | %.0f | %.0f | %.0f | %.4f | %.0f | %.1f MiB | %.1f MiB | %.1f MiB |\n", p.Name, p.Requests, p.OKPerSec, p.Workspaces,
-			p.Lookups["hit"], p.Lookups["miss"], p.Lookups["refreshed"], p.HitRatio, p.Entries, p.RSSMiB, p.HWMMiB, p.HeapMiB)
+		fmt.Printf("| %s | %d | %.0f | %.1f ms | %d | %.0f | %.0f | %.0f | %.0f | %.2f%% | %.0f | %.1f MiB | %.1f MiB | %.1f MiB | %.0f µs |\n", p.Name, p.Requests, p.OKPerSec, p.P99, p.Workspaces,
+			p.Lookups["hit"], p.Lookups["revalidating"], p.Lookups["miss"], p.Lookups["refreshed"], p.HitRatio*100, p.Entries, p.RSSMiB, p.HWMMiB, p.HeapMiB, p.CPUPerReq)
 	}
 	return writeJSON(o, map[string]any{"mode": "directory", "machine": machine, "commit": load.Commit(), "options": fmt.Sprintf("%+v", o), "phases": phases})
 }
@@ -518,16 +523,35 @@ func readRouter(c *http.Client, base string, pid int, p *phase, before map[strin
 	after := scrape(c, base)
 	p.Lookups = map[string]float64{}
 	total := 0.0
-	for _, r := range []string{"hit", "miss", "refreshed", "stale_served", "negative_hit"} {
+	for _, r := range []string{"hit", "revalidating", "miss", "refreshed", "stale_served", "negative_hit"} {
 		k := `router_placement_lookups_total{result="` + r + `"}`
 		p.Lookups[r] = after[k] - before[k]
 		total += p.Lookups[r]
 	}
 	if total > 0 {
-		p.HitRatio = p.Lookups["hit"] / total
+		// Answered from memory: a fresh hit, or an entry past its TTL served at once while a
+		// background load renews it (revalidating); misses and synchronous refreshes waited
+		// for the directory.
+		p.HitRatio = (p.Lookups["hit"] + p.Lookups["revalidating"]) / total
 	}
 	p.Entries = after["router_placement_cache_entries"]
 	p.HeapMiB = after["go_memstats_heap_inuse_bytes"] / (1 << 20)
+}
+
+// procCPU is the CPU time (user and system) a process used so far.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command (which may hold spaces) start after the last ')'.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ is 100 on Linux
 }
 
 // scrape reads the router's /metrics into series → value.

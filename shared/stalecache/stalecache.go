@@ -57,6 +57,15 @@ type Config struct {
 	// NotFound recognises the load error that means "the source does not know this key". Nil
 	// means every error is a failure.
 	NotFound func(error) bool
+	// Revalidate serves an answer past its TTL (but within MaxStale, and not marked stale by a
+	// failed load) at once and loads it again in the background (stale-while-revalidate), so
+	// that a key used at least once per MaxStale never makes its caller wait for the source.
+	// Only for answers whose staleness the caller can detect and correct by itself (the
+	// router's placements: a cell answers 421 to a wrong one); never for answers that must stop
+	// working within TTL (revoked tokens). A failed background load falls back to the
+	// synchronous behaviour: the entry is marked stale and served for StaleRetry, then loaded
+	// on the caller's time.
+	Revalidate bool
 	// Now is the clock that decides freshness; nil is time.Now. The LRUs also expire entries
 	// by wall time after MaxStale (positive) or max(NegativeTTL, a minute) (negative), which
 	// only frees memory.
@@ -108,11 +117,12 @@ type Outcome uint8
 
 // Get outcomes.
 const (
-	Hit         Outcome = iota // fresh entry, no load
-	Miss                       // nothing cached; loaded (or failed)
-	Refreshed                  // stale entry; loaded again
-	StaleServed                // stale entry used because loading failed (or was throttled)
-	NegativeHit                // cached "not found"
+	Hit          Outcome = iota // fresh entry, no load
+	Miss                        // nothing cached; loaded (or failed)
+	Refreshed                   // stale entry; loaded again
+	StaleServed                 // stale entry used because loading failed (or was throttled)
+	NegativeHit                 // cached "not found"
+	Revalidating                // entry past its TTL served at once; a background load renews it (Config.Revalidate)
 )
 
 func (o Outcome) String() string {
@@ -127,6 +137,8 @@ func (o Outcome) String() string {
 		return "stale_served"
 	case NegativeHit:
 		return "negative_hit"
+	case Revalidating:
+		return "revalidating"
 	}
 	return "unknown"
 }
@@ -219,6 +231,12 @@ func (c *Cache[V]) Get(ctx context.Context, key string, load Load[V]) (V, Outcom
 			return e.v, Hit, nil
 		}
 		if now.Sub(e.fetched) < c.cfg.MaxStale {
+			if c.cfg.Revalidate && !e.stale {
+				// One background load per key (joining any under way); its channel is buffered,
+				// so nobody needs to read it.
+				c.sf.DoChan(key, c.loader(ctx, key, load))
+				return e.v, Revalidating, nil
+			}
 			v, err := c.load(ctx, key, key, load)
 			switch {
 			case err == nil:
@@ -277,7 +295,17 @@ func (c *Cache[V]) Len() int {
 // freshness of a still-usable stale entry out by StaleRetry, so the next requests use it
 // without waiting on the source again. It returns ErrNotFound itself for a not-found answer.
 func (c *Cache[V]) load(ctx context.Context, key, flight string, load Load[V]) (V, error) {
-	r, err, _ := c.sf.Do(flight, func() (any, error) {
+	r, err, _ := c.sf.Do(flight, c.loader(ctx, key, load))
+	if err != nil {
+		var zero V
+		return zero, err
+	}
+	return r.(V), nil
+}
+
+// loader is the body of a flight: one call of load, its answer stored.
+func (c *Cache[V]) loader(ctx context.Context, key string, load Load[V]) func() (any, error) {
+	return func() (any, error) {
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.LookupTimeout)
 		defer cancel()
 		v, err := load(lctx, key)
@@ -299,12 +327,7 @@ func (c *Cache[V]) load(ctx context.Context, key, flight string, load Load[V]) (
 			lru.Add(key, e)
 		}
 		return nil, err
-	})
-	if err != nil {
-		var zero V
-		return zero, err
 	}
-	return r.(V), nil
 }
 
 func minTime(a, b time.Time) time.Time {
