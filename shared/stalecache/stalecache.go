@@ -15,9 +15,11 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -66,9 +68,9 @@ type Config struct {
 	// synchronous behaviour: the entry is marked stale and served for StaleRetry, then loaded
 	// on the caller's time.
 	Revalidate bool
-	// Now is the clock that decides freshness; nil is time.Now. The LRUs also expire entries
-	// by wall time after MaxStale (positive) or max(NegativeTTL, a minute) (negative), which
-	// only frees memory.
+	// Now is the clock that decides freshness; nil is time.Now. Answers past MaxStale are
+	// dropped when met or pushed out by newer ones (Size bounds them); the negative LRU also
+	// expires its entries by wall time after max(NegativeTTL, a minute), which only frees memory.
 	Now func() time.Time
 }
 
@@ -180,10 +182,12 @@ const negativeMinLRUTTL = time.Minute
 
 type entry[V any] struct {
 	v V
-	// fetched is when the source last confirmed v; MaxStale counts from it.
-	fetched time.Time
-	// freshUntil is when the next load is due.
-	freshUntil time.Time
+	// fetched is when the source last confirmed v (Unix nanoseconds of Config.Now); MaxStale
+	// counts from it. Nanoseconds rather than time.Time: a cache of 100,000 answers is a
+	// large share of the router's heap, and each time.Time is three words.
+	fetched int64
+	// freshUntil is when the next load is due (Unix nanoseconds).
+	freshUntil int64
 	// stale marks an entry kept alive by a failed refresh.
 	stale bool
 }
@@ -192,7 +196,7 @@ type entry[V any] struct {
 type Cache[V any] struct {
 	cfg  Config
 	seed maphash.Seed
-	pos  [shards]*expirable.LRU[string, entry[V]]
+	pos  [shards]*shardLRU[V]
 	neg  *expirable.LRU[string, time.Time] // key → end of its negative entry
 	sf   singleflight.Group
 }
@@ -206,13 +210,54 @@ func New[V any](cfg Config) (*Cache[V], error) {
 	c := &Cache[V]{cfg: cfg, seed: maphash.MakeSeed()}
 	per := shardCapacity(cfg.Size)
 	for i := range c.pos {
-		c.pos[i] = expirable.NewLRU[string, entry[V]](per, nil, cfg.MaxStale)
+		l, err := simplelru.NewLRU[string, entry[V]](per, nil)
+		if err != nil {
+			return nil, err
+		}
+		c.pos[i] = &shardLRU[V]{l: l}
 	}
 	c.neg = expirable.NewLRU[string, time.Time](cfg.NegativeSize, nil, max(cfg.NegativeTTL, negativeMinLRUTTL))
 	return c, nil
 }
 
-func (c *Cache[V]) shard(key string) *expirable.LRU[string, entry[V]] {
+// shardLRU is one shard of answers: an LRU under its own mutex. Answers past MaxStale are
+// dropped when met (Get) or pushed out by newer ones; the cache's Size bounds them either way.
+type shardLRU[V any] struct {
+	mu sync.Mutex
+	l  *simplelru.LRU[string, entry[V]]
+}
+
+func (s *shardLRU[V]) Get(k string) (entry[V], bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.l.Get(k)
+}
+
+func (s *shardLRU[V]) Peek(k string) (entry[V], bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.l.Peek(k)
+}
+
+func (s *shardLRU[V]) Add(k string, e entry[V]) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.l.Add(k, e)
+}
+
+func (s *shardLRU[V]) Remove(k string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.l.Remove(k)
+}
+
+func (s *shardLRU[V]) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.l.Len()
+}
+
+func (c *Cache[V]) shard(key string) *shardLRU[V] {
 	return c.pos[maphash.String(c.seed, key)%shards]
 }
 
@@ -222,15 +267,16 @@ func (c *Cache[V]) shard(key string) *expirable.LRU[string, entry[V]] {
 // call of load.
 func (c *Cache[V]) Get(ctx context.Context, key string, load Load[V]) (V, Outcome, error) {
 	now := c.cfg.Now()
+	nowN := now.UnixNano()
 	lru := c.shard(key)
 	if e, ok := lru.Get(key); ok {
-		if now.Before(e.freshUntil) {
+		if nowN < e.freshUntil {
 			if e.stale {
 				return e.v, StaleServed, nil
 			}
 			return e.v, Hit, nil
 		}
-		if now.Sub(e.fetched) < c.cfg.MaxStale {
+		if nowN-e.fetched < int64(c.cfg.MaxStale) {
 			if c.cfg.Revalidate && !e.stale {
 				// One background load per key (joining any under way); its channel is buffered,
 				// so nobody needs to read it.
@@ -310,29 +356,23 @@ func (c *Cache[V]) loader(ctx context.Context, key string, load Load[V]) func() 
 		defer cancel()
 		v, err := load(lctx, key)
 		now := c.cfg.Now()
+		nowN := now.UnixNano()
 		lru := c.shard(key)
 		switch {
 		case err == nil:
 			c.neg.Remove(key)
-			lru.Add(key, entry[V]{v: v, fetched: now, freshUntil: now.Add(c.cfg.TTL)})
+			lru.Add(key, entry[V]{v: v, fetched: nowN, freshUntil: nowN + int64(c.cfg.TTL)})
 			return v, nil
 		case c.cfg.NotFound(err):
 			lru.Remove(key)
 			c.neg.Add(key, now.Add(c.cfg.NegativeTTL))
 			return nil, ErrNotFound
 		}
-		if e, ok := lru.Peek(key); ok && now.Sub(e.fetched) < c.cfg.MaxStale {
-			e.freshUntil = minTime(now.Add(c.cfg.StaleRetry), e.fetched.Add(c.cfg.MaxStale))
+		if e, ok := lru.Peek(key); ok && nowN-e.fetched < int64(c.cfg.MaxStale) {
+			e.freshUntil = min(nowN+int64(c.cfg.StaleRetry), e.fetched+int64(c.cfg.MaxStale))
 			e.stale = true
 			lru.Add(key, e)
 		}
 		return nil, err
 	}
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }
