@@ -2,7 +2,9 @@
 // placements and for the cell's directory answers (tokens, memberships, placements): answers
 // are used for a TTL, kept serving for a bounded time while the directory cannot be reached
 // (stale-if-error), refreshed at most once per flight and at most once per StaleRetry while
-// the directory fails, and "not found" is remembered for a short NegativeTTL.
+// the directory fails, and "not found" is remembered for a short NegativeTTL. With Revalidate
+// (the router's placements only) an answer past its TTL is used at once while it is loaded
+// again in the background.
 //
 // It knows nothing about what it caches: values come from a load function given to each
 // call, and "not found" is whatever error the NotFound function recognises. It must not grow
