@@ -103,6 +103,31 @@ bench-compile: ## Compile benchmark: a page importing 20 components, p50/p99 per
 bench-move: build ## Move benchmark: a workspace of 1,000 pages and 200 MiB of assets under write load, step times and write window (see BENCHMARKS.md)
 	$(GO) run ./loadtest/movebench -bin $(BIN) -pages 1000 -assets 200
 
+# Load generation and the release gate (loadtest/loadgen, see BENCHMARKS.md). None of these is
+# part of make test; the unit tests of their report and gate logic are (loadtest/load).
+LOAD_SCENARIO ?= api
+LOAD_FLAGS ?=
+
+.PHONY: load
+load: ## Load the running `make run` deployment: LOAD_SCENARIO=api|jobs|render|mixed, LOAD_FLAGS="-rate 200 -duration 1m"
+	$(GO) run ./loadtest/loadgen -scenario $(LOAD_SCENARIO) -env .run/env $(LOAD_FLAGS)
+
+GATE_BASELINE := loadtest/gate/baseline.json
+
+.PHONY: gate
+gate: build ## Release gate (own deployment, ~6-8 min): 200 validations and 200 screenshots under mixed load; fails when the interactive P95 is >20% above the baseline
+	$(GO) run ./loadtest/loadgen -scenario gate -bin $(BIN) -gate $(GATE_BASELINE) -max 15m
+
+.PHONY: gate-baseline
+gate-baseline: build ## Record a new release-gate baseline (loadtest/gate/baseline.json, with this machine's description; commit it)
+	@mkdir -p $(dir $(GATE_BASELINE))
+	$(GO) run ./loadtest/loadgen -scenario gate -bin $(BIN) -record-baseline $(GATE_BASELINE) -max 15m
+
+.PHONY: bench-scale
+bench-scale: build ## Scale evidence: the api scenario on 1, 2 and 3 cells, and the router with 100,000 workspaces (see BENCHMARKS.md)
+	$(GO) run ./loadtest/scalebench -bin $(BIN) -mode cells
+	$(GO) run ./loadtest/scalebench -bin $(BIN) -mode directory
+
 .PHONY: fuzz-compile
 fuzz-compile: ## Fuzz the compiler with arbitrary source for a minute
 	$(GO) test ./cell/compile -run '^$$' -fuzz FuzzCompile -fuzztime 60s

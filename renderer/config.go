@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -74,8 +75,10 @@ type Config struct {
 	// control process's own cgroup (RENDER_CGROUP_PARENT).
 	CgroupParent string
 	// CgroupName is the renderer's group below CgroupParent; everything
-	// in it belongs to this instance. Default "slidecells-renderer-" +
-	// WorkerID.
+	// in it belongs to this instance (RENDER_CGROUP_NAME). Default
+	// "slidecells-renderer-" + WorkerID: two renderers of one worker ID on
+	// one host (two deployments side by side) must be given different
+	// names, or each kills the other's attempts at start.
 	CgroupName string
 	// ChildCgroup bounds each attempt as a whole: memory, processes, CPU
 	// (RENDER_CHILD_MEMORY_MB, RENDER_CHILD_MAX_PROCESSES,
@@ -139,6 +142,9 @@ type Config struct {
 	// Now is the clock for tickets and retention; nil means time.Now.
 	Now func() time.Time
 }
+
+// cgroupName is what RENDER_CGROUP_NAME may be: one path element.
+var cgroupName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$`)
 
 // legacyVariables are browser settings of earlier systems. Their presence
 // fails start-up so that a deployment does not silently run with a browser
@@ -256,6 +262,9 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 	}
 	c.LaunchProbeInterval = l.Seconds("RENDER_LAUNCH_PROBE_INTERVAL_SECONDS", DefaultLaunchProbe, 86400)
 	c.CgroupParent = get("RENDER_CGROUP_PARENT")
+	if c.CgroupName = get("RENDER_CGROUP_NAME"); c.CgroupName != "" && !cgroupName.MatchString(c.CgroupName) {
+		bad("RENDER_CGROUP_NAME", "%q is not a plain cgroup name (letters, digits, '.', '_', '-'; at most 100)", c.CgroupName)
+	}
 	c.ChildUIDs = supervisor.UIDPool{First: supervisor.DefaultUIDFirst, Last: supervisor.DefaultUIDLast,
 		LockDir: l.String("RENDER_CHILD_UID_LOCK_DIR", supervisor.DefaultUIDLockDir, false)}
 	if v := get("RENDER_CHILD_UID_RANGE"); v != "" {

@@ -88,6 +88,7 @@ func TestLoadConfig(t *testing.T) {
 		{"credentials in base", map[string]string{"RENDER_PREVIEW_BASE_URL": "http://u:p@x/"}, nil, "RENDER_PREVIEW_BASE_URL"},
 		{"bad asset origin", map[string]string{"RENDER_ASSET_ORIGINS": "http://x/path"}, nil, "RENDER_ASSET_ORIGINS"},
 		{"long temp root", map[string]string{"RENDER_TEMP_ROOT": "/" + strings.Repeat("x", 60)}, nil, "RENDER_TEMP_ROOT"},
+		{"cgroup name with a path", map[string]string{"RENDER_CGROUP_NAME": "../escape"}, nil, "RENDER_CGROUP_NAME"},
 		{"zero ttl", map[string]string{"RENDER_RESULT_TTL_SECONDS": "0"}, nil, "RENDER_RESULT_TTL_SECONDS"},
 		{"missing browser", map[string]string{"RENDER_BROWSER_PATH": "/nonexistent/chromium"}, nil, "RENDER_BROWSER_PATH"},
 		{"no credential", map[string]string{"RENDER_SERVICE_CREDENTIAL_FILE": ""}, nil, "RENDER_SERVICE_CREDENTIAL_FILE: required"},

@@ -18,7 +18,7 @@ type metrics struct {
 	requests   *prometheus.CounterVec
 	latency    *prometheus.HistogramVec
 	cacheVec   *prometheus.CounterVec
-	cacheBy    [5]prometheus.Counter // by placement.Outcome
+	cacheBy    [6]prometheus.Counter // by placement.Outcome
 	misdirects *prometheus.CounterVec
 	dirErrors  *prometheus.CounterVec
 	noCell     [6]prometheus.Counter // requests answered before a cell was picked
@@ -73,7 +73,11 @@ func newMetrics(rt *Router) *metrics {
 	for i, cl := range classes {
 		m.noCell[i] = m.requests.WithLabelValues(noCellLabel, cl)
 	}
-	m.reg.MustRegister(m.requests, m.latency, m.cacheVec, m.misdirects, m.dirErrors,
+	entries := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "router_placement_cache_entries",
+		Help: "Placements held in the cache now (not counting cached not-found answers); at most ROUTER_PLACEMENT_CACHE_SIZE.",
+	}, func() float64 { return float64(rt.cache.Len()) })
+	m.reg.MustRegister(m.requests, m.latency, m.cacheVec, m.misdirects, m.dirErrors, entries,
 		cellCollector{rt},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -691,6 +691,7 @@ func TestMetrics(t *testing.T) {
 		`router_requests_total{cell="none",code="4xx"} 1`,
 		`router_proxy_duration_seconds_count{cell="cell-a"} 1`,
 		`router_placement_lookups_total{result="miss"} 1`,
+		`router_placement_cache_entries 1`,
 		`router_cell_breaker_state{cell="cell-a"} 0`,
 		`router_cell_healthy{cell="cell-b"} 1`,
 	} {

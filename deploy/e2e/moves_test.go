@@ -673,7 +673,9 @@ func (e *env) misdirects(t *testing.T) float64 {
 // request for it during a move sends the next request straight to the new owner once its TTL
 // has passed (no 421 needed); one asked within the TTL heals through the 421 protocol.
 func TestRouterLearnsMovesWithoutTraffic(t *testing.T) {
-	e := start(t, "", map[string][]string{"router": {"ROUTER_PLACEMENT_TTL=1s"}})
+	// Without revalidation the first request after the TTL waits for the directory and goes
+	// straight to the new owner.
+	e := start(t, "", map[string][]string{"router": {"ROUTER_PLACEMENT_TTL=1s", "ROUTER_PLACEMENT_REVALIDATE=false"}})
 	ws := e.demo.WorkspaceA
 	if _, cell, a := e.listNames(t, ws); a.status != 200 || cell != "cell-a" {
 		t.Fatalf("warm: %d %s", a.status, cell)
@@ -697,5 +699,35 @@ func TestRouterLearnsMovesWithoutTraffic(t *testing.T) {
 	}
 	if _, cell, a := e.listNames(t, ws); a.status != 200 || cell != "cell-a" {
 		t.Fatalf("right after the move back: %d %s", a.status, cell)
+	}
+}
+
+// TestRouterRevalidatesPlacementsInTheBackground: with ROUTER_PLACEMENT_REVALIDATE (the
+// default) the first request after the TTL is routed with the cached placement at once while
+// the directory is read in the background; after a move it meets the old owner's 421 and is
+// sent on, and the next request goes straight to the new owner.
+func TestRouterRevalidatesPlacementsInTheBackground(t *testing.T) {
+	e := start(t, "", map[string][]string{"router": {"ROUTER_PLACEMENT_TTL=1s"}})
+	ws := e.demo.WorkspaceA
+	if _, cell, a := e.listNames(t, ws); a.status != 200 || cell != "cell-a" {
+		t.Fatalf("warm: %d %s", a.status, cell)
+	}
+	before := e.misdirects(t)
+	out, err := e.cellctl(t, nil, "workspaces", "move", ws, "--to", "cell-b", "--grace", "0")
+	if err != nil {
+		t.Fatalf("move: %v\n%s", err, out)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the TTL, without a request
+	if _, cell, a := e.listNames(t, ws); a.status != 200 || cell != "cell-b" {
+		t.Fatalf("first request after the TTL: %d %s", a.status, cell)
+	}
+	if after := e.misdirects(t); after != before+1 {
+		t.Fatalf("misdirects %v → %v: the first request after the TTL should have met exactly one 421", before, after)
+	}
+	if _, cell, a := e.listNames(t, ws); a.status != 200 || cell != "cell-b" {
+		t.Fatalf("second request: %d %s", a.status, cell)
+	}
+	if after := e.misdirects(t); after != before+1 {
+		t.Fatalf("misdirects %v → %v: the second request should have gone straight to the new owner", before, after)
 	}
 }

@@ -21,6 +21,17 @@ func (p *Proc) Unsetenv(name string) {
 	p.env = kept
 }
 
+// Pid is the process's ID, 0 when it was never started (benchmarks read its /proc entries or
+// put it into a cgroup).
+func (p *Proc) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.proc == nil {
+		return 0
+	}
+	return p.proc.Pid()
+}
+
 // Env returns a copy of the extra environment the process starts with (its settings).
 func (p *Proc) Env() []string {
 	p.mu.Lock()

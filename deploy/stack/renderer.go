@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -127,6 +128,17 @@ func workersConfig(specs []rendererSpec) string {
 	return string(b)
 }
 
+// tag tells this deployment's host-wide names from another's: a hash of its folder, so a
+// deployment restarted on the same folder (make run) finds its own leftovers again.
+func (s *Stack) tag() string {
+	dir, err := filepath.Abs(s.opts.Dir)
+	if err != nil {
+		dir = s.opts.Dir
+	}
+	sum := sha256.Sum256([]byte(dir))
+	return hex.EncodeToString(sum[:4])
+}
+
 // startRenderer starts one renderer of a cell. It opens preview documents at the cell's preview
 // host (previewURL, the origin the browser may reach) and runs with the stack's profile
 // manifest, so its environment digest is the one the cell requires.
@@ -141,7 +153,12 @@ func (s *Stack) startRenderer(cell string, spec rendererSpec, previewURL, public
 			"RENDER_PREVIEW_BASE_URL=" + previewURL + "/",
 			"RENDER_ASSET_ORIGINS=" + previewURL,
 			"RENDER_PROFILE_MANIFEST=" + manifest,
-			"RENDER_TEMP_ROOT=/tmp/slidecells-r-" + spec.WorkerID,
+			// Host-wide names of this deployment's own: another deployment on the host (parallel
+			// tests, a benchmark next to make run) has renderers of the same worker IDs, and a
+			// renderer's start kills what it finds in its cgroup and removes its temp root's
+			// results.
+			"RENDER_TEMP_ROOT=/tmp/scr-" + s.tag() + "-" + spec.WorkerID, // ≤ 40 characters
+			"RENDER_CGROUP_NAME=slidecells-renderer-" + s.tag() + "-" + spec.WorkerID,
 			"RENDER_SERVICE_CREDENTIAL_FILE=" + credentialFile,
 		}, o.Env["renderer"]...)}
 	if err := p.Start(); err != nil {

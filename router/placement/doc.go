@@ -9,6 +9,10 @@
 //     first, and used as it is only if the Source fails (stale-if-error). After a failed
 //     refresh the entry is not retried for StaleRetry, so a directory outage costs one slow
 //     query per workspace per StaleRetry rather than one per request;
+//   - with Config.Revalidate (on in the router binary: ROUTER_PLACEMENT_REVALIDATE), a placement past TTL but within MaxStale
+//     is used at once and read again in the background (stale-while-revalidate): a workspace
+//     used at least once per MaxStale never makes a request wait for the directory. A failed
+//     background read marks the entry stale and the rules above apply;
 //   - negative: a workspace the Source does not know is remembered for NegativeTTL, so probes
 //     with random IDs cannot turn into a directory query each.
 //

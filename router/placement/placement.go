@@ -58,6 +58,11 @@ type Config struct {
 	StaleRetry time.Duration
 	// LookupTimeout bounds one Source query.
 	LookupTimeout time.Duration
+	// Revalidate serves a placement past TTL (within MaxStale) at once and reads it again in the
+	// background, so a workspace used at least once per MaxStale never waits for the
+	// directory. Safe for placements: a cell answers 421 to a wrong one and the router then
+	// refreshes before retrying.
+	Revalidate bool
 	// Size and NegativeSize cap the number of entries of each kind.
 	Size, NegativeSize int
 	// Now is the clock that decides freshness; nil is time.Now. The underlying LRUs also expire
@@ -68,7 +73,7 @@ type Config struct {
 func (c Config) cache() stalecache.Config {
 	return stalecache.Config{
 		TTL: c.TTL, MaxStale: c.MaxStale, NegativeTTL: c.NegativeTTL, StaleRetry: c.StaleRetry,
-		LookupTimeout: c.LookupTimeout, Size: c.Size, NegativeSize: c.NegativeSize, Now: c.Now,
+		LookupTimeout: c.LookupTimeout, Size: c.Size, NegativeSize: c.NegativeSize, Now: c.Now, Revalidate: c.Revalidate,
 		NotFound: func(err error) bool { return errors.Is(err, ErrNotFound) },
 	}
 }
@@ -91,6 +96,8 @@ const (
 	Refreshed   = stalecache.Refreshed   // stale entry; the Source answered
 	StaleServed = stalecache.StaleServed // stale entry; the Source failed and the entry was used
 	NegativeHit = stalecache.NegativeHit // cached "not found"
+	// Revalidating: an entry past TTL served at once while a background read renews it.
+	Revalidating = stalecache.Revalidating
 )
 
 // Cache is a placement cache in front of a Source (a stalecache.Cache). It is safe for

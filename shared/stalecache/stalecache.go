@@ -2,7 +2,9 @@
 // placements and for the cell's directory answers (tokens, memberships, placements): answers
 // are used for a TTL, kept serving for a bounded time while the directory cannot be reached
 // (stale-if-error), refreshed at most once per flight and at most once per StaleRetry while
-// the directory fails, and "not found" is remembered for a short NegativeTTL.
+// the directory fails, and "not found" is remembered for a short NegativeTTL. With Revalidate
+// (the router's placements only) an answer past its TTL is used at once while it is loaded
+// again in the background.
 //
 // It knows nothing about what it caches: values come from a load function given to each
 // call, and "not found" is whatever error the NotFound function recognises. It must not grow
@@ -14,9 +16,12 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -49,15 +54,25 @@ type Config struct {
 	// LookupTimeout bounds one load. The load runs on a context detached from the caller's
 	// (a caller that goes away does not fail the others sharing the flight).
 	LookupTimeout time.Duration
-	// Size and NegativeSize cap the number of entries of each kind; not-found answers have
+	// Size is how many answers the cache holds at least (any Size keys fit; see shardCapacity:
+	// up to about 6% more may be kept) and NegativeSize caps the not-found answers, which have
 	// their own, smaller LRU so that a flood of unknown keys cannot evict the known ones.
 	Size, NegativeSize int
 	// NotFound recognises the load error that means "the source does not know this key". Nil
 	// means every error is a failure.
 	NotFound func(error) bool
-	// Now is the clock that decides freshness; nil is time.Now. The LRUs also expire entries
-	// by wall time after MaxStale (positive) or max(NegativeTTL, a minute) (negative), which
-	// only frees memory.
+	// Revalidate serves an answer past its TTL (but within MaxStale, and not marked stale by a
+	// failed load) at once and loads it again in the background (stale-while-revalidate), so
+	// that a key used at least once per MaxStale never makes its caller wait for the source.
+	// Only for answers whose staleness the caller can detect and correct by itself (the
+	// router's placements: a cell answers 421 to a wrong one); never for answers that must stop
+	// working within TTL (revoked tokens). A failed background load falls back to the
+	// synchronous behaviour: the entry is marked stale and served for StaleRetry, then loaded
+	// on the caller's time.
+	Revalidate bool
+	// Now is the clock that decides freshness; nil is time.Now. Answers past MaxStale are
+	// dropped when met or pushed out by newer ones (Size bounds them); the negative LRU also
+	// expires its entries by wall time after max(NegativeTTL, a minute), which only frees memory.
 	Now func() time.Time
 }
 
@@ -106,11 +121,12 @@ type Outcome uint8
 
 // Get outcomes.
 const (
-	Hit         Outcome = iota // fresh entry, no load
-	Miss                       // nothing cached; loaded (or failed)
-	Refreshed                  // stale entry; loaded again
-	StaleServed                // stale entry used because loading failed (or was throttled)
-	NegativeHit                // cached "not found"
+	Hit          Outcome = iota // fresh entry, no load
+	Miss                        // nothing cached; loaded (or failed)
+	Refreshed                   // stale entry; loaded again
+	StaleServed                 // stale entry used because loading failed (or was throttled)
+	NegativeHit                 // cached "not found"
+	Revalidating                // entry past its TTL served at once; a background load renews it (Config.Revalidate)
 )
 
 func (o Outcome) String() string {
@@ -125,6 +141,8 @@ func (o Outcome) String() string {
 		return "stale_served"
 	case NegativeHit:
 		return "negative_hit"
+	case Revalidating:
+		return "revalidating"
 	}
 	return "unknown"
 }
@@ -149,16 +167,29 @@ type Load[V any] func(ctx context.Context, key string) (V, error)
 // one mutex; the LRU order is per shard, which is close enough for eviction.
 const shards = 16
 
+// shardCapacity is the capacity of one shard of a cache of size entries. Keys spread over the
+// shards by hash, so a shard of exactly size/shards overflows while the cache as a whole has
+// room: 100,000 keys in 16 shards of 6,250 left about 530 of them evicted, and those then
+// missed on every request. Each shard gets five standard deviations of headroom over its mean
+// share (a shard's count is binomial), so any size keys fit but with a vanishing probability;
+// for 100,000 that is 6,646 per shard, 6.3% more in all.
+func shardCapacity(size int) int {
+	mean := float64(size) / shards
+	return int(math.Ceil(mean + 5*math.Sqrt(mean) + 1))
+}
+
 // negativeMinLRUTTL keeps the negative LRU's cleanup ticker (TTL/100) from waking up many times
 // a second; NegativeTTL itself is enforced with the injected clock.
 const negativeMinLRUTTL = time.Minute
 
 type entry[V any] struct {
 	v V
-	// fetched is when the source last confirmed v; MaxStale counts from it.
-	fetched time.Time
-	// freshUntil is when the next load is due.
-	freshUntil time.Time
+	// fetched is when the source last confirmed v (Unix nanoseconds of Config.Now); MaxStale
+	// counts from it. Nanoseconds rather than time.Time: a cache of 100,000 answers is a
+	// large share of the router's heap, and each time.Time is three words.
+	fetched int64
+	// freshUntil is when the next load is due (Unix nanoseconds).
+	freshUntil int64
 	// stale marks an entry kept alive by a failed refresh.
 	stale bool
 }
@@ -167,7 +198,7 @@ type entry[V any] struct {
 type Cache[V any] struct {
 	cfg  Config
 	seed maphash.Seed
-	pos  [shards]*expirable.LRU[string, entry[V]]
+	pos  [shards]*shardLRU[V]
 	neg  *expirable.LRU[string, time.Time] // key → end of its negative entry
 	sf   singleflight.Group
 }
@@ -179,15 +210,56 @@ func New[V any](cfg Config) (*Cache[V], error) {
 	}
 	cfg = cfg.withDefaults()
 	c := &Cache[V]{cfg: cfg, seed: maphash.MakeSeed()}
-	per := max(1, cfg.Size/shards)
+	per := shardCapacity(cfg.Size)
 	for i := range c.pos {
-		c.pos[i] = expirable.NewLRU[string, entry[V]](per, nil, cfg.MaxStale)
+		l, err := simplelru.NewLRU[string, entry[V]](per, nil)
+		if err != nil {
+			return nil, err
+		}
+		c.pos[i] = &shardLRU[V]{l: l}
 	}
 	c.neg = expirable.NewLRU[string, time.Time](cfg.NegativeSize, nil, max(cfg.NegativeTTL, negativeMinLRUTTL))
 	return c, nil
 }
 
-func (c *Cache[V]) shard(key string) *expirable.LRU[string, entry[V]] {
+// shardLRU is one shard of answers: an LRU under its own mutex. Answers past MaxStale are
+// dropped when met (Get) or pushed out by newer ones; the cache's Size bounds them either way.
+type shardLRU[V any] struct {
+	mu sync.Mutex
+	l  *simplelru.LRU[string, entry[V]]
+}
+
+func (s *shardLRU[V]) Get(k string) (entry[V], bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.l.Get(k)
+}
+
+func (s *shardLRU[V]) Peek(k string) (entry[V], bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.l.Peek(k)
+}
+
+func (s *shardLRU[V]) Add(k string, e entry[V]) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.l.Add(k, e)
+}
+
+func (s *shardLRU[V]) Remove(k string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.l.Remove(k)
+}
+
+func (s *shardLRU[V]) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.l.Len()
+}
+
+func (c *Cache[V]) shard(key string) *shardLRU[V] {
 	return c.pos[maphash.String(c.seed, key)%shards]
 }
 
@@ -197,15 +269,22 @@ func (c *Cache[V]) shard(key string) *expirable.LRU[string, entry[V]] {
 // call of load.
 func (c *Cache[V]) Get(ctx context.Context, key string, load Load[V]) (V, Outcome, error) {
 	now := c.cfg.Now()
+	nowN := now.UnixNano()
 	lru := c.shard(key)
 	if e, ok := lru.Get(key); ok {
-		if now.Before(e.freshUntil) {
+		if nowN < e.freshUntil {
 			if e.stale {
 				return e.v, StaleServed, nil
 			}
 			return e.v, Hit, nil
 		}
-		if now.Sub(e.fetched) < c.cfg.MaxStale {
+		if nowN-e.fetched < int64(c.cfg.MaxStale) {
+			if c.cfg.Revalidate && !e.stale {
+				// One background load per key (joining any under way); its channel is buffered,
+				// so nobody needs to read it.
+				c.sf.DoChan(key, c.loader(ctx, key, load))
+				return e.v, Revalidating, nil
+			}
 			v, err := c.load(ctx, key, key, load)
 			switch {
 			case err == nil:
@@ -264,29 +343,7 @@ func (c *Cache[V]) Len() int {
 // freshness of a still-usable stale entry out by StaleRetry, so the next requests use it
 // without waiting on the source again. It returns ErrNotFound itself for a not-found answer.
 func (c *Cache[V]) load(ctx context.Context, key, flight string, load Load[V]) (V, error) {
-	r, err, _ := c.sf.Do(flight, func() (any, error) {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.LookupTimeout)
-		defer cancel()
-		v, err := load(lctx, key)
-		now := c.cfg.Now()
-		lru := c.shard(key)
-		switch {
-		case err == nil:
-			c.neg.Remove(key)
-			lru.Add(key, entry[V]{v: v, fetched: now, freshUntil: now.Add(c.cfg.TTL)})
-			return v, nil
-		case c.cfg.NotFound(err):
-			lru.Remove(key)
-			c.neg.Add(key, now.Add(c.cfg.NegativeTTL))
-			return nil, ErrNotFound
-		}
-		if e, ok := lru.Peek(key); ok && now.Sub(e.fetched) < c.cfg.MaxStale {
-			e.freshUntil = minTime(now.Add(c.cfg.StaleRetry), e.fetched.Add(c.cfg.MaxStale))
-			e.stale = true
-			lru.Add(key, e)
-		}
-		return nil, err
-	})
+	r, err, _ := c.sf.Do(flight, c.loader(ctx, key, load))
 	if err != nil {
 		var zero V
 		return zero, err
@@ -294,9 +351,30 @@ func (c *Cache[V]) load(ctx context.Context, key, flight string, load Load[V]) (
 	return r.(V), nil
 }
 
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
+// loader is the body of a flight: one call of load, its answer stored.
+func (c *Cache[V]) loader(ctx context.Context, key string, load Load[V]) func() (any, error) {
+	return func() (any, error) {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.LookupTimeout)
+		defer cancel()
+		v, err := load(lctx, key)
+		now := c.cfg.Now()
+		nowN := now.UnixNano()
+		lru := c.shard(key)
+		switch {
+		case err == nil:
+			c.neg.Remove(key)
+			lru.Add(key, entry[V]{v: v, fetched: nowN, freshUntil: nowN + int64(c.cfg.TTL)})
+			return v, nil
+		case c.cfg.NotFound(err):
+			lru.Remove(key)
+			c.neg.Add(key, now.Add(c.cfg.NegativeTTL))
+			return nil, ErrNotFound
+		}
+		if e, ok := lru.Peek(key); ok && nowN-e.fetched < int64(c.cfg.MaxStale) {
+			e.freshUntil = min(nowN+int64(c.cfg.StaleRetry), e.fetched+int64(c.cfg.MaxStale))
+			e.stale = true
+			lru.Add(key, e)
+		}
+		return nil, err
 	}
-	return b
 }

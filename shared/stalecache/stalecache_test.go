@@ -3,6 +3,7 @@ package stalecache
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -212,5 +213,120 @@ func TestValidate(t *testing.T) {
 	}
 	if err := (Config{}).Validate(); err != nil {
 		t.Errorf("defaults rejected: %v", err)
+	}
+}
+
+// TestSizeKeysFit: a cache of Size holds any Size keys, although its shards fill unevenly
+// (16 shards of exactly Size/16 held only about 99,470 of 100,000).
+func TestSizeKeysFit(t *testing.T) {
+	const n = 100_000
+	c, err := New[int](Config{Size: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	load := func(_ context.Context, key string) (int, error) { return len(key), nil }
+	for i := range n {
+		if _, o, err := c.Get(ctx, "ws_"+strconv.Itoa(i), load); err != nil || o != Miss {
+			t.Fatalf("first lookup of %d: %v %v", i, o, err)
+		}
+	}
+	if c.Len() != n {
+		t.Fatalf("%d of %d keys cached", c.Len(), n)
+	}
+	for i := range n {
+		if _, o, _ := c.Get(ctx, "ws_"+strconv.Itoa(i), load); o != Hit {
+			t.Fatalf("second lookup of %d: %v, want a hit", i, o)
+		}
+	}
+	if got, max := shardCapacity(n)*shards, n*107/100; got > max {
+		t.Errorf("capacity %d for Size %d: more than 7%% headroom", got, n)
+	}
+}
+
+// settle waits until the source was called n times in all (a background load finished its
+// call; the answer is stored before the flight ends, which waitFlight covers).
+func (b *bundle) settle(t *testing.T, n int32, key string) {
+	t.Helper()
+	for i := 0; b.src.calls.Load() < n; i++ {
+		if i > 5000 {
+			t.Fatalf("the source was called %d times, want %d", b.src.calls.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The flight ends after the answer is stored: joining it waits for that.
+	<-b.cache.sf.DoChan(key, func() (any, error) { return nil, nil })
+}
+
+func TestRevalidateServesAtOnceAndRenewsInTheBackground(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cache.cfg.Revalidate = true
+	b.src.set("k", "v1")
+	if _, o, _ := b.get("k"); o != Miss {
+		t.Fatalf("first get: %v", o)
+	}
+	b.src.set("k", "v2")
+	b.clock.Advance(11 * time.Second) // past TTL, within MaxStale
+	if v, o, err := b.get("k"); v != "v1" || o != Revalidating || err != nil {
+		t.Fatalf("past TTL: %q %v %v, want the cached v1 at once, revalidating", v, o, err)
+	}
+	b.settle(t, 2, "k")
+	if v, o, err := b.get("k"); v != "v2" || o != Hit || err != nil {
+		t.Fatalf("after the background load: %q %v %v, want v2 fresh", v, o, err)
+	}
+	if n := b.src.calls.Load(); n != 2 {
+		t.Errorf("%d source calls, want 2", n)
+	}
+	// Past MaxStale nothing is served without the source, revalidation or not.
+	b.clock.Advance(2 * time.Minute)
+	b.src.set("k", "v3")
+	if v, o, err := b.get("k"); v != "v3" || o != Miss || err != nil {
+		t.Fatalf("past MaxStale: %q %v %v, want a synchronous miss", v, o, err)
+	}
+}
+
+func TestRevalidateFailureFallsBackToStaleIfError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cache.cfg.Revalidate = true
+	b.src.set("k", "v1")
+	b.get("k")
+	b.src.fail(errors.New("down"))
+	b.clock.Advance(11 * time.Second)
+	if v, o, _ := b.get("k"); v != "v1" || o != Revalidating {
+		t.Fatalf("past TTL: %q %v", v, o)
+	}
+	b.settle(t, 2, "k")
+	// The failed background load marked the entry stale: served within StaleRetry without
+	// asking, then asked on the caller's time, as without revalidation.
+	if v, o, err := b.get("k"); v != "v1" || o != StaleServed || err != nil {
+		t.Fatalf("after a failed background load: %q %v %v", v, o, err)
+	}
+	if n := b.src.calls.Load(); n != 2 {
+		t.Errorf("%d source calls within StaleRetry, want 2", n)
+	}
+	b.clock.Advance(time.Minute)
+	if _, o, err := b.get("k"); o != Miss || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("past MaxStale with the source down: %v %v, want unavailable", o, err)
+	}
+}
+
+func TestRevalidateOfAKeyTheSourceForgot(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cache.cfg.Revalidate = true
+	b.src.set("k", "v1")
+	b.get("k")
+	b.src.mu.Lock()
+	delete(b.src.m, "k")
+	b.src.mu.Unlock()
+	b.clock.Advance(11 * time.Second)
+	if v, o, _ := b.get("k"); v != "v1" || o != Revalidating {
+		t.Fatalf("past TTL: %q %v", v, o)
+	}
+	b.settle(t, 2, "k")
+	if _, o, err := b.get("k"); o != NegativeHit || !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after the source forgot the key: %v %v, want a negative hit", o, err)
 	}
 }

@@ -39,6 +39,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 		NegativeTTL:   l.PositiveDuration("ROUTER_NEGATIVE_TTL", placement.DefaultNegativeTTL),
 		LookupTimeout: l.PositiveDuration("ROUTER_DIRECTORY_TIMEOUT", placement.DefaultLookupTimeout),
 		Size:          l.Int("ROUTER_PLACEMENT_CACHE_SIZE", placement.DefaultSize, 1, 100_000_000),
+		Revalidate:    l.OneOf("ROUTER_PLACEMENT_REVALIDATE", "true", "true", "false") == "true",
 	}
 	if c.Cache.MaxStale < c.Cache.TTL {
 		l.Fail("ROUTER_PLACEMENT_MAX_STALE", "%v is shorter than ROUTER_PLACEMENT_TTL (%v)", c.Cache.MaxStale, c.Cache.TTL)

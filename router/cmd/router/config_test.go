@@ -21,7 +21,7 @@ func TestDefaults(t *testing.T) {
 	if s.ListenAddr != "127.0.0.1:8080" || s.AdminAddr != "" || c.Cache.TTL != placement.DefaultTTL ||
 		c.Cache.MaxStale != placement.DefaultMaxStale || c.Cache.NegativeTTL != placement.DefaultNegativeTTL ||
 		c.CellTimeout != router.DefaultCellTimeout || c.BreakerFailures != router.DefaultBreakerFailures ||
-		c.CellsRefresh != router.DefaultCellsRefresh || c.MaxRetryBody != router.DefaultMaxRetryBody {
+		c.CellsRefresh != router.DefaultCellsRefresh || c.MaxRetryBody != router.DefaultMaxRetryBody || !c.Cache.Revalidate {
 		t.Errorf("defaults: %+v", s)
 	}
 	if !s.UnknownHashKeyDerived || len(c.UnknownHashKey) == 0 {
@@ -40,12 +40,13 @@ func TestSettingsAreRead(t *testing.T) {
 		"ROUTER_BREAKER_FAILURES":     "3",
 		"ROUTER_BREAKER_OPEN_TIMEOUT": "2s",
 		"ROUTER_UNKNOWN_HASH_KEY":     "0123456789abcdef",
+		"ROUTER_PLACEMENT_REVALIDATE": "false",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := s.Router
-	if s.ListenAddr != "127.0.0.1:0" || c.Cache.TTL != time.Second || c.Cache.MaxStale != 6*time.Second ||
+	if s.ListenAddr != "127.0.0.1:0" || c.Cache.TTL != time.Second || c.Cache.MaxStale != 6*time.Second || c.Cache.Revalidate ||
 		c.CellTimeout != time.Second || c.BreakerFailures != 3 || c.BreakerOpenTimeout != 2*time.Second ||
 		string(c.UnknownHashKey) != "0123456789abcdef" || s.UnknownHashKeyDerived {
 		t.Errorf("settings: %+v", s)
@@ -55,21 +56,22 @@ func TestSettingsAreRead(t *testing.T) {
 func TestBadSettingsAreNamed(t *testing.T) {
 	t.Parallel()
 	_, err := loadSettings(env(map[string]string{
-		"ROUTER_LISTEN_ADDR":         "nowhere",
-		"ROUTER_PLACEMENT_TTL":       "10m",
-		"ROUTER_PLACEMENT_MAX_STALE": "1m",
-		"ROUTER_NEGATIVE_TTL":        "0s",
-		"ROUTER_CELL_TIMEOUT":        "soon",
-		"ROUTER_BREAKER_FAILURES":    "0",
-		"ROUTER_UNKNOWN_HASH_KEY":    "short",
-		"LOG_LEVEL":                  "loud",
+		"ROUTER_LISTEN_ADDR":          "nowhere",
+		"ROUTER_PLACEMENT_TTL":        "10m",
+		"ROUTER_PLACEMENT_MAX_STALE":  "1m",
+		"ROUTER_NEGATIVE_TTL":         "0s",
+		"ROUTER_CELL_TIMEOUT":         "soon",
+		"ROUTER_BREAKER_FAILURES":     "0",
+		"ROUTER_UNKNOWN_HASH_KEY":     "short",
+		"ROUTER_PLACEMENT_REVALIDATE": "maybe",
+		"LOG_LEVEL":                   "loud",
 	}))
 	if err == nil {
 		t.Fatal("bad settings accepted")
 	}
 	for _, name := range []string{
 		"DIRECTORY_DATABASE_URL", "ROUTER_LISTEN_ADDR", "ROUTER_PLACEMENT_MAX_STALE", "ROUTER_NEGATIVE_TTL",
-		"ROUTER_CELL_TIMEOUT", "ROUTER_BREAKER_FAILURES", "ROUTER_UNKNOWN_HASH_KEY", "LOG_LEVEL",
+		"ROUTER_CELL_TIMEOUT", "ROUTER_BREAKER_FAILURES", "ROUTER_UNKNOWN_HASH_KEY", "LOG_LEVEL", "ROUTER_PLACEMENT_REVALIDATE",
 	} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error does not name %s: %v", name, err)

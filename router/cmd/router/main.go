@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+	"unique"
 
 	"go.uber.org/zap"
 
@@ -134,7 +135,9 @@ func (s directorySource) Placement(ctx context.Context, ws string) (placement.Pl
 	case err != nil:
 		return placement.Placement{}, err
 	}
-	return placement.Placement{CellID: p.CellID, Epoch: p.Epoch}, nil
+	// Interned: a cache of 100,000 placements holds a handful of distinct cell IDs, not 100,000
+	// copies of them.
+	return placement.Placement{CellID: unique.Make(p.CellID).Value(), Epoch: p.Epoch}, nil
 }
 
 func (s directorySource) Cells(ctx context.Context) ([]router.Cell, error) {
