@@ -3,7 +3,6 @@ package api
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -283,78 +282,6 @@ func (s *Server) authorize(ctx context.Context, r *http.Request, op Operation, p
 		return scope, err
 	}
 	return scope, scope.Require(op.Scopes...)
-}
-
-// errorBody is an error answer as huma writes it: the body and headers problem renders for
-// every error the cell sends (s.fail writes the same for errors raised before huma runs).
-type errorBody struct {
-	problem.Body
-	header http.Header
-}
-
-func (e *errorBody) Error() string             { return string(e.Code) + ": " + e.Message }
-func (e *errorBody) GetStatus() int            { return e.Status }
-func (e *errorBody) ContentType(string) string { return problem.ContentType }
-func (e *errorBody) GetHeaders() http.Header   { return e.header }
-
-// logFailure logs an error's internal cause; the answer never carries it.
-func (s *Server) logFailure(ctx context.Context, err error) *problem.Error {
-	pe := problem.As(err)
-	noteError(ctx, pe.Code)
-	if pe.Code != problem.ClientClosedRequest && (pe.Code == problem.Internal || pe.Cause != nil) {
-		s.Log.Error("request failed", zap.String("trace_id", TraceID(ctx)), zap.String("code", string(pe.Code)), zap.Error(err))
-	}
-	return pe
-}
-
-// toHuma is a handler's error as huma writes it.
-func (s *Server) toHuma(ctx context.Context, err error) error {
-	pe := s.logFailure(ctx, err)
-	h := problem.Headers(pe)
-	h.Del("Content-Type") // huma sets it from ContentType
-	return &errorBody{Body: problem.BodyOf(pe, TraceID(ctx)), header: h}
-}
-
-func init() {
-	// huma's own errors (validation, malformed bodies, oversize bodies) use our model too.
-	huma.NewErrorWithContext = func(ctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
-		code := problem.BadRequest
-		switch status {
-		case http.StatusUnprocessableEntity:
-			code = problem.ValidationFailed
-		case http.StatusRequestEntityTooLarge:
-			code = problem.PayloadTooLarge
-		case http.StatusUnsupportedMediaType:
-			code = problem.UnsupportedMediaType
-		case http.StatusNotFound:
-			code = problem.NotFound
-		case http.StatusInternalServerError:
-			code = problem.Internal
-			msg = "internal error"
-		}
-		pe := &problem.Error{Code: code, Message: msg}
-		for _, e := range errs {
-			var d *huma.ErrorDetail
-			if errors.As(e, &d) {
-				pe.Fields = append(pe.Fields, problem.FieldError{Field: d.Location, Message: d.Message})
-			} else if e != nil && status < 500 {
-				pe.Fields = append(pe.Fields, problem.FieldError{Message: e.Error()})
-			}
-		}
-		trace := ""
-		if ctx != nil {
-			trace = TraceID(ctx.Context())
-			noteError(ctx.Context(), code)
-		}
-		b := problem.BodyOf(pe, trace)
-		b.Status = status
-		h := problem.Headers(pe)
-		h.Del("Content-Type")
-		return &errorBody{Body: b, header: h}
-	}
-	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
-		return huma.NewErrorWithContext(nil, status, msg, errs...)
-	}
 }
 
 // Handler returns the cell's whole HTTP handler: the API, /livez, /readyz, and problem JSON
