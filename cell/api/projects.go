@@ -13,10 +13,8 @@ type projects struct{ st *store.Store }
 
 func (s *Server) registerProjects(st *store.Store) {
 	h := &projects{st: st}
-	RegisterKind(s, st, Kind[store.Project, content.ProjectView]{Store: store.Projects, Single: "project",
-		Read: auth.ProjectRead, Write: auth.ProjectWrite, Get: st.GetProject, List: st.ListProjects,
-		ID: func(p store.Project) string { return p.ID }, View: content.ProjectOf,
-		CreateSummary: "Create a project", UpdateSummary: "Rename or describe a project (version-locked)"}, h.create, h.update)
+	RegisterKind(s, st, Kind[store.Project, content.ProjectView]{Rows: store.Projects, Read: auth.ProjectRead, Write: auth.ProjectWrite,
+		View: content.ProjectOf, CreateSummary: "Create a project", UpdateSummary: "Rename or describe a project (version-locked)"}, h.create, h.update)
 }
 
 type createProjectIn = struct {

@@ -144,10 +144,8 @@ type styles struct{ st *store.Store }
 
 func (s *Server) registerStyles(st *store.Store) {
 	h := &styles{st: st}
-	RegisterKind(s, st, Kind[store.Style, design.StyleView]{Store: store.Styles, Single: "style",
-		Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite, Get: st.GetStyle, List: st.ListStyles,
-		ID: func(y store.Style) string { return y.ID }, View: design.StyleOf,
-		CreateSummary: "Create a style (two accepted body forms, one snapshot)",
+	RegisterKind(s, st, Kind[store.Style, design.StyleView]{Rows: store.Styles, Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite,
+		View: design.StyleOf, CreateSummary: "Create a style (two accepted body forms, one snapshot)",
 		UpdateSummary: "Change a style's name or presentation fields (either body form; version-locked)"}, h.create, h.update)
 }
 

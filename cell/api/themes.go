@@ -70,10 +70,8 @@ type themes struct{ st *store.Store }
 
 func (s *Server) registerThemes(st *store.Store) {
 	h := &themes{st: st}
-	RegisterKind(s, st, Kind[store.Theme, design.ThemeView]{Store: store.Themes, Single: "theme",
-		Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite, Get: st.GetTheme, List: st.ListThemes,
-		ID: func(t store.Theme) string { return t.ID }, View: design.ThemeOf,
-		CreateSummary: "Create a theme", UpdateSummary: "Change a theme (version-locked)"}, h.create, h.update)
+	RegisterKind(s, st, Kind[store.Theme, design.ThemeView]{Rows: store.Themes, Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite,
+		View: design.ThemeOf, CreateSummary: "Create a theme", UpdateSummary: "Change a theme (version-locked)"}, h.create, h.update)
 }
 
 type createThemeIn = struct {

@@ -172,7 +172,7 @@ func (s *Service) runComponentMetadata(ctx context.Context, r *jobs.Run) (json.R
 		return nil, err
 	}
 	return nil, commitFailure(r.Commit(ctx, func(ctx context.Context, sc auth.Scope, _ pgx.Tx) (json.RawMessage, error) {
-		c, err := s.Store.UpdateComponentMetadata(ctx, sc, in.ComponentID, in.MetadataVersion, in.Title, in.Description, in.Tags)
+		c, err := store.Components.UpdateMetadata(ctx, s.Store, sc, in.ComponentID, in.MetadataVersion, in.Title, in.Description, in.Tags)
 		if err != nil {
 			return nil, err
 		}

@@ -86,7 +86,7 @@ func (e *FaceAssetError) Error() string {
 // checkFaceAsset reads a face's asset inside the write, so an asset archived or replaced
 // concurrently is seen (or the write retries).
 func checkFaceAsset(ctx context.Context, tx pgx.Tx, s auth.Scope, id string) error {
-	a, err := getAsset(ctx, tx, s, id)
+	a, err := Assets.get(ctx, tx, s, id, false)
 	if problem.As(err).Code == problem.NotFound {
 		return &FaceAssetError{Missing: true}
 	}

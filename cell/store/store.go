@@ -72,10 +72,11 @@ func Locked(ctx context.Context, q pgx.Tx, k Kind, s auth.Scope, id string) erro
 	if err != nil {
 		return err
 	}
-	return problem.ErrVersionConflict(singular(k), k.LockColumn, current)
+	return problem.ErrVersionConflict(k.Singular(), k.LockColumn, current)
 }
 
-func singular(k Kind) string {
+// Singular is the kind's singular name, e.g. "project".
+func (k Kind) Singular() string {
 	if n := len(k.Name); n > 1 && k.Name[n-1] == 's' {
 		return k.Name[:n-1]
 	}
