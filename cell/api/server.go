@@ -1,7 +1,6 @@
 package api
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -29,6 +28,7 @@ import (
 	"slidecells/shared/cellproto"
 	"slidecells/shared/db"
 	"slidecells/shared/directory"
+	"slidecells/shared/httpserve"
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
 	"slidecells/shared/ticket"
@@ -326,28 +326,6 @@ func (s *Server) allowed(r *http.Request) []string {
 	return out
 }
 
-// statusWriter remembers the status of an answer.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 // accessLog writes one line per request and records its metrics (the pipeline names the
 // operation and the error code through the request's outcome): never the query string (it may hold signed values) nor
 // any header but the workspace and trace IDs.
@@ -356,9 +334,9 @@ func (s *Server) accessLog(next http.HandlerFunc) http.Handler {
 		start := time.Now()
 		ctx, out := withOutcome(r.Context())
 		r = r.WithContext(ctx)
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &httpserve.StatusWriter{ResponseWriter: w}
 		next(sw, r)
-		status := cmp.Or(sw.status, http.StatusOK)
+		status := sw.Status()
 		if clientGone(r) {
 			status, out.code = problem.StatusClientClosed, problem.ClientClosedRequest
 		}
