@@ -2,18 +2,15 @@ package authoring
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 
 	"slidecells/cell/auth"
 	"slidecells/cell/catalog"
 	"slidecells/cell/compile"
 	"slidecells/cell/jobs"
 	"slidecells/cell/store"
+	"slidecells/shared/digest"
 	"slidecells/shared/problem"
 )
 
@@ -52,17 +49,12 @@ type ComponentMetadata struct {
 
 // DraftHash is the content hash that identifies a component draft.
 func DraftHash(fileType, source string) string {
-	sum := sha256.Sum256([]byte(fileType + "\x00" + source))
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return digest.Bytes([]byte(fileType + "\x00" + source))
 }
 
 // SubmitComponentCreate checks a component create and enqueues its job.
 func (s *Service) SubmitComponentCreate(ctx context.Context, sc auth.Scope, in ComponentCreate, maxAttempts int) (jobs.Job, error) {
-	fe := checkSource("component", in.FileType, in.Source)
-	if !pageKey.MatchString(in.Key) {
-		fe = append(fe, problem.FieldError{Field: "body.key", Message: "1-64 of a-z, 0-9 and '-', starting with a letter"})
-	}
-	if len(fe) > 0 {
+	if fe := checkNew("component", in.Key, in.FileType, in.Source); len(fe) > 0 {
 		return jobs.Job{}, problem.Invalid(fe...)
 	}
 	if err := s.Store.CheckNewComponent(ctx, sc, in.Key); err != nil {
@@ -78,13 +70,7 @@ func (s *Service) SubmitComponentEdit(ctx context.Context, sc auth.Scope, in Com
 	if err != nil {
 		return jobs.Job{}, err
 	}
-	if in.FileType == "" {
-		in.FileType = c.FileType
-	}
-	if fe := checkSource("component", in.FileType, in.Source); len(fe) > 0 {
-		return jobs.Job{}, problem.Invalid(fe...)
-	}
-	return s.Jobs.Enqueue(ctx, sc, jobs.NewJob{Kind: KindComponentEdit, Input: in, MaxAttempts: maxAttempts})
+	return s.enqueueEdit(ctx, sc, "component", KindComponentEdit, c.FileType, &in.FileType, in.Source, &in, maxAttempts)
 }
 
 // SubmitComponentMetadata checks a metadata change and enqueues its job.
@@ -97,6 +83,11 @@ func (s *Service) SubmitComponentMetadata(ctx context.Context, sc auth.Scope, in
 		return jobs.Job{}, problem.ErrVersionConflict("component", "metadata_version", c.MetadataVersion)
 	}
 	return s.Jobs.Enqueue(ctx, sc, jobs.NewJob{Kind: KindComponentMetadata, Input: in, MaxAttempts: maxAttempts})
+}
+
+// draftResult is the result of a job that wrote a component's draft.
+func draftResult(c store.Component) any {
+	return map[string]string{"object_id": c.ID, "draft_hash": c.DraftHash}
 }
 
 func (s *Service) componentHandlers(h map[string]jobs.Handler) {
@@ -132,13 +123,9 @@ func (s *Service) runComponentCreate(ctx context.Context, r *jobs.Run) (json.Raw
 	if err := s.checkDraft(ctx, r, in.Key, in.FileType, in.Source); err != nil {
 		return nil, err
 	}
-	return nil, commitFailure(r.Commit(ctx, func(ctx context.Context, sc auth.Scope, _ pgx.Tx) (json.RawMessage, error) {
-		c, err := s.Store.CreateComponent(ctx, sc, in.Key, in.Title, in.FileType, in.Source, DraftHash(in.FileType, in.Source))
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(map[string]string{"object_id": c.ID, "draft_hash": c.DraftHash})
-	}))
+	return commit(ctx, r, func(ctx context.Context, sc auth.Scope) (store.Component, error) {
+		return s.Store.CreateComponent(ctx, sc, in.Key, in.Title, in.FileType, in.Source, DraftHash(in.FileType, in.Source))
+	}, draftResult)
 }
 
 func (s *Service) runComponentEdit(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
@@ -157,13 +144,9 @@ func (s *Service) runComponentEdit(ctx context.Context, r *jobs.Run) (json.RawMe
 	if err := s.checkDraft(ctx, r, c.Key, in.FileType, in.Source); err != nil {
 		return nil, err
 	}
-	return nil, commitFailure(r.Commit(ctx, func(ctx context.Context, sc auth.Scope, _ pgx.Tx) (json.RawMessage, error) {
-		c, err := s.Store.EditComponentDraft(ctx, sc, in.ComponentID, in.DraftHash, in.FileType, in.Source, DraftHash(in.FileType, in.Source))
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(map[string]string{"object_id": c.ID, "draft_hash": c.DraftHash})
-	}))
+	return commit(ctx, r, func(ctx context.Context, sc auth.Scope) (store.Component, error) {
+		return s.Store.EditComponentDraft(ctx, sc, in.ComponentID, in.DraftHash, in.FileType, in.Source, DraftHash(in.FileType, in.Source))
+	}, draftResult)
 }
 
 func (s *Service) runComponentMetadata(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
@@ -171,13 +154,11 @@ func (s *Service) runComponentMetadata(ctx context.Context, r *jobs.Run) (json.R
 	if err != nil {
 		return nil, err
 	}
-	return nil, commitFailure(r.Commit(ctx, func(ctx context.Context, sc auth.Scope, _ pgx.Tx) (json.RawMessage, error) {
-		c, err := store.Components.UpdateMetadata(ctx, s.Store, sc, in.ComponentID, in.MetadataVersion, in.Title, in.Description, in.Tags)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(map[string]any{"object_id": c.ID, "metadata_version": c.MetadataVersion})
-	}))
+	return commit(ctx, r, func(ctx context.Context, sc auth.Scope) (store.Component, error) {
+		return store.Components.UpdateMetadata(ctx, s.Store, sc, in.ComponentID, in.MetadataVersion, in.Title, in.Description, in.Tags)
+	}, func(c store.Component) any {
+		return map[string]any{"object_id": c.ID, "metadata_version": c.MetadataVersion}
+	})
 }
 
 // Publish freezes a component's draft, whose hash the caller read, as its next published
