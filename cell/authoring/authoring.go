@@ -195,18 +195,25 @@ func (s *Service) SubmitPageEdit(ctx context.Context, sc auth.Scope, in PageEdit
 
 // Handlers are the job kinds this service runs.
 func (s *Service) Handlers() map[string]jobs.Handler {
-	h := map[string]jobs.Handler{KindPageCreate: s.runPageCreate, KindPageEdit: s.runPageEdit}
-	s.componentHandlers(h)
-	return h
+	return map[string]jobs.Handler{
+		KindPageCreate:        typed(s.runPageCreate),
+		KindPageEdit:          typed(s.runPageEdit),
+		KindComponentCreate:   typed(s.runComponentCreate),
+		KindComponentEdit:     typed(s.runComponentEdit),
+		KindComponentMetadata: typed(s.runComponentMetadata),
+	}
 }
 
-// input decodes a job's input; one that cannot be read fails the job (not retried).
-func input[T any](r *jobs.Run) (T, error) {
-	var in T
-	if err := json.Unmarshal(r.Job.Input, &in); err != nil {
-		return in, jobs.Fail("JOB_INPUT_INVALID", "the job input cannot be read: %v", err)
+// typed is a job handler that gets the job's input decoded; an input that cannot be read fails
+// the job (not retried).
+func typed[T any](run func(context.Context, *jobs.Run, T) (json.RawMessage, error)) jobs.Handler {
+	return func(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
+		var in T
+		if err := json.Unmarshal(r.Job.Input, &in); err != nil {
+			return nil, jobs.Fail("JOB_INPUT_INVALID", "the job input cannot be read: %v", err)
+		}
+		return run(ctx, r, in)
 	}
-	return in, nil
 }
 
 // Result is what a page job stores on success: the object and version it wrote.
@@ -218,7 +225,9 @@ type Result struct {
 
 // pageResult is the result of a page job that wrote src.
 func pageResult(src store.NewSource) func(store.Page) any {
-	return func(p store.Page) any { return Result{ObjectID: p.ID, Version: p.Version, CompiledDigest: src.CompiledDigest} }
+	return func(p store.Page) any {
+		return Result{ObjectID: p.ID, Version: p.Version, CompiledDigest: src.CompiledDigest}
+	}
 }
 
 // commit runs a job's business write in the job's commit and stores result(the row written) as
@@ -233,11 +242,7 @@ func commit[T any](ctx context.Context, r *jobs.Run, write func(context.Context,
 	}))
 }
 
-func (s *Service) runPageCreate(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
-	in, err := input[PageCreate](r)
-	if err != nil {
-		return nil, err
-	}
+func (s *Service) runPageCreate(ctx context.Context, r *jobs.Run, in PageCreate) (json.RawMessage, error) {
 	src, err := s.build(ctx, r, Target{Kind: snapshot.KindPage, Key: in.Key, ProjectID: in.ProjectID}, in.FileType, in.Source, in.RenderCheck)
 	if err != nil {
 		return nil, err
@@ -250,11 +255,7 @@ func (s *Service) runPageCreate(ctx context.Context, r *jobs.Run) (json.RawMessa
 	}, pageResult(src))
 }
 
-func (s *Service) runPageEdit(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
-	in, err := input[PageEdit](r)
-	if err != nil {
-		return nil, err
-	}
+func (s *Service) runPageEdit(ctx context.Context, r *jobs.Run, in PageEdit) (json.RawMessage, error) {
 	src, err := s.build(ctx, r, Target{Kind: snapshot.KindPage, ID: in.PageID, Version: in.Version + 1}, in.FileType, in.Source, in.RenderCheck)
 	if err != nil {
 		return nil, err

@@ -85,17 +85,6 @@ func (s *Service) SubmitComponentMetadata(ctx context.Context, sc auth.Scope, in
 	return s.Jobs.Enqueue(ctx, sc, jobs.NewJob{Kind: KindComponentMetadata, Input: in, MaxAttempts: maxAttempts})
 }
 
-// draftResult is the result of a job that wrote a component's draft.
-func draftResult(c store.Component) any {
-	return map[string]string{"object_id": c.ID, "draft_hash": c.DraftHash}
-}
-
-func (s *Service) componentHandlers(h map[string]jobs.Handler) {
-	h[KindComponentCreate] = s.runComponentCreate
-	h[KindComponentEdit] = s.runComponentEdit
-	h[KindComponentMetadata] = s.runComponentMetadata
-}
-
 // checkDraft compiles a draft; compile errors fail the job.
 func (s *Service) checkDraft(ctx context.Context, r *jobs.Run, key, fileType, source string) error {
 	sc, err := r.Scope(ctx)
@@ -115,24 +104,25 @@ func (s *Service) checkDraft(ctx context.Context, r *jobs.Run, key, fileType, so
 	return r.Progress(ctx, "commit", 80)
 }
 
-func (s *Service) runComponentCreate(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
-	in, err := input[ComponentCreate](r)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.checkDraft(ctx, r, in.Key, in.FileType, in.Source); err != nil {
+// commitDraft compiles a draft (compile errors fail the job) and commits write, which stores it
+// under its hash.
+func (s *Service) commitDraft(ctx context.Context, r *jobs.Run, key, fileType, source string,
+	write func(ctx context.Context, sc auth.Scope, hash string) (store.Component, error)) (json.RawMessage, error) {
+	if err := s.checkDraft(ctx, r, key, fileType, source); err != nil {
 		return nil, err
 	}
 	return commit(ctx, r, func(ctx context.Context, sc auth.Scope) (store.Component, error) {
-		return s.Store.CreateComponent(ctx, sc, in.Key, in.Title, in.FileType, in.Source, DraftHash(in.FileType, in.Source))
-	}, draftResult)
+		return write(ctx, sc, DraftHash(fileType, source))
+	}, func(c store.Component) any { return map[string]string{"object_id": c.ID, "draft_hash": c.DraftHash} })
 }
 
-func (s *Service) runComponentEdit(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
-	in, err := input[ComponentEdit](r)
-	if err != nil {
-		return nil, err
-	}
+func (s *Service) runComponentCreate(ctx context.Context, r *jobs.Run, in ComponentCreate) (json.RawMessage, error) {
+	return s.commitDraft(ctx, r, in.Key, in.FileType, in.Source, func(ctx context.Context, sc auth.Scope, hash string) (store.Component, error) {
+		return s.Store.CreateComponent(ctx, sc, in.Key, in.Title, in.FileType, in.Source, hash)
+	})
+}
+
+func (s *Service) runComponentEdit(ctx context.Context, r *jobs.Run, in ComponentEdit) (json.RawMessage, error) {
 	sc, err := r.Scope(ctx)
 	if err != nil {
 		return nil, commitFailure(err)
@@ -141,19 +131,12 @@ func (s *Service) runComponentEdit(ctx context.Context, r *jobs.Run) (json.RawMe
 	if err != nil {
 		return nil, commitFailure(err)
 	}
-	if err := s.checkDraft(ctx, r, c.Key, in.FileType, in.Source); err != nil {
-		return nil, err
-	}
-	return commit(ctx, r, func(ctx context.Context, sc auth.Scope) (store.Component, error) {
-		return s.Store.EditComponentDraft(ctx, sc, in.ComponentID, in.DraftHash, in.FileType, in.Source, DraftHash(in.FileType, in.Source))
-	}, draftResult)
+	return s.commitDraft(ctx, r, c.Key, in.FileType, in.Source, func(ctx context.Context, sc auth.Scope, hash string) (store.Component, error) {
+		return s.Store.EditComponentDraft(ctx, sc, in.ComponentID, in.DraftHash, in.FileType, in.Source, hash)
+	})
 }
 
-func (s *Service) runComponentMetadata(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
-	in, err := input[ComponentMetadata](r)
-	if err != nil {
-		return nil, err
-	}
+func (s *Service) runComponentMetadata(ctx context.Context, r *jobs.Run, in ComponentMetadata) (json.RawMessage, error) {
 	return commit(ctx, r, func(ctx context.Context, sc auth.Scope) (store.Component, error) {
 		return store.Components.UpdateMetadata(ctx, s.Store, sc, in.ComponentID, in.MetadataVersion, in.Title, in.Description, in.Tags)
 	}, func(c store.Component) any {

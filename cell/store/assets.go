@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -32,9 +31,7 @@ type Asset struct {
 	Tags        []string
 	Metadata    json.RawMessage // a JSON object
 	Version     int64
-	CreatedBy   string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	Stamps
 }
 
 // AssetContent is stored content as cell/blob reports it, ready to be referenced by a row.

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -29,9 +28,7 @@ type Component struct {
 	DraftHash        string
 	PublishedVersion int64
 	MetadataVersion  int64
-	CreatedBy        string
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	Stamps
 }
 
 const componentCols = `id, key, title, description, tags, file_type, draft_source, draft_hash, published_version, metadata_version, created_by, created_at, updated_at`

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -28,9 +27,7 @@ type Page struct {
 	FileType        string
 	Version         int64
 	MetadataVersion int64
-	CreatedBy       string
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
+	Stamps
 }
 
 const pageCols = `id, project_id, key, title, description, tags, file_type, version, metadata_version, created_by, created_at, updated_at`

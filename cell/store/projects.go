@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -20,9 +19,7 @@ type Project struct {
 	Name        string
 	Description string
 	Version     int64
-	CreatedBy   string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	Stamps
 }
 
 const projectCols = `id, name, description, version, created_by, created_at, updated_at`

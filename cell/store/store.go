@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -33,6 +34,14 @@ type Kind struct {
 	Prefix string // ID prefix
 	// LockColumn is the optimistic-lock baseline column: "version" or a hash column.
 	LockColumn string
+}
+
+// Stamps say who created an object, when, and when it last changed. Rows and the views of the
+// API carry them alike.
+type Stamps struct {
+	CreatedBy string    `json:"created_by"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // ErrNoScope guards against a zero Scope reaching a query.

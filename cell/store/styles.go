@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -24,9 +23,7 @@ type Style struct {
 	SnapshotDigest string
 	ThemeKey       string // the snapshot's theme reference, "" for none
 	Version        int64
-	CreatedBy      string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	Stamps
 }
 
 // ErrUnknownThemeKey is returned when a style names a theme key no live theme of the workspace

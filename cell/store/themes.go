@@ -6,7 +6,6 @@ import (
 	"errors"
 	"maps"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -33,17 +32,15 @@ type ThemeFont struct {
 
 // Theme is a theme row. Colors, Spacing and Radius are stored as validated by the API.
 type Theme struct {
-	ID        string
-	Key       string
-	Name      string
-	Colors    map[string]string
-	Spacing   []int
-	Radius    []int
-	Fonts     map[string]ThemeFont // by role; every role is present
-	Version   int64
-	CreatedBy string
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	ID      string
+	Key     string
+	Name    string
+	Colors  map[string]string
+	Spacing []int
+	Radius  []int
+	Fonts   map[string]ThemeFont // by role; every role is present
+	Version int64
+	Stamps
 }
 
 // UnknownFamilyError names the roles whose font family does not exist in the workspace.
