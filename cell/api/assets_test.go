@@ -6,12 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"image"
 	"image/color"
 	"image/png"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -108,18 +106,11 @@ func (b *bundle) send(t *testing.T, method, path string, body []byte, hdr ...str
 // blobKeys lists the keys of a bucket under prefix.
 func blobKeys(t *testing.T, bucket *gcblob.Bucket, prefix string) []string {
 	t.Helper()
-	var out []string
-	it := bucket.List(&gcblob.ListOptions{Prefix: prefix})
-	for {
-		o, err := it.Next(context.Background())
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, o.Key)
+	keys, err := cblob.Keys(t.Context(), bucket, prefix)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return keys
 }
 
 func (b *bundle) assetCount(t *testing.T) int {

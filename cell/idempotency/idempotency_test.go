@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"slidecells/migrations"
 	"slidecells/shared/db/dbtest"
+	"slidecells/shared/failpoint"
 	"slidecells/shared/problem"
 )
 
@@ -57,11 +57,7 @@ func (f *fixture) create(name string) Exec {
 
 func (f *fixture) projects(t *testing.T, name string) int {
 	t.Helper()
-	var n int
-	if err := f.s.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM projects WHERE name = $1`, name).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return dbtest.Count(t, f.s.DB, `SELECT count(*) FROM projects WHERE name = $1`, name)
 }
 
 func key(k string) Key { return Key{WorkspaceID: "ws", UserID: "u", OperationID: "op", Key: k} }
@@ -262,20 +258,15 @@ func TestFailpoints(t *testing.T) {
 	ctx := context.Background()
 	t.Run("before commit: nothing committed, the retry runs once", func(t *testing.T) {
 		f := setup(t)
-		fail := true
-		f.s.Failpoint = func(name string) error {
-			if name == BeforeCommit && fail {
-				return errors.New("injected")
-			}
-			return nil
-		}
+		fail := failpoint.Points{BeforeCommit: "error"}
+		f.s.Failpoint = fail.Hit
 		if _, _, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); code(err) != problem.Internal {
 			t.Fatalf("want a server error, got %v", err)
 		}
 		if n := f.projects(t, "p"); n != 0 {
 			t.Fatalf("%d projects after a failed commit", n)
 		}
-		fail = false
+		clear(fail)
 		if resp, replayed, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); err != nil || replayed || resp.Status != 201 {
 			t.Fatalf("retry: %+v %v %v", resp, replayed, err)
 		}
@@ -285,17 +276,12 @@ func TestFailpoints(t *testing.T) {
 	})
 	t.Run("after commit: the answer is lost, the retry replays it, later too", func(t *testing.T) {
 		f := setup(t)
-		fail := true
-		f.s.Failpoint = func(name string) error {
-			if name == AfterCommit && fail {
-				return errors.New("injected")
-			}
-			return nil
-		}
+		fail := failpoint.Points{AfterCommit: "error"}
+		f.s.Failpoint = fail.Hit
 		if _, _, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); code(err) != problem.Internal {
 			t.Fatalf("want a server error, got %v", err)
 		}
-		fail = false
+		clear(fail)
 		if resp, replayed, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); err != nil || !replayed || resp.Status != 201 {
 			t.Fatalf("retry: %+v %v %v", resp, replayed, err)
 		}
