@@ -1,7 +1,6 @@
 package design
 
 import (
-
 	"slidecells/cell/auth"
 	"slidecells/cell/store"
 )
