@@ -102,18 +102,20 @@ func (b *styleBody) resolve(update bool) []error {
 	return errs
 }
 
+// oneOfForms is the schema of a body that is form A or form B.
+func oneOfForms[A, B any](r huma.Registry, description string) *huma.Schema {
+	return &huma.Schema{Description: description, OneOf: []*huma.Schema{
+		r.Schema(reflect.TypeFor[A](), true, reflect.TypeFor[A]().Name()),
+		r.Schema(reflect.TypeFor[B](), true, reflect.TypeFor[B]().Name()),
+	}}
+}
+
 // StyleCreateBody is either form of a style creation; see StyleCreateFormA and StyleCreateFormB.
 type StyleCreateBody struct{ styleBody }
 
 // Schema publishes both accepted forms.
 func (StyleCreateBody) Schema(r huma.Registry) *huma.Schema {
-	return &huma.Schema{
-		Description: "a style: form A nests the presentation under configuration.presentation, form B puts the same fields at the top level; both normalise to the same snapshot",
-		OneOf: []*huma.Schema{
-			r.Schema(reflect.TypeFor[StyleCreateFormA](), true, "StyleCreateFormA"),
-			r.Schema(reflect.TypeFor[StyleCreateFormB](), true, "StyleCreateFormB"),
-		},
-	}
+	return oneOfForms[StyleCreateFormA, StyleCreateFormB](r, "a style: form A nests the presentation under configuration.presentation, form B puts the same fields at the top level; both normalise to the same snapshot")
 }
 
 // Resolve parses the body with a field path for every problem.
@@ -124,13 +126,7 @@ type StyleUpdateBody struct{ styleBody }
 
 // Schema publishes both accepted forms.
 func (StyleUpdateBody) Schema(r huma.Registry) *huma.Schema {
-	return &huma.Schema{
-		Description: "changes to a style: the version read, optionally a new name, and presentation fields to change in form A or form B (absent fields keep their value; theme_key null clears it)",
-		OneOf: []*huma.Schema{
-			r.Schema(reflect.TypeFor[StyleUpdateFormA](), true, "StyleUpdateFormA"),
-			r.Schema(reflect.TypeFor[StyleUpdateFormB](), true, "StyleUpdateFormB"),
-		},
-	}
+	return oneOfForms[StyleUpdateFormA, StyleUpdateFormB](r, "changes to a style: the version read, optionally a new name, and presentation fields to change in form A or form B (absent fields keep their value; theme_key null clears it)")
 }
 
 // Resolve parses the body with a field path for every problem.

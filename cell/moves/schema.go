@@ -204,35 +204,24 @@ func topo(names []string, byName map[string]*Table) ([]string, error) {
 	return out, nil
 }
 
-// castType maps an information_schema type to the type a text value is cast to. Types whose
-// text form does not survive a round trip exactly are refused (none is used today).
+// castTypes map the information_schema types a move carries to the type a text value is cast
+// to. Types whose text form does not survive a round trip exactly are left out (none is used
+// today).
+var castTypes = map[string]string{
+	"text": "text", "character varying": "text", "varchar": "text", "string": "text",
+	"bigint": "int8", "int8": "int8", "integer": "int4", "int4": "int4", "int": "int4", "smallint": "int2", "int2": "int2",
+	"boolean": "bool", "bool": "bool", "jsonb": "jsonb", "bytea": "bytea", "bytes": "bytea",
+	"timestamp with time zone": "timestamptz", "timestamptz": "timestamptz", "date": "date", "uuid": "uuid",
+	"numeric": "numeric", "decimal": "numeric",
+}
+
+// castType maps an information_schema type (an array's element type in udt) to the type a text
+// value is cast to.
 func castType(dataType, udt string) (string, bool) {
-	switch strings.ToLower(dataType) {
-	case "array":
-		elem, ok := castType(strings.TrimPrefix(udt, "_"), "")
-		return elem + "[]", ok && elem != ""
-	case "text", "character varying", "varchar", "string":
-		return "text", true
-	case "bigint", "int8":
-		return "int8", true
-	case "integer", "int4", "int":
-		return "int4", true
-	case "smallint", "int2":
-		return "int2", true
-	case "boolean", "bool":
-		return "bool", true
-	case "jsonb":
-		return "jsonb", true
-	case "bytea", "bytes":
-		return "bytea", true
-	case "timestamp with time zone", "timestamptz":
-		return "timestamptz", true
-	case "date":
-		return "date", true
-	case "uuid":
-		return "uuid", true
-	case "numeric", "decimal":
-		return "numeric", true
+	if strings.EqualFold(dataType, "array") {
+		elem, ok := castTypes[strings.ToLower(strings.TrimPrefix(udt, "_"))]
+		return elem + "[]", ok
 	}
-	return "", false
+	t, ok := castTypes[strings.ToLower(dataType)]
+	return t, ok
 }

@@ -115,21 +115,23 @@ func setSecurityHeaders(hd http.Header) {
 // refuse is the one answer to every refused or unknown document or subresource: it does not
 // tell a bad token from a missing snapshot or object.
 func refuse(w http.ResponseWriter) {
-	hd := w.Header()
-	hd.Set("Content-Type", "text/plain; charset=utf-8")
-	hd.Set("Cache-Control", "no-store")
-	hd.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
-	w.WriteHeader(http.StatusNotFound)
-	_, _ = io.WriteString(w, "preview not found\n")
+	plain(w, http.StatusNotFound, "preview not found", "Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
 }
 
 func unavailable(w http.ResponseWriter) {
+	plain(w, http.StatusServiceUnavailable, "preview host unavailable", "Retry-After", "1")
+}
+
+// plain answers a status with a line of text, never cached, with more headers (name, value…).
+func plain(w http.ResponseWriter, status int, text string, header ...string) {
 	hd := w.Header()
 	hd.Set("Content-Type", "text/plain; charset=utf-8")
 	hd.Set("Cache-Control", "no-store")
-	hd.Set("Retry-After", "1")
-	w.WriteHeader(http.StatusServiceUnavailable)
-	_, _ = io.WriteString(w, "preview host unavailable\n")
+	for i := 0; i+1 < len(header); i += 2 {
+		hd.Set(header[i], header[i+1])
+	}
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, text+"\n")
 }
 
 // errUnavailable: the key set or the snapshot could not be read (not a refusal).
