@@ -6,7 +6,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"slidecells/cell/auth"
-	"slidecells/shared/db"
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
 )
@@ -14,15 +13,12 @@ import (
 // Components is the kind of components. A component's draft is locked by its content hash;
 // publishing freezes the draft as the next version.
 var Components = sourced(Table[Component]{Kind: Kind{Name: "components", Table: "components", Prefix: ids.Component, LockColumn: "draft_hash"},
-	cols: componentCols, scan: scanComponent, id: func(c Component) string { return c.ID }}, "component_id", "published_version")
+	cols: componentCols, scan: scanComponent, id: func(c Component) string { return c.ID }}, "published_version", errComponentKey)
 
 // Component is a component row: its key, metadata, draft and last published version.
 type Component struct {
-	ID               string
-	Key              string
-	Title            string
-	Description      string
-	Tags             []string
+	ID string
+	Labels
 	FileType         string
 	DraftSource      string
 	DraftHash        string
@@ -51,7 +47,7 @@ func errComponentKey(key string) error {
 
 // CheckNewComponent is the submission check of a component create: the key is free.
 func (st *Store) CheckNewComponent(ctx context.Context, s auth.Scope, key string) error {
-	return Components.keyFree(ctx, st, s, key, errComponentKey, "")
+	return Components.keyFree(ctx, st, s, key, "")
 }
 
 // CheckComponentDraft is the submission check of a draft edit or a publish: the component is
@@ -70,13 +66,7 @@ func (st *Store) CheckComponentDraft(ctx context.Context, s auth.Scope, id, hash
 // CreateComponent inserts a component with its first draft (the commit of a component-create job).
 func (st *Store) CreateComponent(ctx context.Context, s auth.Scope, key, title, fileType, source, hash string) (Component, error) {
 	return written(ctx, st, s, func(tx pgx.Tx) (Component, error) {
-		c, err := scanComponent(tx.QueryRow(ctx, `INSERT INTO components (workspace_id, id, key, title, file_type, draft_source, draft_hash, created_by)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING `+componentCols,
-			s.WorkspaceID(), ids.New(ids.Component), key, title, fileType, source, hash, s.Principal().UserID))
-		if db.IsUniqueViolation(err) {
-			return c, errComponentKey(key)
-		}
-		return c, err
+		return Components.insert(ctx, tx, s, key, `key, title, file_type, draft_source, draft_hash`, key, title, fileType, source, hash)
 	})
 }
 

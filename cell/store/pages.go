@@ -6,7 +6,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"slidecells/cell/auth"
-	"slidecells/shared/db"
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
 )
@@ -14,16 +13,13 @@ import (
 // Pages is the kind of pages. Their source is locked by version, and only mutation jobs change
 // it; their metadata is locked by metadata_version.
 var Pages = sourced(Table[Page]{Kind: Kind{Name: "pages", Table: "pages", Prefix: ids.Page, LockColumn: "version"},
-	cols: pageCols, scan: scanPage, id: func(p Page) string { return p.ID }}, "page_id", "version")
+	cols: pageCols, scan: scanPage, id: func(p Page) string { return p.ID }}, "version", errPageKey)
 
 // Page is a page row: its metadata and the number of its current source version.
 type Page struct {
-	ID              string
-	ProjectID       string
-	Key             string
-	Title           string
-	Description     string
-	Tags            []string
+	ID        string
+	ProjectID string
+	Labels
 	FileType        string
 	Version         int64
 	MetadataVersion int64
@@ -55,7 +51,7 @@ func (st *Store) CheckNewPage(ctx context.Context, s auth.Scope, projectID, key 
 	if _, err := st.GetProject(ctx, s, projectID); err != nil {
 		return err
 	}
-	return Pages.keyFree(ctx, st, s, key, errPageKey, ` AND project_id = $3`, projectID)
+	return Pages.keyFree(ctx, st, s, key, ` AND project_id = $3`, projectID)
 }
 
 func errPageKey(key string) error {
@@ -79,11 +75,7 @@ func (st *Store) CreatePage(ctx context.Context, s auth.Scope, projectID, key, t
 		if _, err := Projects.get(ctx, tx, s, projectID, false); err != nil {
 			return Page{}, err
 		}
-		p, err := scanPage(tx.QueryRow(ctx, `INSERT INTO pages (workspace_id, id, project_id, key, title, file_type, version, created_by)
-			VALUES ($1, $2, $3, $4, $5, $6, 1, $7) RETURNING `+pageCols, s.WorkspaceID(), ids.New(ids.Page), projectID, key, title, src.FileType, s.Principal().UserID))
-		if db.IsUniqueViolation(err) {
-			return p, errPageKey(key)
-		}
+		p, err := Pages.insert(ctx, tx, s, key, `project_id, key, title, file_type, version`, projectID, key, title, src.FileType, 1)
 		if err != nil {
 			return p, err
 		}

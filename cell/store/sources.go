@@ -3,11 +3,15 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"slidecells/cell/auth"
+	"slidecells/shared/db"
+	"slidecells/shared/ids"
 )
 
 // Sourced is a kind whose source lives in immutable versions, one table of them per kind:
@@ -20,13 +24,23 @@ type Sourced[T any] struct {
 	idCol      string // its column naming the object
 	currentCol string // the object's column naming its current version
 	metadata   Kind   // the same table, locked by metadata_version
+	// taken is the 409 of a key a live object of the kind already has.
+	taken func(key string) error
 }
 
 // sourced declares a Sourced kind of table with its versions in table_versions.
-func sourced[T any](t Table[T], idCol, currentCol string) Sourced[T] {
+func sourced[T any](t Table[T], currentCol string, taken func(string) error) Sourced[T] {
 	meta := t.Kind
 	meta.LockColumn = "metadata_version"
-	return Sourced[T]{Table: t, versions: t.Singular() + "_versions", idCol: idCol, currentCol: currentCol, metadata: meta}
+	return Sourced[T]{Table: t, versions: t.Singular() + "_versions", idCol: t.Singular() + "_id", currentCol: currentCol, metadata: meta, taken: taken}
+}
+
+// Labels name and describe a page or a component: its key and its metadata.
+type Labels struct {
+	Key         string   `json:"key"`
+	Title       string   `json:"title"`
+	Description string   `json:"description"`
+	Tags        []string `json:"tags"`
 }
 
 // Dependency is a component a version was compiled with, at the version resolved.
@@ -109,13 +123,30 @@ func (k Sourced[T]) UpdateMetadata(ctx context.Context, st *Store, s auth.Scope,
 }
 
 // keyFree checks that no live object of the kind has key where scope (a condition over $3 on)
-// holds; a taken key is taken's 409.
-func (k Sourced[T]) keyFree(ctx context.Context, st *Store, s auth.Scope, key string, taken func(string) error, scope string, args ...any) error {
+// holds; a taken key is the kind's 409.
+func (k Sourced[T]) keyFree(ctx context.Context, st *Store, s auth.Scope, key string, scope string, args ...any) error {
 	var n int
 	err := st.DB.Q(ctx).QueryRow(ctx, `SELECT count(*) FROM `+k.Table.Table+` WHERE workspace_id = $1 AND key = $2 AND archived_at IS NULL`+scope,
 		append([]any{s.WorkspaceID(), key}, args...)...).Scan(&n)
 	if err == nil && n > 0 {
-		return taken(key)
+		return k.taken(key)
 	}
 	return err
+}
+
+// insert adds an object of the kind in the scope's workspace, with a new ID and its creator,
+// and returns it: columns name the values that follow (from $4). A live object with the same
+// key is the kind's 409.
+func (k Sourced[T]) insert(ctx context.Context, tx pgx.Tx, s auth.Scope, key, columns string, values ...any) (T, error) {
+	marks := make([]string, len(values))
+	for i := range marks {
+		marks[i] = "$" + strconv.Itoa(i+4)
+	}
+	r, err := k.scan(tx.QueryRow(ctx, `INSERT INTO `+k.Table.Table+` (workspace_id, id, created_by, `+columns+`)
+		VALUES ($1, $2, $3, `+strings.Join(marks, ", ")+`) RETURNING `+k.cols,
+		append([]any{s.WorkspaceID(), ids.New(k.Prefix), s.Principal().UserID}, values...)...))
+	if db.IsUniqueViolation(err) {
+		return r, k.taken(key)
+	}
+	return r, err
 }
