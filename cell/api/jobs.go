@@ -68,7 +68,9 @@ func (h *jobsAPI) cancel(ctx context.Context, sc auth.Scope, in *jobIn) (*Single
 	return jobView(h.q.Cancel(ctx, sc, in.ID()))
 }
 
-func jobView(j jobs.Job, err error) (*Single[jobs.JobView], error) { return single(jobs.ViewOf(j), err) }
+func jobView(j jobs.Job, err error) (*Single[jobs.JobView], error) {
+	return single(jobs.ViewOf(j), err)
+}
 
 func (h *jobsAPI) retry(ctx context.Context, sc auth.Scope, in *jobIn) (*Accepted[jobs.JobView], error) {
 	if _, err := h.load(ctx, sc, in.ID(), true); err != nil {

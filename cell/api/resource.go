@@ -115,16 +115,16 @@ type Kind[R, V any] struct {
 }
 
 // RegisterKind registers a kind's standard operations (Register) with its create (201 with
-// Location) and its versioned update; the handlers return the row written.
+// Location) and its versioned update. Their handlers get the store and return the row written.
 func RegisterKind[R, V, C, U any](s *Server, st *store.Store, k Kind[R, V],
-	create func(context.Context, auth.Scope, *C) (R, error), update func(context.Context, auth.Scope, *U) (R, error)) {
+	create func(context.Context, *store.Store, auth.Scope, *C) (R, error), update func(context.Context, *store.Store, auth.Scope, *U) (R, error)) {
 	k.Register(s, st)
 	Scoped(s, k.CreateOp(k.CreateSummary), func(ctx context.Context, sc auth.Scope, in *C) (*Created[V], error) {
-		r, err := create(ctx, sc, in)
+		r, err := create(ctx, st, sc, in)
 		return k.Created(sc, r, err)
 	})
 	Scoped(s, k.UpdateOp(k.UpdateSummary), func(ctx context.Context, sc auth.Scope, in *U) (*Single[V], error) {
-		return k.One(sc)(update(ctx, sc, in))
+		return k.One(sc)(update(ctx, st, sc, in))
 	})
 }
 

@@ -135,27 +135,23 @@ func (b *StyleUpdateBody) Resolve(huma.Context) []error { return b.resolve(true)
 // Baseline is the version the update was read at (the body's version field).
 func (b *StyleUpdateBody) Baseline() int64 { return b.req.Version() }
 
-// styles are the style operations.
-type styles struct{ st *store.Store }
-
 func (s *Server) registerStyles(st *store.Store) {
-	h := &styles{st: st}
 	RegisterKind(s, st, Kind[store.Style, design.StyleView]{Rows: store.Styles, Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite,
 		View: design.StyleOf, CreateSummary: "Create a style (two accepted body forms, one snapshot)",
-		UpdateSummary: "Change a style's name or presentation fields (either body form; version-locked)"}, h.create, h.update)
+		UpdateSummary: "Change a style's name or presentation fields (either body form; version-locked)"}, createStyle, updateStyle)
 }
 
 type createStyleIn = struct {
 	Body StyleCreateBody
 }
 
-func (h *styles) create(ctx context.Context, sc auth.Scope, in *createStyleIn) (store.Style, error) {
+func createStyle(ctx context.Context, st *store.Store, sc auth.Scope, in *createStyleIn) (store.Style, error) {
 	req := &in.Body.req
 	y, err := req.NewStyle()
 	if err != nil {
 		return y, err
 	}
-	y, err = h.st.CreateStyle(ctx, sc, y)
+	y, err = st.CreateStyle(ctx, sc, y)
 	return y, req.StoreErr(err)
 }
 
@@ -164,8 +160,8 @@ type updateStyleIn = struct {
 	Body StyleUpdateBody
 }
 
-func (h *styles) update(ctx context.Context, sc auth.Scope, in *updateStyleIn) (store.Style, error) {
+func updateStyle(ctx context.Context, st *store.Store, sc auth.Scope, in *updateStyleIn) (store.Style, error) {
 	req := &in.Body.req
-	y, err := h.st.UpdateStyle(ctx, sc, in.ID(), req.Version(), req.Change)
+	y, err := st.UpdateStyle(ctx, sc, in.ID(), req.Version(), req.Change)
 	return y, req.StoreErr(err)
 }

@@ -3,21 +3,19 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 
 	"github.com/jackc/pgx/v5"
 
 	"slidecells/cell/auth"
 	"slidecells/shared/ids"
-	"slidecells/shared/problem"
 )
 
 // Assets is the kind of assets. Metadata edits are version-locked.
-var Assets = Table[Asset]{Kind: Kind{Name: "assets", Table: "assets", Prefix: ids.Asset, LockColumn: "version"},
+var Assets = Table[Asset]{Kind: Kind{Name: "assets", Prefix: ids.Asset, LockColumn: "version"},
 	cols: assetCols, scan: scanAsset, id: func(a Asset) string { return a.ID }}
 
 // assetContent is the same table seen by a content replacement, which is locked by hash.
-var assetContent = Kind{Name: "assets", Table: "assets", Prefix: ids.Asset, LockColumn: "sha256"}
+var assetContent = Kind{Name: "assets", Prefix: ids.Asset, LockColumn: "sha256"}
 
 // Asset is an asset row. The bytes are in the cell's blob store under BlobKey (see cell/blob);
 // SHA256 is the lower-case hex digest of those bytes and the content's lock baseline.
@@ -129,15 +127,11 @@ func (st *Store) UpdateAsset(ctx context.Context, s auth.Scope, id string, basel
 // replaces the source's name.
 func (st *Store) CopyAsset(ctx context.Context, s auth.Scope, id string, name *string) (Asset, error) {
 	return written(ctx, st, s, func(tx pgx.Tx) (Asset, error) {
-		a, err := scanAsset(tx.QueryRow(ctx, `
+		return row(ctx, tx, s, scanAsset, `
 			INSERT INTO assets (workspace_id, id, name, content_type, byte_size, sha256, blob_key, tags, metadata, created_by)
 			SELECT workspace_id, $3, COALESCE($4, name), content_type, byte_size, sha256, blob_key, tags, metadata, $5
 			FROM assets WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL
-			RETURNING `+assetCols, s.WorkspaceID(), id, ids.New(ids.Asset), name, s.Principal().UserID))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return a, problem.ErrNotFound()
-		}
-		return a, err
+			RETURNING `+assetCols, id, ids.New(ids.Asset), name, s.Principal().UserID)
 	})
 }
 

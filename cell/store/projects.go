@@ -10,7 +10,7 @@ import (
 )
 
 // Projects is the kind of projects.
-var Projects = Table[Project]{Kind: Kind{Name: "projects", Table: "projects", Prefix: ids.Project, LockColumn: "version"},
+var Projects = Table[Project]{Kind: Kind{Name: "projects", Prefix: ids.Project, LockColumn: "version"},
 	cols: projectCols, scan: scanProject, id: func(p Project) string { return p.ID }}
 
 // Project is a project row.

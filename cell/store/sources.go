@@ -84,7 +84,7 @@ func scanVersion(r pgx.Row) (SourceVersion, error) {
 // Version returns one version of a live object (0: its current one).
 func (k Sourced[T]) Version(ctx context.Context, st *Store, s auth.Scope, id string, version int64) (SourceVersion, error) {
 	return row(ctx, st.DB.Q(ctx), s, scanVersion, `SELECT `+versionCols+` FROM `+k.versions+` v
-		JOIN `+k.Table.Table+` o ON o.workspace_id = v.workspace_id AND o.id = v.`+k.idCol+` AND o.archived_at IS NULL
+		JOIN `+k.Name+` o ON o.workspace_id = v.workspace_id AND o.id = v.`+k.idCol+` AND o.archived_at IS NULL
 		WHERE v.workspace_id = $1 AND v.`+k.idCol+` = $2 AND v.version = CASE WHEN $3::INT8 = 0 THEN o.`+k.currentCol+` ELSE $3::INT8 END`, id, version)
 }
 
@@ -126,7 +126,7 @@ func (k Sourced[T]) UpdateMetadata(ctx context.Context, st *Store, s auth.Scope,
 // holds; a taken key is the kind's 409.
 func (k Sourced[T]) keyFree(ctx context.Context, st *Store, s auth.Scope, key string, scope string, args ...any) error {
 	var n int
-	err := st.DB.Q(ctx).QueryRow(ctx, `SELECT count(*) FROM `+k.Table.Table+` WHERE workspace_id = $1 AND key = $2 AND archived_at IS NULL`+scope,
+	err := st.DB.Q(ctx).QueryRow(ctx, `SELECT count(*) FROM `+k.Name+` WHERE workspace_id = $1 AND key = $2 AND archived_at IS NULL`+scope,
 		append([]any{s.WorkspaceID(), key}, args...)...).Scan(&n)
 	if err == nil && n > 0 {
 		return k.taken(key)
@@ -142,7 +142,7 @@ func (k Sourced[T]) insert(ctx context.Context, tx pgx.Tx, s auth.Scope, key, co
 	for i := range marks {
 		marks[i] = "$" + strconv.Itoa(i+4)
 	}
-	r, err := k.scan(tx.QueryRow(ctx, `INSERT INTO `+k.Table.Table+` (workspace_id, id, created_by, `+columns+`)
+	r, err := k.scan(tx.QueryRow(ctx, `INSERT INTO `+k.Name+` (workspace_id, id, created_by, `+columns+`)
 		VALUES ($1, $2, $3, `+strings.Join(marks, ", ")+`) RETURNING `+k.cols,
 		append([]any{s.WorkspaceID(), ids.New(k.Prefix), s.Principal().UserID}, values...)...))
 	if db.IsUniqueViolation(err) {

@@ -27,10 +27,9 @@ type Store struct {
 }
 
 // Kind describes one table of workspace-owned objects. Table and column names come only from
-// the Kinds below, never from input.
+// the kinds of this package, never from input.
 type Kind struct {
-	Name   string // plural API name, e.g. "projects"
-	Table  string
+	Name   string // the table, and the kind's plural API name, e.g. "projects"
 	Prefix string // ID prefix
 	// LockColumn is the optimistic-lock baseline column: "version" or a hash column.
 	LockColumn string
@@ -74,7 +73,7 @@ func (st *Store) WriteTx(ctx context.Context, s auth.Scope, fn func(pgx.Tx) erro
 func Locked(ctx context.Context, q pgx.Tx, k Kind, s auth.Scope, id string) error {
 	var current string
 	err := q.QueryRow(ctx, fmt.Sprintf(`SELECT %s::TEXT FROM %s WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`,
-		k.LockColumn, k.Table), s.WorkspaceID(), id).Scan(&current)
+		k.LockColumn, k.Name), s.WorkspaceID(), id).Scan(&current)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return problem.ErrNotFound()
 	}
@@ -111,7 +110,7 @@ func (st *Store) Archive(ctx context.Context, s auth.Scope, k Kind, ids []string
 	return st.WriteTx(ctx, s, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, fmt.Sprintf(`
 			UPDATE %s SET archived_at = now(), updated_at = now()
-			WHERE workspace_id = $1 AND id = ANY($2) AND archived_at IS NULL`, k.Table), s.WorkspaceID(), ids)
+			WHERE workspace_id = $1 AND id = ANY($2) AND archived_at IS NULL`, k.Name), s.WorkspaceID(), ids)
 		if err != nil {
 			return err
 		}

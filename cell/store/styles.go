@@ -12,7 +12,7 @@ import (
 )
 
 // Styles is the kind of styles.
-var Styles = Table[Style]{Kind: Kind{Name: "styles", Table: "styles", Prefix: ids.Style, LockColumn: "version"},
+var Styles = Table[Style]{Kind: Kind{Name: "styles", Prefix: ids.Style, LockColumn: "version"},
 	cols: styleCols, scan: scanStyle, id: func(y Style) string { return y.ID }, version: func(y Style) int64 { return y.Version }}
 
 // Style is a style row: a name and one normalised presentation snapshot.

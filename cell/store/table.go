@@ -29,7 +29,7 @@ func (t Table[T]) ID(r T) string { return t.id(r) }
 // the conditions; rest follows with its own " AND …".
 func (t Table[T]) selectLive(rest string) string {
 	if t.from == "" {
-		return `SELECT ` + t.cols + ` FROM ` + t.Table + ` WHERE workspace_id = $1 AND archived_at IS NULL` + rest
+		return `SELECT ` + t.cols + ` FROM ` + t.Name + ` WHERE workspace_id = $1 AND archived_at IS NULL` + rest
 	}
 	return `SELECT ` + t.cols + t.from + ` WHERE t.workspace_id = $1 AND t.archived_at IS NULL` + rest
 }
@@ -71,7 +71,7 @@ func (t Table[T]) locked(ctx context.Context, tx pgx.Tx, s auth.Scope, id string
 // and returns it: set assigns from $4 on (args), $1 is the workspace, $2 the ID, $3 the
 // baseline. A row that did not match is Locked's 404 or 409.
 func (t Table[T]) update(ctx context.Context, tx pgx.Tx, s auth.Scope, lock Kind, id string, baseline any, set string, args ...any) (T, error) {
-	r, err := t.scan(tx.QueryRow(ctx, `UPDATE `+t.Table+` SET `+set+`, updated_at = now()
+	r, err := t.scan(tx.QueryRow(ctx, `UPDATE `+t.Name+` SET `+set+`, updated_at = now()
 		WHERE workspace_id = $1 AND id = $2 AND `+lock.LockColumn+` = $3 AND archived_at IS NULL RETURNING `+t.cols,
 		append([]any{s.WorkspaceID(), id, baseline}, args...)...))
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -16,7 +16,7 @@ import (
 )
 
 // Themes is the kind of themes.
-var Themes = Table[Theme]{Kind: Kind{Name: "themes", Table: "themes", Prefix: ids.Theme, LockColumn: "version"},
+var Themes = Table[Theme]{Kind: Kind{Name: "themes", Prefix: ids.Theme, LockColumn: "version"},
 	cols: themeCols, from: themeFrom, scan: scanTheme, id: func(t Theme) string { return t.ID }, version: func(t Theme) int64 { return t.Version }}
 
 // FontRoles are the typography roles of a theme, in output order.
