@@ -105,3 +105,11 @@ func (h *componentsAPI) metadata(ctx context.Context, sc auth.Scope, in *compone
 	return accepted(h.svc.SubmitComponentMetadata(ctx, sc, authoring.ComponentMetadata{ComponentID: b.ComponentID, MetadataVersion: b.Version,
 		Title: b.Title, Description: b.Description, Tags: b.Tags}, b.MaxAttempts))
 }
+
+// unquote takes an If-Match value with or without its quotes.
+func unquote(s string) string {
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		return s[1 : len(s)-1]
+	}
+	return s
+}

@@ -12,6 +12,14 @@ import (
 
 const jobsPath = "/api/v1/jobs/mutations"
 
+// accepted answers a submitted job: 202 with the job and its address.
+func accepted(j jobs.Job, err error) (*Accepted[jobs.JobView], error) {
+	if err != nil {
+		return nil, err
+	}
+	return &Accepted[jobs.JobView]{Location: jobsPath + "/" + j.ID, Body: jobs.ViewOf(j)}, nil
+}
+
 // kindScopes are the scopes reading and changing a job of a kind need (the job operations
 // declare workspace:read; the kind's own scope is checked once the job is loaded).
 func kindScopes(kind string) (read, write auth.Permission) {

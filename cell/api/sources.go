@@ -6,7 +6,6 @@ import (
 
 	"slidecells/cell/auth"
 	"slidecells/cell/authoring"
-	"slidecells/cell/jobs"
 	"slidecells/cell/store"
 )
 
@@ -103,20 +102,4 @@ type MetadataEdit struct {
 	Title       *string  `json:"title,omitempty" maxLength:"200"`
 	Description *string  `json:"description,omitempty" maxLength:"2000"`
 	Tags        []string `json:"tags,omitempty" maxItems:"32" doc:"replaces the tags"`
-}
-
-// accepted answers a submitted job: 202 with the job and its address.
-func accepted(j jobs.Job, err error) (*Accepted[jobs.JobView], error) {
-	if err != nil {
-		return nil, err
-	}
-	return &Accepted[jobs.JobView]{Location: jobsPath + "/" + j.ID, Body: jobs.ViewOf(j)}, nil
-}
-
-// unquote takes an If-Match value with or without its quotes.
-func unquote(s string) string {
-	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
-		return s[1 : len(s)-1]
-	}
-	return s
 }
