@@ -46,10 +46,20 @@ func (s *Server) serve(next http.HandlerFunc, w http.ResponseWriter, r *http.Req
 
 // failed writes err as the answer of the operation ctx belongs to.
 func failed(ctx context.Context, err error) {
-	a, _ := ctx.Value(answerKey{}).(*answer)
+	a := answerOf(ctx)
 	if a == nil {
 		panic("api: an operation ran outside the pipeline") // Register routes every operation through it
 	}
+	a.fail(ctx, err)
+}
+
+func answerOf(ctx context.Context) *answer {
+	a, _ := ctx.Value(answerKey{}).(*answer)
+	return a
+}
+
+// fail writes err once and closes the answer.
+func (a *answer) fail(ctx context.Context, err error) {
 	if !a.closed {
 		a.s.fail(ctx, a.ResponseWriter, err)
 		a.closed = true
@@ -127,7 +137,9 @@ func init() {
 	huma.NewErrorWithContext = func(hctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
 		pe := humaError(status, msg, errs)
 		if hctx != nil {
-			failed(hctx.Context(), pe)
+			if a := answerOf(hctx.Context()); a != nil {
+				a.fail(hctx.Context(), pe)
+			}
 		}
 		return &errorBody{Body: problem.BodyOf(pe, "")}
 	}
