@@ -77,8 +77,8 @@ type assetOps struct {
 }
 
 func (s *Server) registerAssets(st *store.Store) {
-	h := &assetOps{s: s, st: st, svc: s.assets(st), kind: Kind[store.Asset, content.AssetView]{Store: store.Assets, Single: "asset",
-		Read: auth.AssetRead, Write: auth.AssetWrite, Get: st.GetAsset, ID: func(a store.Asset) string { return a.ID }, View: content.AssetOf}}
+	h := &assetOps{s: s, st: st, svc: s.assets(st), kind: Kind[store.Asset, content.AssetView]{Rows: store.Assets,
+		Read: auth.AssetRead, Write: auth.AssetWrite, View: content.AssetOf, OwnList: true}}
 	k := h.kind
 	h.kind.Register(s, st)
 	list := k.op("list-assets", http.MethodGet, k.collection(), "List assets", k.Read)
@@ -145,7 +145,7 @@ func (h *assetOps) update(ctx context.Context, sc auth.Scope, in *updateAssetIn)
 		return nil, err
 	}
 	a, err := h.st.UpdateAsset(ctx, sc, in.ID(), in.Body.Version, c)
-	return h.kind.One(sc, a, err)
+	return h.kind.One(sc)(a, err)
 }
 
 type uploadAssetIn = struct {
@@ -213,7 +213,7 @@ type replaceAssetIn = struct {
 
 func (h *assetOps) replace(ctx context.Context, sc auth.Scope, in *replaceAssetIn) (*Single[content.AssetView], error) {
 	a, err := h.svc.Replace(ctx, sc, in.ID(), in.IfMatch, in.r, in.ContentType)
-	return h.kind.One(sc, a, err)
+	return h.kind.One(sc)(a, err)
 }
 
 func (h *assetOps) preview(ctx context.Context, sc auth.Scope, in *ObjectID) (*AssetPreview, error) {

@@ -6,12 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"image"
 	"image/color"
 	"image/png"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -108,17 +106,18 @@ func (b *bundle) send(t *testing.T, method, path string, body []byte, hdr ...str
 // blobKeys lists the keys of a bucket under prefix.
 func blobKeys(t *testing.T, bucket *gcblob.Bucket, prefix string) []string {
 	t.Helper()
-	var out []string
-	it := bucket.List(&gcblob.ListOptions{Prefix: prefix})
-	for {
-		o, err := it.Next(context.Background())
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, o.Key)
+	keys, err := cblob.Keys(t.Context(), bucket, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// expectStored checks how many live assets the workspace has and how many blobs the cell holds.
+func (b *bundle) expectStored(t *testing.T, assets, blobs int) {
+	t.Helper()
+	if n, k := b.assetCount(t), blobKeys(t, b.api.Blobs, ""); n != assets || len(k) != blobs {
+		t.Fatalf("%d assets, want %d; blobs %v, want %d", n, assets, k, blobs)
 	}
 }
 
@@ -208,12 +207,7 @@ func TestAssetUploadTooLarge(t *testing.T) {
 	if resp.StatusCode != 413 || code(t, body) != "PAYLOAD_TOO_LARGE" {
 		t.Fatalf("oversized: %d %.300s", resp.StatusCode, body)
 	}
-	if n := b.assetCount(t); n != 0 {
-		t.Fatalf("%d assets after a rejected upload", n)
-	}
-	if k := blobKeys(t, b.api.Blobs, ""); len(k) != 0 {
-		t.Fatalf("blobs after a rejected upload: %v", k)
-	}
+	b.expectStored(t, 0, 0)
 }
 
 func TestAssetContentTypes(t *testing.T) {
@@ -242,12 +236,7 @@ func TestAssetContentTypes(t *testing.T) {
 			}
 		})
 	}
-	if n := b.assetCount(t); n != 0 {
-		t.Fatalf("%d assets after rejected uploads", n)
-	}
-	if k := blobKeys(t, b.api.Blobs, ""); len(k) != 0 {
-		t.Fatalf("blobs after rejected uploads: %v", k)
-	}
+	b.expectStored(t, 0, 0)
 	accepted := []struct{ name, declared, body, stored, kind string }{
 		{"svg", "image/svg+xml", `<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg" width="40" height="20"><rect width="4" height="2"/></svg>`, "image/svg+xml", "image"},
 		{"jpeg alias", "image/jpg", "\xff\xd8\xff\xe0\x00\x10JFIF\x00" + strings.Repeat("\x00", 32), "image/jpeg", "image"},
@@ -319,12 +308,7 @@ func TestAssetDeduplicationAndReplay(t *testing.T) {
 	if second.ID == a1.ID || second.SHA256 != a1.SHA256 {
 		t.Fatalf("second %+v first %+v", second, a1)
 	}
-	if n := b.assetCount(t); n != 2 {
-		t.Fatalf("%d assets", n)
-	}
-	if k := blobKeys(t, b.api.Blobs, ""); len(k) != 1 {
-		t.Fatalf("blobs %v", k)
-	}
+	b.expectStored(t, 2, 1)
 }
 
 func TestAssetReplaceContent(t *testing.T) {

@@ -10,62 +10,28 @@ import (
 	"slidecells/cell/store"
 )
 
+// componentsAPI are the component operations: a draft changed through mutation jobs, published
+// as immutable versions.
 type componentsAPI struct {
-	st  *store.Store
-	svc *authoring.Service
+	*sources[store.Component, authoring.ComponentView]
 }
 
 func (s *Server) registerComponents(st *store.Store, svc *authoring.Service) {
-	h := &componentsAPI{st: st, svc: svc}
-	k := Kind[store.Component, authoring.ComponentView]{Store: store.Components, Single: "component", Read: auth.ComponentRead, Write: auth.ComponentWrite,
-		Get: st.GetComponent, List: st.ListComponents, ID: func(c store.Component) string { return c.ID }, View: authoring.ComponentOf}
-	k.Register(s, st)
-	tags := []string{"components"}
-	read := []auth.Permission{auth.ComponentRead}
-	write := []auth.Permission{auth.ComponentWrite}
-	Scoped(s, Operation{ID: "get-component-source", Method: http.MethodGet, Path: "/api/v1/components/{component_id}/source", Tags: tags, ReadOnly: true,
-		Summary: "A component's draft source, or a published version (?version=N)", Scopes: read}, h.source)
-	Scoped(s, Operation{ID: "list-component-versions", Method: http.MethodGet, Path: "/api/v1/components/{component_id}/versions", Tags: tags, ReadOnly: true,
-		Summary: "Published versions of a component, newest first", Scopes: read}, h.versions)
-	Scoped(s, Operation{ID: "get-component-dependencies", Method: http.MethodGet, Path: "/api/v1/components/{component_id}/dependencies", Tags: tags, ReadOnly: true,
-		Summary: "Components the latest published version uses, recursively, with the versions resolved", Scopes: read}, h.dependencies)
-	Scoped(s, Operation{ID: "publish-component", Method: http.MethodPost, Path: "/api/v1/components/{component_id}/publish", Tags: tags,
-		Idempotency: KeyRequired, Lock: HashLock, Scopes: write,
-		Summary: "Freeze the draft (its hash in If-Match) as the next published version; the draft must compile"}, h.publish)
-	submit := func(id, path, summary string) Operation {
-		return Operation{ID: id, Method: http.MethodPost, Path: path, Tags: tags, Idempotency: KeyRequired, Status: http.StatusAccepted,
-			Summary: summary, Scopes: write}
-	}
-	Scoped(s, submit("create-component", "/api/v1/components", "Create a component (its first draft) through a mutation job"), h.create)
-	Scoped(s, submit("submit-component-create-job", jobsPath+"/components", "Create a component through a mutation job"), h.create)
-	edit := submit("edit-component", "/api/v1/components/{component_id}/edits", "Replace a component's draft through a mutation job (the draft hash read in If-Match)")
-	edit.Lock = HashLock
-	Scoped(s, edit, h.edit)
-	editJob := submit("submit-component-edit-job", jobsPath+"/components/edits", "Replace a component's draft through a mutation job (component_id in the body, the draft hash in If-Match)")
-	editJob.Lock = HashLock
-	Scoped(s, editJob, h.editJob)
-	meta := submit("submit-component-metadata-job", jobsPath+"/components/metadata", "Change a component's title, description or tags through a mutation job (metadata_version-locked)")
-	meta.Lock = VersionLock
-	Scoped(s, meta, h.metadata)
-}
-
-func (h *componentsAPI) source(ctx context.Context, sc auth.Scope, in *sourceIn) (*Single[authoring.VersionView], error) {
-	if in.Version == 0 {
-		c, err := h.st.GetComponent(ctx, sc, in.ID())
-		return single(authoring.DraftOf(c), err)
-	}
-	v, err := h.st.ComponentVersion(ctx, sc, in.ID(), in.Version)
-	return single(authoring.VersionOf(v, true), err)
-}
-
-func (h *componentsAPI) versions(ctx context.Context, sc auth.Scope, in *versionsIn) (*VersionPage, error) {
-	vs, err := h.st.ComponentVersions(ctx, sc, in.ID(), in.Before, in.Limit+1)
-	return versionPage(vs, in.Limit, err)
-}
-
-func (h *componentsAPI) dependencies(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[authoring.DependenciesView], error) {
-	v, err := h.st.ComponentVersion(ctx, sc, in.ID(), 0)
-	return single(authoring.DependenciesOf(in.ID(), v), err)
+	h := &componentsAPI{&sources[store.Component, authoring.ComponentView]{st: st, svc: svc, src: store.Components, draft: authoring.DraftOf,
+		Kind: Kind[store.Component, authoring.ComponentView]{Rows: store.Components.Table, Read: auth.ComponentRead, Write: auth.ComponentWrite, View: authoring.ComponentOf}}}
+	h.register(s, sourceDocs{source: "A component's draft source, or a published version (?version=N)",
+		versions:     "Published versions of a component, newest first",
+		dependencies: "Components the latest published version uses, recursively, with the versions resolved"})
+	publish := h.op("publish-component", http.MethodPost, h.item()+"/publish", "Freeze the draft (its hash in If-Match) as the next published version; the draft must compile", h.Write)
+	publish.Lock = HashLock
+	Scoped(s, publish, h.publish)
+	Scoped(s, h.jobOp("create-component", h.collection(), "Create a component (its first draft) through a mutation job", NoLock), h.create)
+	Scoped(s, h.jobOp("submit-component-create-job", jobsPath+"/components", "Create a component through a mutation job", NoLock), h.create)
+	Scoped(s, h.jobOp("edit-component", h.item()+"/edits", "Replace a component's draft through a mutation job (the draft hash read in If-Match)", HashLock), h.edit)
+	Scoped(s, h.jobOp("submit-component-edit-job", jobsPath+"/components/edits",
+		"Replace a component's draft through a mutation job (component_id in the body, the draft hash in If-Match)", HashLock), h.editJob)
+	Scoped(s, h.jobOp("submit-component-metadata-job", jobsPath+"/components/metadata",
+		"Change a component's title, description or tags through a mutation job (metadata_version-locked)", VersionLock), h.metadata)
 }
 
 type publishIn = struct {
@@ -74,12 +40,7 @@ type publishIn = struct {
 }
 
 func (h *componentsAPI) publish(ctx context.Context, sc auth.Scope, in *publishIn) (*Single[authoring.ComponentView], error) {
-	c, err := h.svc.Publish(ctx, sc, in.ID(), unquote(in.IfMatch))
-	if err != nil {
-		return nil, err
-	}
-	v, err := authoring.ComponentOf(sc, c)
-	return single(v, err)
+	return h.One(sc)(h.svc.Publish(ctx, sc, in.ID(), unquote(in.IfMatch)))
 }
 
 type createComponentIn = struct {
@@ -111,8 +72,7 @@ type editComponentIn = struct {
 }
 
 func (h *componentsAPI) edit(ctx context.Context, sc auth.Scope, in *editComponentIn) (*Accepted[jobs.JobView], error) {
-	return accepted(h.svc.SubmitComponentEdit(ctx, sc, authoring.ComponentEdit{ComponentID: in.ID(), DraftHash: unquote(in.IfMatch),
-		FileType: in.Body.FileType, Source: in.Body.Source}, in.Body.MaxAttempts))
+	return h.submitEdit(ctx, sc, in.ID(), in.IfMatch, in.Body)
 }
 
 type editComponentJobIn = struct {
@@ -124,17 +84,18 @@ type editComponentJobIn = struct {
 }
 
 func (h *componentsAPI) editJob(ctx context.Context, sc auth.Scope, in *editComponentJobIn) (*Accepted[jobs.JobView], error) {
-	return accepted(h.svc.SubmitComponentEdit(ctx, sc, authoring.ComponentEdit{ComponentID: in.Body.ComponentID, DraftHash: unquote(in.IfMatch),
-		FileType: in.Body.FileType, Source: in.Body.Source}, in.Body.MaxAttempts))
+	return h.submitEdit(ctx, sc, in.Body.ComponentID, in.IfMatch, in.Body.ComponentEditBody)
+}
+
+func (h *componentsAPI) submitEdit(ctx context.Context, sc auth.Scope, id, ifMatch string, b ComponentEditBody) (*Accepted[jobs.JobView], error) {
+	return accepted(h.svc.SubmitComponentEdit(ctx, sc, authoring.ComponentEdit{ComponentID: id, DraftHash: unquote(ifMatch),
+		FileType: b.FileType, Source: b.Source}, b.MaxAttempts))
 }
 
 type componentMetadataIn = struct {
 	Body struct {
-		ComponentID string   `json:"component_id" pattern:"^cmp_[a-z2-7]{26}$"`
-		Version     int64    `json:"version" minimum:"1" doc:"the metadata_version you read"`
-		Title       *string  `json:"title,omitempty" maxLength:"200"`
-		Description *string  `json:"description,omitempty" maxLength:"2000"`
-		Tags        []string `json:"tags,omitempty" maxItems:"32" doc:"replaces the tags"`
+		ComponentID string `json:"component_id" pattern:"^cmp_[a-z2-7]{26}$"`
+		MetadataEdit
 		JobOptions
 	}
 }

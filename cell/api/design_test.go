@@ -120,6 +120,18 @@ func (b *bundle) uploadFont(t *testing.T, base, ws string) (string, string) {
 	return a.ID, a.SHA256
 }
 
+// uploadPDF uploads an asset that is not a font and returns its ID.
+func (b *bundle) uploadPDF(t *testing.T) string {
+	t.Helper()
+	resp, pdf := b.call(t, call{method: "POST", path: "/api/v1/assets/content", ws: b.ws, key: ids.New("k"), contentType: "application/pdf", body: "%PDF-1.4\n%%EOF\n"})
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("upload pdf: %d %s", resp.StatusCode, pdf)
+	}
+	return decode[struct {
+		ID string `json:"id"`
+	}](t, pdf).ID
+}
+
 func (b *bundle) createFace(t *testing.T, base, ws, body string) faceOut {
 	t.Helper()
 	if ws == "" {
@@ -149,6 +161,27 @@ func expect422(t *testing.T, what string, resp *http.Response, body []byte, fiel
 		if !found {
 			t.Errorf("%s: no error for field %s in %s", what, f, body)
 		}
+	}
+}
+
+// rejected is a create the API refuses with a 422 naming fields.
+type rejected struct {
+	name, body string
+	fields     []string
+}
+
+// expectRejected posts each create to path, expects its 422, and checks that none was written:
+// the list at path shows no ID with prefix.
+func (b *bundle) expectRejected(t *testing.T, path, prefix string, cases []rejected) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp, body := b.write(t, "", b.ws, "POST", path, c.body)
+			expect422(t, c.name, resp, body, c.fields...)
+		})
+	}
+	if _, list := b.call(t, call{method: "GET", path: path, ws: b.ws}); strings.Contains(string(list), prefix) {
+		t.Fatalf("a rejected create was written: %s", list)
 	}
 }
 
@@ -218,10 +251,7 @@ func TestThemeValidation(t *testing.T) {
 	foreignAsset, _ := b.uploadFont(t, b.srvB.URL, b.wsB)
 	foreign := b.createFace(t, b.srvB.URL, b.wsB, `{"family_name":"Elsewhere","asset_id":"`+foreignAsset+`"}`)
 	missingFamily := ids.New(ids.FontFamily)
-	cases := []struct {
-		name, body string
-		fields     []string
-	}{
+	b.expectRejected(t, "/api/v1/themes", "thm_", []rejected{
 		{"binding and preset for one role", `{"key":"a","name":"A","heading_font_family_id":"` + face.FamilyID + `","heading_font_preset":"platform-sans"}`,
 			[]string{"body.heading_font_family_id", "body.heading_font_preset"}},
 		{"code preset for heading", `{"key":"a","name":"A","heading_font_preset":"platform-mono"}`, []string{"body.heading_font_preset"}},
@@ -234,17 +264,7 @@ func TestThemeValidation(t *testing.T) {
 		{"decreasing spacing", `{"key":"a","name":"A","spacing":[0,8,4]}`, []string{"body.spacing[2]"}},
 		{"radius out of range", `{"key":"a","name":"A","radius":[0,10000]}`, []string{"body.radius[1]"}},
 		{"bad key", `{"key":"Not A Key","name":"A"}`, []string{"body.key"}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			resp, body := b.write(t, "", b.ws, "POST", "/api/v1/themes", c.body)
-			expect422(t, c.name, resp, body, c.fields...)
-		})
-	}
-	_, list := b.call(t, call{method: "GET", path: "/api/v1/themes", ws: b.ws})
-	if strings.Contains(string(list), "thm_") {
-		t.Fatalf("a rejected theme was written: %s", list)
-	}
+	})
 
 	// A binding names the family and its stack; the preset of another role stays.
 	th := b.createTheme(t, "", b.ws, `{"key":"brand","name":"Brand","heading_font_family_id":"`+face.FamilyID+`"}`)
@@ -316,10 +336,7 @@ func TestStyleValidation(t *testing.T) {
 	b := setup(t)
 	b.createTheme(t, "", b.ws, `{"key":"brand","name":"Brand"}`)
 	big := strings.Repeat("x", 64<<10+1)
-	cases := []struct {
-		name, body string
-		fields     []string
-	}{
+	b.expectRejected(t, "/api/v1/styles", "sty_", []rejected{
 		{"mixed forms", `{"name":"S","configuration":{"presentation":{"page_width":1280}},"page_height":720}`, []string{"body"}},
 		{"neither form", `{"name":"S"}`, []string{"body"}},
 		{"no name", `{"page_width":1280}`, []string{"body.name"}},
@@ -337,17 +354,7 @@ func TestStyleValidation(t *testing.T) {
 		{"bad background", `{"name":"S","background":"white"}`, []string{"body.background"}},
 		{"font scale", `{"name":"S","font_scale":3}`, []string{"body.font_scale"}},
 		{"unknown field in A", `{"name":"S","configuration":{"presentation":{"page_width":1280,"colour":"red"}}}`, []string{"body.configuration.presentation.colour"}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			resp, body := b.write(t, "", b.ws, "POST", "/api/v1/styles", c.body)
-			expect422(t, c.name, resp, body, c.fields...)
-		})
-	}
-	_, list := b.call(t, call{method: "GET", path: "/api/v1/styles", ws: b.ws})
-	if strings.Contains(string(list), "sty_") {
-		t.Fatalf("a rejected style was written: %s", list)
-	}
+	})
 	// A matching aspect ratio is accepted (and stored reduced).
 	y := b.createStyle(t, "", b.ws, `{"name":"S","page_width":1024,"page_height":768,"aspect_ratio":"8:6","theme_key":"brand"}`)
 	if !strings.Contains(string(y.Snapshot), `"aspect_ratio":"4:3"`) {
@@ -434,13 +441,7 @@ func TestFontFaces(t *testing.T) {
 	b := setup(t)
 	asset, _ := b.uploadFont(t, "", b.ws)
 	fonts := "/workspaces/" + b.ws + "/fonts"
-	resp, pdf := b.call(t, call{method: "POST", path: "/api/v1/assets/content", ws: b.ws, key: ids.New("k"), contentType: "application/pdf", body: "%PDF-1.4\n%%EOF\n"})
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("upload pdf: %d %s", resp.StatusCode, pdf)
-	}
-	notFont := decode[struct {
-		ID string `json:"id"`
-	}](t, pdf).ID
+	notFont := b.uploadPDF(t)
 	foreignAsset, _ := b.uploadFont(t, b.srvB.URL, b.wsB)
 	base := `"family_name":"Brand Sans","asset_id":"` + asset + `"`
 	cases := []struct {
@@ -652,13 +653,7 @@ func TestFontBundle(t *testing.T) {
 	// A face may switch to another font asset (not to a non-font); an archived asset's face is
 	// left out of the bundle with a comment.
 	a4, sha4 := b.uploadFont(t, "", b.ws)
-	resp, pdf := b.call(t, call{method: "POST", path: "/api/v1/assets/content", ws: b.ws, key: ids.New("k"), contentType: "application/pdf", body: "%PDF-1.4\n%%EOF\n"})
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("upload pdf: %d %s", resp.StatusCode, pdf)
-	}
-	notFont := decode[struct {
-		ID string `json:"id"`
-	}](t, pdf).ID
+	notFont := b.uploadPDF(t)
 	resp, body = b.write(t, "", b.ws, "PATCH", "/workspaces/"+b.ws+"/fonts/"+f1.ID, `{"version":1,"asset_id":"`+notFont+`"}`)
 	expect422(t, "switch to a non-font asset", resp, body, "body.asset_id")
 	resp, body = b.write(t, "", b.ws, "PATCH", "/workspaces/"+b.ws+"/fonts/"+f1.ID, `{"version":1,"asset_id":"`+a4+`"}`)

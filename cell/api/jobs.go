@@ -12,6 +12,7 @@ import (
 
 const jobsPath = "/api/v1/jobs/mutations"
 
+// accepted answers a submitted job: 202 with the job and its address.
 func accepted(j jobs.Job, err error) (*Accepted[jobs.JobView], error) {
 	if err != nil {
 		return nil, err
@@ -37,16 +38,14 @@ type jobIn = struct{ ObjectID }
 
 func (s *Server) registerJobs(q *jobs.Queue, svc *authoring.Service) {
 	h := &jobsAPI{q: q, svc: svc}
-	tags := []string{"jobs"}
-	Scoped(s, Operation{ID: "get-mutation-job", Method: http.MethodGet, Path: jobsPath + "/{job_id}", Tags: tags, ReadOnly: true,
-		Summary: "Mutation job status (poll it: the only progress channel); needs the read scope of the job's kind", Scopes: []auth.Permission{auth.WorkspaceRead}},
-		h.get)
-	Scoped(s, Operation{ID: "cancel-mutation-job", Method: http.MethodPost, Path: jobsPath + "/{job_id}/cancel", Tags: tags, Idempotency: KeyRequired,
-		Summary: "Cancel a job: a pending one at once, a running one cooperatively before any write; a finished one is 409", Scopes: []auth.Permission{auth.WorkspaceRead}},
-		h.cancel)
-	Scoped(s, Operation{ID: "retry-mutation-job", Method: http.MethodPost, Path: jobsPath + "/{job_id}/retry", Tags: tags, Idempotency: KeyRequired,
-		Status: http.StatusAccepted, Summary: "Retry a failed or canceled job manually: a new job linked by retry_of_job_id", Scopes: []auth.Permission{auth.WorkspaceRead}},
-		h.retry)
+	op := func(id, method, path, summary string) Operation {
+		return Op(id, method, jobsPath+"/{job_id}"+path, summary, "jobs", auth.WorkspaceRead)
+	}
+	Scoped(s, op("get-mutation-job", http.MethodGet, "", "Mutation job status (poll it: the only progress channel); needs the read scope of the job's kind"), h.get)
+	Scoped(s, op("cancel-mutation-job", http.MethodPost, "/cancel", "Cancel a job: a pending one at once, a running one cooperatively before any write; a finished one is 409"), h.cancel)
+	retry := op("retry-mutation-job", http.MethodPost, "/retry", "Retry a failed or canceled job manually: a new job linked by retry_of_job_id")
+	retry.Status = http.StatusAccepted
+	Scoped(s, retry, h.retry)
 }
 
 // load reads a job and checks the caller holds scope of its kind; a job the caller may not see
@@ -67,22 +66,18 @@ func (h *jobsAPI) load(ctx context.Context, sc auth.Scope, id string, write bool
 }
 
 func (h *jobsAPI) get(ctx context.Context, sc auth.Scope, in *jobIn) (*Single[jobs.JobView], error) {
-	j, err := h.load(ctx, sc, in.ID(), false)
-	if err != nil {
-		return nil, err
-	}
-	return &Single[jobs.JobView]{Body: jobs.ViewOf(j)}, nil
+	return jobView(h.load(ctx, sc, in.ID(), false))
 }
 
 func (h *jobsAPI) cancel(ctx context.Context, sc auth.Scope, in *jobIn) (*Single[jobs.JobView], error) {
 	if _, err := h.load(ctx, sc, in.ID(), true); err != nil {
 		return nil, err
 	}
-	j, err := h.q.Cancel(ctx, sc, in.ID())
-	if err != nil {
-		return nil, err
-	}
-	return &Single[jobs.JobView]{Body: jobs.ViewOf(j)}, nil
+	return jobView(h.q.Cancel(ctx, sc, in.ID()))
+}
+
+func jobView(j jobs.Job, err error) (*Single[jobs.JobView], error) {
+	return single(jobs.ViewOf(j), err)
 }
 
 func (h *jobsAPI) retry(ctx context.Context, sc auth.Scope, in *jobIn) (*Accepted[jobs.JobView], error) {

@@ -30,35 +30,28 @@ type metrics struct {
 // unknownOperation labels requests that matched no operation.
 const unknownOperation = "none"
 
+// counter declares a counter of the cell by its labels.
+func counter(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
 func newMetrics(d *db.DB) *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cell_requests_total",
-			Help: "Requests answered, by operation and HTTP status (499: the client went away first).",
-		}, []string{"operation", "status"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cell_request_errors_total",
-			Help: "Error answers by operation and error code.",
-		}, []string{"operation", "code"}),
+		reg:      prometheus.NewRegistry(),
+		requests: counter("cell_requests_total", "Requests answered, by operation and HTTP status (499: the client went away first).", "operation", "status"),
+		errors:   counter("cell_request_errors_total", "Error answers by operation and error code.", "operation", "code"),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "cell_request_duration_seconds",
 			Help:    "Time to answer a request, by operation.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"operation"}),
-		idempotency: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cell_idempotency_total",
-			Help: "Idempotency-Key requests by operation and outcome (executed, not_stored, replayed, conflict, in_flight).",
-		}, []string{"operation", "outcome"}),
-		txRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cell_tx_retries_total",
-			Help: "Database transactions run again after a serialization failure or deadlock, by operation.",
-		}, []string{"operation"}),
+		idempotency: counter("cell_idempotency_total",
+			"Idempotency-Key requests by operation and outcome (executed, not_stored, replayed, conflict, in_flight).", "operation", "outcome"),
+		txRetries: counter("cell_tx_retries_total",
+			"Database transactions run again after a serialization failure or deadlock, by operation.", "operation"),
+		jobs: counter("cell_jobs_total", "Mutation-job state changes made by this replica's workers, by kind and state entered "+
+			"(running, succeeded, failed, canceled, pending: an automatic retry).", "kind", "state"),
 	}
-	m.jobs = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "cell_jobs_total",
-		Help: "Mutation-job state changes made by this replica's workers, by kind and state entered (running, succeeded, failed, canceled, pending: an automatic retry).",
-	}, []string{"kind", "state"})
 	m.reg.MustRegister(m.requests, m.errors, m.duration, m.idempotency, m.txRetries, m.jobs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if d != nil {

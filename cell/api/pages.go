@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"net/http"
 
 	"slidecells/cell/auth"
 	"slidecells/cell/authoring"
@@ -10,95 +9,23 @@ import (
 	"slidecells/cell/store"
 )
 
+// pagesAPI are the page operations: their source changes only through mutation jobs.
 type pagesAPI struct {
-	st  *store.Store
-	svc *authoring.Service
+	*sources[store.Page, authoring.PageView]
 }
-
-var pagesKind = Kind[store.Page, authoring.PageView]{Store: store.Pages, Single: "page", Read: auth.PageRead, Write: auth.PageWrite,
-	ID: func(p store.Page) string { return p.ID }, View: authoring.PageOf}
 
 func (s *Server) registerPages(st *store.Store, svc *authoring.Service) {
-	h := &pagesAPI{st: st, svc: svc}
-	k := pagesKind
-	k.Get, k.List = st.GetPage, st.ListPages
-	k.Register(s, st)
-	tags := []string{"pages"}
-	read := []auth.Permission{auth.PageRead}
-	write := []auth.Permission{auth.PageWrite}
-	Scoped(s, Operation{ID: "get-page-source", Method: http.MethodGet, Path: "/api/v1/pages/{page_id}/source", Tags: tags, ReadOnly: true,
-		Summary: "Current source of a page, or one version of it (?version=N)", Scopes: read}, h.source)
-	Scoped(s, Operation{ID: "list-page-versions", Method: http.MethodGet, Path: "/api/v1/pages/{page_id}/versions", Tags: tags, ReadOnly: true,
-		Summary: "History of a page's source versions, newest first", Scopes: read}, h.versions)
-	Scoped(s, Operation{ID: "get-page-dependencies", Method: http.MethodGet, Path: "/api/v1/pages/{page_id}/dependencies", Tags: tags, ReadOnly: true,
-		Summary: "Components the current version uses, recursively, with the versions resolved", Scopes: read}, h.dependencies)
-	submit := func(id, path, summary string) Operation {
-		return Operation{ID: id, Method: http.MethodPost, Path: path, Tags: tags, Idempotency: KeyRequired, Status: http.StatusAccepted,
-			Summary: summary, Scopes: write, MaxBodyBytes: 1 << 20}
-	}
-	Scoped(s, submit("create-page", "/api/v1/pages", "Create a page through a mutation job (202; poll the job at Location)"), h.create)
-	Scoped(s, submit("submit-page-create-job", jobsPath+"/pages", "Create a page through a mutation job"), h.create)
-	Scoped(s, submit("copy-page", "/api/v1/pages/{page_id}/copy", "Copy a page's current source into a new page through a mutation job"), h.copy)
-	meta := Operation{ID: "update-page", Method: http.MethodPatch, Path: "/api/v1/pages/{page_id}", Tags: tags, Idempotency: KeyRequired,
-		Lock: VersionLock, Scopes: write, Summary: "Change a page's safe metadata (title, description, tags; never source), locked by metadata_version"}
-	Scoped(s, meta, h.updateMetadata)
-	edit := submit("edit-page", "/api/v1/pages/{page_id}/edits", "Edit a page's source through a mutation job; carries the version it read (stale: 409)")
-	edit.Lock = VersionLock
-	Scoped(s, edit, h.edit)
-	editJob := submit("submit-page-edit-job", jobsPath+"/pages/edits", "Edit a page's source through a mutation job; carries page_id and the version it read")
-	editJob.Lock = VersionLock
-	Scoped(s, editJob, h.editJob)
-}
-
-type sourceIn = struct {
-	ObjectID
-	Version int64 `query:"version" minimum:"0" doc:"a version number; 0 or absent: the current one"`
-}
-
-func (h *pagesAPI) source(ctx context.Context, sc auth.Scope, in *sourceIn) (*Single[authoring.VersionView], error) {
-	v, err := h.st.PageVersion(ctx, sc, in.ID(), in.Version)
-	return single(authoring.VersionOf(v, true), err)
-}
-
-type versionsIn = struct {
-	ObjectID
-	Limit  int   `query:"limit" minimum:"1" maximum:"200" default:"50" doc:"page size"`
-	Before int64 `query:"before" minimum:"0" doc:"next_before of the previous page: versions below it"`
-}
-
-// VersionPage is one page of a history.
-type VersionPage struct {
-	Body struct {
-		Items      []authoring.VersionView `json:"items"`
-		NextBefore int64                   `json:"next_before,omitempty"`
-	}
-}
-
-func (h *pagesAPI) versions(ctx context.Context, sc auth.Scope, in *versionsIn) (*VersionPage, error) {
-	vs, err := h.st.PageVersions(ctx, sc, in.ID(), in.Before, in.Limit+1)
-	return versionPage(vs, in.Limit, err)
-}
-
-// versionPage answers versions fetched with limit+1.
-func versionPage(vs []store.SourceVersion, limit int, err error) (*VersionPage, error) {
-	if err != nil {
-		return nil, err
-	}
-	out := &VersionPage{}
-	out.Body.Items = []authoring.VersionView{}
-	for i, v := range vs {
-		if i == limit {
-			out.Body.NextBefore = vs[i-1].Version
-			break
-		}
-		out.Body.Items = append(out.Body.Items, authoring.VersionOf(v, false))
-	}
-	return out, nil
-}
-
-func (h *pagesAPI) dependencies(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[authoring.DependenciesView], error) {
-	v, err := h.st.PageVersion(ctx, sc, in.ID(), 0)
-	return single(authoring.DependenciesOf(in.ID(), v), err)
+	h := &pagesAPI{&sources[store.Page, authoring.PageView]{st: st, svc: svc, src: store.Pages,
+		Kind: Kind[store.Page, authoring.PageView]{Rows: store.Pages.Table, Read: auth.PageRead, Write: auth.PageWrite, View: authoring.PageOf}}}
+	h.register(s, sourceDocs{source: "Current source of a page, or one version of it (?version=N)",
+		versions:     "History of a page's source versions, newest first",
+		dependencies: "Components the current version uses, recursively, with the versions resolved"})
+	Scoped(s, h.jobOp("create-page", h.collection(), "Create a page through a mutation job (202; poll the job at Location)", NoLock), h.create)
+	Scoped(s, h.jobOp("submit-page-create-job", jobsPath+"/pages", "Create a page through a mutation job", NoLock), h.create)
+	Scoped(s, h.jobOp("copy-page", h.item()+"/copy", "Copy a page's current source into a new page through a mutation job", NoLock), h.copy)
+	Scoped(s, h.UpdateOp("Change a page's safe metadata (title, description, tags; never source), locked by metadata_version"), h.updateMetadata)
+	Scoped(s, h.jobOp("edit-page", h.item()+"/edits", "Edit a page's source through a mutation job; carries the version it read (stale: 409)", VersionLock), h.edit)
+	Scoped(s, h.jobOp("submit-page-edit-job", jobsPath+"/pages/edits", "Edit a page's source through a mutation job; carries page_id and the version it read", VersionLock), h.editJob)
 }
 
 type createPageIn = struct {
@@ -168,18 +95,10 @@ func (h *pagesAPI) copy(ctx context.Context, sc auth.Scope, in *copyPageIn) (*Ac
 
 type updatePageIn = struct {
 	ObjectID
-	Body struct {
-		Version     int64    `json:"version" minimum:"1" doc:"the metadata_version you read"`
-		Title       *string  `json:"title,omitempty" maxLength:"200"`
-		Description *string  `json:"description,omitempty" maxLength:"2000"`
-		Tags        []string `json:"tags,omitempty" maxItems:"32" doc:"replaces the tags"`
-	}
+	Body struct{ MetadataEdit }
 }
 
 func (h *pagesAPI) updateMetadata(ctx context.Context, sc auth.Scope, in *updatePageIn) (*Single[authoring.PageView], error) {
-	p, err := h.st.UpdatePageMetadata(ctx, sc, in.ID(), in.Body.Version, in.Body.Title, in.Body.Description, in.Body.Tags)
-	if err != nil {
-		return nil, err
-	}
-	return pagesKind.One(sc, p, nil)
+	b := in.Body
+	return h.One(sc)(store.Pages.UpdateMetadata(ctx, h.st, sc, in.ID(), b.Version, b.Title, b.Description, b.Tags))
 }

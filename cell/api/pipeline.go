@@ -76,14 +76,8 @@ func (s *Server) pipeline(op Operation, next http.HandlerFunc) http.HandlerFunc 
 			s.idempotent(w, r, op, next)
 			return
 		}
-		next(w, r)
+		s.serve(next, w, r)
 	}
-}
-
-// fail writes an error answer and logs its internal cause: the body and headers every error
-// of the cell gets (see toHuma).
-func (s *Server) fail(ctx context.Context, w http.ResponseWriter, err error) {
-	problem.Write(w, s.logFailure(ctx, err), TraceID(ctx))
 }
 
 // clientGone reports whether the client closed the request before its answer.
@@ -128,7 +122,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, op Operation
 			return idempotency.Response{Status: http.StatusInternalServerError}
 		}
 		bw := &bufferedWriter{header: http.Header{}}
-		next(bw, r.WithContext(ctx))
+		s.serve(next, bw, r.WithContext(ctx))
 		if bw.status == 0 {
 			bw.status = http.StatusOK
 		}

@@ -8,15 +8,9 @@ import (
 	"slidecells/cell/store"
 )
 
-// projects are the project operations.
-type projects struct{ st *store.Store }
-
 func (s *Server) registerProjects(st *store.Store) {
-	h := &projects{st: st}
-	RegisterKind(s, st, Kind[store.Project, content.ProjectView]{Store: store.Projects, Single: "project",
-		Read: auth.ProjectRead, Write: auth.ProjectWrite, Get: st.GetProject, List: st.ListProjects,
-		ID: func(p store.Project) string { return p.ID }, View: content.ProjectOf,
-		CreateSummary: "Create a project", UpdateSummary: "Rename or describe a project (version-locked)"}, h.create, h.update)
+	RegisterKind(s, st, Kind[store.Project, content.ProjectView]{Rows: store.Projects, Read: auth.ProjectRead, Write: auth.ProjectWrite,
+		View: content.ProjectOf, CreateSummary: "Create a project", UpdateSummary: "Rename or describe a project (version-locked)"}, createProject, updateProject)
 }
 
 type createProjectIn = struct {
@@ -26,8 +20,8 @@ type createProjectIn = struct {
 	}
 }
 
-func (h *projects) create(ctx context.Context, sc auth.Scope, in *createProjectIn) (store.Project, error) {
-	return h.st.CreateProject(ctx, sc, in.Body.Name, in.Body.Description)
+func createProject(ctx context.Context, st *store.Store, sc auth.Scope, in *createProjectIn) (store.Project, error) {
+	return st.CreateProject(ctx, sc, in.Body.Name, in.Body.Description)
 }
 
 type updateProjectIn = struct {
@@ -39,6 +33,6 @@ type updateProjectIn = struct {
 	}
 }
 
-func (h *projects) update(ctx context.Context, sc auth.Scope, in *updateProjectIn) (store.Project, error) {
-	return h.st.UpdateProject(ctx, sc, in.ID(), in.Body.Version, in.Body.Name, in.Body.Description)
+func updateProject(ctx context.Context, st *store.Store, sc auth.Scope, in *updateProjectIn) (store.Project, error) {
+	return st.UpdateProject(ctx, sc, in.ID(), in.Body.Version, in.Body.Name, in.Body.Description)
 }

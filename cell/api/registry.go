@@ -139,7 +139,8 @@ func Register[I, O any](s *Server, op Operation, h func(context.Context, *I) (*O
 	huma.Register(s.API, *op.huma(reflect.TypeFor[I]()), func(ctx context.Context, in *I) (*O, error) {
 		out, err := h(ctx, in)
 		if err != nil {
-			return nil, s.toHuma(ctx, err)
+			failed(ctx, err) // the answer is written: huma has nothing left to send
+			return nil, nil
 		}
 		return out, nil
 	})

@@ -101,54 +101,50 @@ func (o *ObjectID) Resolve(ctx huma.Context) []error {
 }
 
 // Kind declares a standard resource kind under /api/v1/<plural>: R is the stored row, V the view.
+// Its table (store.Table: plural and singular names, ID prefix, reads) gives the get and list
+// operations their reads.
 type Kind[R, V any] struct {
-	Store  store.Kind // table, plural name, ID prefix
-	Single string     // singular name, e.g. "project"
-	Read   auth.Permission
-	Write  auth.Permission
-	// Get reads one live object; List a page after a cursor (limit+1 rows). A nil List leaves
-	// the list operation to the kind (e.g. one with filters).
-	Get  func(ctx context.Context, sc auth.Scope, id string) (R, error)
-	List func(ctx context.Context, sc auth.Scope, cursor string, limit int) ([]R, error)
-	// ID is a row's ID (the list cursor); View shows a row.
-	ID   func(R) string
-	View func(sc auth.Scope, r R) (V, error)
+	Rows  store.Table[R]
+	Read  auth.Permission
+	Write auth.Permission
+	View  func(sc auth.Scope, r R) (V, error)
+	// OwnList leaves the list operation to the kind (e.g. one with filters).
+	OwnList bool
 	// CreateSummary and UpdateSummary describe the kind's create and versioned update.
 	CreateSummary, UpdateSummary string
 }
 
 // RegisterKind registers a kind's standard operations (Register) with its create (201 with
-// Location) and its versioned update; the handlers return the row written.
+// Location) and its versioned update. Their handlers get the store and return the row written.
 func RegisterKind[R, V, C, U any](s *Server, st *store.Store, k Kind[R, V],
-	create func(context.Context, auth.Scope, *C) (R, error), update func(context.Context, auth.Scope, *U) (R, error)) {
+	create func(context.Context, *store.Store, auth.Scope, *C) (R, error), update func(context.Context, *store.Store, auth.Scope, *U) (R, error)) {
 	k.Register(s, st)
 	Scoped(s, k.CreateOp(k.CreateSummary), func(ctx context.Context, sc auth.Scope, in *C) (*Created[V], error) {
-		r, err := create(ctx, sc, in)
+		r, err := create(ctx, st, sc, in)
 		return k.Created(sc, r, err)
 	})
 	Scoped(s, k.UpdateOp(k.UpdateSummary), func(ctx context.Context, sc auth.Scope, in *U) (*Single[V], error) {
-		r, err := update(ctx, sc, in)
-		return k.One(sc, r, err)
+		return k.One(sc)(update(ctx, st, sc, in))
 	})
 }
 
-func (k Kind[R, V]) collection() string { return "/api/v1/" + k.Store.Name }
-func (k Kind[R, V]) item() string       { return k.collection() + "/{" + k.Single + "_id}" }
+func (k Kind[R, V]) collection() string { return "/api/v1/" + k.Rows.Name }
+func (k Kind[R, V]) item() string       { return k.collection() + "/{" + k.Rows.Singular() + "_id}" }
 
 func (k Kind[R, V]) op(id, method, path, summary string, scope auth.Permission) Operation {
-	return Op(id, method, path, summary, k.Store.Name, scope)
+	return Op(id, method, path, summary, k.Rows.Name, scope)
 }
 
 // CreateOp declares the kind's create: POST /api/v1/<plural>, 201 with Location.
 func (k Kind[R, V]) CreateOp(summary string) Operation {
-	op := k.op("create-"+k.Single, http.MethodPost, k.collection(), summary, k.Write)
+	op := k.op("create-"+k.Rows.Singular(), http.MethodPost, k.collection(), summary, k.Write)
 	op.Lock = CreateOnly
 	return op
 }
 
 // UpdateOp declares the kind's versioned update: PATCH /api/v1/<plural>/{id}.
 func (k Kind[R, V]) UpdateOp(summary string) Operation {
-	op := k.op("update-"+k.Single, http.MethodPatch, k.item(), summary, k.Write)
+	op := k.op("update-"+k.Rows.Singular(), http.MethodPatch, k.item(), summary, k.Write)
 	op.Lock = VersionLock
 	return op
 }
@@ -162,12 +158,12 @@ func (k Kind[R, V]) Created(sc auth.Scope, r R, err error) (*Created[V], error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Created[V]{Location: k.collection() + "/" + k.ID(r), Body: v}, nil
+	return &Created[V]{Location: k.collection() + "/" + k.Rows.ID(r), Body: v}, nil
 }
 
 // One answers a row read or written: its view.
-func (k Kind[R, V]) One(sc auth.Scope, r R, err error) (*Single[V], error) {
-	return one(sc, k.View)(r, err)
+func (k Kind[R, V]) One(sc auth.Scope) func(R, error) (*Single[V], error) {
+	return one(sc, k.View)
 }
 
 // Page answers rows fetched with limit+1.
@@ -175,34 +171,33 @@ func (k Kind[R, V]) Page(sc auth.Scope, rows []R, limit int, err error) (*Page[V
 	if err != nil {
 		return nil, err
 	}
-	return paginate(rows, limit, k.ID, func(r R) (V, error) { return k.View(sc, r) })
+	return paginate(rows, limit, k.Rows.ID, func(r R) (V, error) { return k.View(sc, r) })
 }
 
-// Register adds the standard operations: list (when List is set), get, archive, batch archive.
+// Register adds the standard operations: list (unless OwnList), get, archive, batch archive.
 func (k Kind[R, V]) Register(s *Server, st *store.Store) {
-	title := strings.ToUpper(k.Single[:1]) + k.Single[1:]
-	if k.List != nil {
-		Scoped(s, k.op("list-"+k.Store.Name, http.MethodGet, k.collection(), "List "+k.Store.Name, k.Read),
+	one, many := k.Rows.Singular(), k.Rows.Name
+	if !k.OwnList {
+		Scoped(s, k.op("list-"+many, http.MethodGet, k.collection(), "List "+many, k.Read),
 			func(ctx context.Context, sc auth.Scope, in *ListQuery) (*Page[V], error) {
-				rows, err := k.List(ctx, sc, in.Cursor, in.Limit+1)
+				rows, err := k.Rows.List(ctx, st, sc, in.Cursor, in.Limit+1)
 				return k.Page(sc, rows, in.Limit, err)
 			})
 	}
-	Scoped(s, k.op("get-"+k.Single, http.MethodGet, k.item(), title+" detail", k.Read),
+	Scoped(s, k.op("get-"+one, http.MethodGet, k.item(), strings.ToUpper(one[:1])+one[1:]+" detail", k.Read),
 		func(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[V], error) {
-			r, err := k.Get(ctx, sc, in.ID())
-			return k.One(sc, r, err)
+			return k.One(sc)(k.Rows.Get(ctx, st, sc, in.ID()))
 		})
-	Scoped(s, k.op("archive-"+k.Single, http.MethodPost, k.item()+"/archive", "Archive a "+k.Single+" (no restore, no hard delete)", k.Write),
+	Scoped(s, k.op("archive-"+one, http.MethodPost, k.item()+"/archive", "Archive a "+one+" (no restore, no hard delete)", k.Write),
 		func(ctx context.Context, sc auth.Scope, in *ObjectID) (*ArchiveOutput, error) {
-			return archived(st.Archive(ctx, sc, k.Store, []string{in.ID()}), []string{in.ID()})
+			return archived(st.Archive(ctx, sc, k.Rows.Kind, []string{in.ID()}), []string{in.ID()})
 		})
-	Scoped(s, k.op("archive-"+k.Store.Name, http.MethodPost, k.collection()+"/archive", "Archive up to 100 "+k.Store.Name+" at once, all or nothing", k.Write),
+	Scoped(s, k.op("archive-"+many, http.MethodPost, k.collection()+"/archive", "Archive up to 100 "+many+" at once, all or nothing", k.Write),
 		func(ctx context.Context, sc auth.Scope, in *ArchiveBatch) (*ArchiveOutput, error) {
 			if !in.Body.Confirm {
 				return nil, problem.Invalid(problem.FieldError{Field: "body.confirm", Message: "must be true: archived objects cannot be restored"})
 			}
-			return archived(st.Archive(ctx, sc, k.Store, in.Body.IDs), in.Body.IDs)
+			return archived(st.Archive(ctx, sc, k.Rows.Kind, in.Body.IDs), in.Body.IDs)
 		})
 }
 

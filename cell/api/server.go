@@ -1,9 +1,7 @@
 package api
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -30,6 +28,7 @@ import (
 	"slidecells/shared/cellproto"
 	"slidecells/shared/db"
 	"slidecells/shared/directory"
+	"slidecells/shared/httpserve"
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
 	"slidecells/shared/ticket"
@@ -287,78 +286,6 @@ func (s *Server) authorize(ctx context.Context, r *http.Request, op Operation, p
 	return scope, scope.Require(op.Scopes...)
 }
 
-// errorBody is an error answer as huma writes it: the body and headers problem renders for
-// every error the cell sends (s.fail writes the same for errors raised before huma runs).
-type errorBody struct {
-	problem.Body
-	header http.Header
-}
-
-func (e *errorBody) Error() string             { return string(e.Code) + ": " + e.Message }
-func (e *errorBody) GetStatus() int            { return e.Status }
-func (e *errorBody) ContentType(string) string { return problem.ContentType }
-func (e *errorBody) GetHeaders() http.Header   { return e.header }
-
-// logFailure logs an error's internal cause; the answer never carries it.
-func (s *Server) logFailure(ctx context.Context, err error) *problem.Error {
-	pe := problem.As(err)
-	noteError(ctx, pe.Code)
-	if pe.Code != problem.ClientClosedRequest && (pe.Code == problem.Internal || pe.Cause != nil) {
-		s.Log.Error("request failed", zap.String("trace_id", TraceID(ctx)), zap.String("code", string(pe.Code)), zap.Error(err))
-	}
-	return pe
-}
-
-// toHuma is a handler's error as huma writes it.
-func (s *Server) toHuma(ctx context.Context, err error) error {
-	pe := s.logFailure(ctx, err)
-	h := problem.Headers(pe)
-	h.Del("Content-Type") // huma sets it from ContentType
-	return &errorBody{Body: problem.BodyOf(pe, TraceID(ctx)), header: h}
-}
-
-func init() {
-	// huma's own errors (validation, malformed bodies, oversize bodies) use our model too.
-	huma.NewErrorWithContext = func(ctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
-		code := problem.BadRequest
-		switch status {
-		case http.StatusUnprocessableEntity:
-			code = problem.ValidationFailed
-		case http.StatusRequestEntityTooLarge:
-			code = problem.PayloadTooLarge
-		case http.StatusUnsupportedMediaType:
-			code = problem.UnsupportedMediaType
-		case http.StatusNotFound:
-			code = problem.NotFound
-		case http.StatusInternalServerError:
-			code = problem.Internal
-			msg = "internal error"
-		}
-		pe := &problem.Error{Code: code, Message: msg}
-		for _, e := range errs {
-			var d *huma.ErrorDetail
-			if errors.As(e, &d) {
-				pe.Fields = append(pe.Fields, problem.FieldError{Field: d.Location, Message: d.Message})
-			} else if e != nil && status < 500 {
-				pe.Fields = append(pe.Fields, problem.FieldError{Message: e.Error()})
-			}
-		}
-		trace := ""
-		if ctx != nil {
-			trace = TraceID(ctx.Context())
-			noteError(ctx.Context(), code)
-		}
-		b := problem.BodyOf(pe, trace)
-		b.Status = status
-		h := problem.Headers(pe)
-		h.Del("Content-Type")
-		return &errorBody{Body: b, header: h}
-	}
-	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
-		return huma.NewErrorWithContext(nil, status, msg, errs...)
-	}
-}
-
 // Handler returns the cell's whole HTTP handler: the API, /livez, /readyz, and problem JSON
 // for unknown paths (404), known paths with another method (405 with Allow) and the planned
 // OAuth endpoints (OAUTH_NOT_ENABLED).
@@ -401,28 +328,6 @@ func (s *Server) allowed(r *http.Request) []string {
 	return out
 }
 
-// statusWriter remembers the status of an answer.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 // accessLog writes one line per request and records its metrics (the pipeline names the
 // operation and the error code through the request's outcome): never the query string (it may hold signed values) nor
 // any header but the workspace and trace IDs.
@@ -431,9 +336,9 @@ func (s *Server) accessLog(next http.HandlerFunc) http.Handler {
 		start := time.Now()
 		ctx, out := withOutcome(r.Context())
 		r = r.WithContext(ctx)
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &httpserve.StatusWriter{ResponseWriter: w}
 		next(sw, r)
-		status := cmp.Or(sw.status, http.StatusOK)
+		status := sw.Status()
 		if clientGone(r) {
 			status, out.code = problem.StatusClientClosed, problem.ClientClosedRequest
 		}

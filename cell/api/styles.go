@@ -102,18 +102,20 @@ func (b *styleBody) resolve(update bool) []error {
 	return errs
 }
 
+// oneOfForms is the schema of a body that is form A or form B.
+func oneOfForms[A, B any](r huma.Registry, description string) *huma.Schema {
+	return &huma.Schema{Description: description, OneOf: []*huma.Schema{
+		r.Schema(reflect.TypeFor[A](), true, reflect.TypeFor[A]().Name()),
+		r.Schema(reflect.TypeFor[B](), true, reflect.TypeFor[B]().Name()),
+	}}
+}
+
 // StyleCreateBody is either form of a style creation; see StyleCreateFormA and StyleCreateFormB.
 type StyleCreateBody struct{ styleBody }
 
 // Schema publishes both accepted forms.
 func (StyleCreateBody) Schema(r huma.Registry) *huma.Schema {
-	return &huma.Schema{
-		Description: "a style: form A nests the presentation under configuration.presentation, form B puts the same fields at the top level; both normalise to the same snapshot",
-		OneOf: []*huma.Schema{
-			r.Schema(reflect.TypeFor[StyleCreateFormA](), true, "StyleCreateFormA"),
-			r.Schema(reflect.TypeFor[StyleCreateFormB](), true, "StyleCreateFormB"),
-		},
-	}
+	return oneOfForms[StyleCreateFormA, StyleCreateFormB](r, "a style: form A nests the presentation under configuration.presentation, form B puts the same fields at the top level; both normalise to the same snapshot")
 }
 
 // Resolve parses the body with a field path for every problem.
@@ -124,13 +126,7 @@ type StyleUpdateBody struct{ styleBody }
 
 // Schema publishes both accepted forms.
 func (StyleUpdateBody) Schema(r huma.Registry) *huma.Schema {
-	return &huma.Schema{
-		Description: "changes to a style: the version read, optionally a new name, and presentation fields to change in form A or form B (absent fields keep their value; theme_key null clears it)",
-		OneOf: []*huma.Schema{
-			r.Schema(reflect.TypeFor[StyleUpdateFormA](), true, "StyleUpdateFormA"),
-			r.Schema(reflect.TypeFor[StyleUpdateFormB](), true, "StyleUpdateFormB"),
-		},
-	}
+	return oneOfForms[StyleUpdateFormA, StyleUpdateFormB](r, "changes to a style: the version read, optionally a new name, and presentation fields to change in form A or form B (absent fields keep their value; theme_key null clears it)")
 }
 
 // Resolve parses the body with a field path for every problem.
@@ -139,29 +135,23 @@ func (b *StyleUpdateBody) Resolve(huma.Context) []error { return b.resolve(true)
 // Baseline is the version the update was read at (the body's version field).
 func (b *StyleUpdateBody) Baseline() int64 { return b.req.Version() }
 
-// styles are the style operations.
-type styles struct{ st *store.Store }
-
 func (s *Server) registerStyles(st *store.Store) {
-	h := &styles{st: st}
-	RegisterKind(s, st, Kind[store.Style, design.StyleView]{Store: store.Styles, Single: "style",
-		Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite, Get: st.GetStyle, List: st.ListStyles,
-		ID: func(y store.Style) string { return y.ID }, View: design.StyleOf,
-		CreateSummary: "Create a style (two accepted body forms, one snapshot)",
-		UpdateSummary: "Change a style's name or presentation fields (either body form; version-locked)"}, h.create, h.update)
+	RegisterKind(s, st, Kind[store.Style, design.StyleView]{Rows: store.Styles, Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite,
+		View: design.StyleOf, CreateSummary: "Create a style (two accepted body forms, one snapshot)",
+		UpdateSummary: "Change a style's name or presentation fields (either body form; version-locked)"}, createStyle, updateStyle)
 }
 
 type createStyleIn = struct {
 	Body StyleCreateBody
 }
 
-func (h *styles) create(ctx context.Context, sc auth.Scope, in *createStyleIn) (store.Style, error) {
+func createStyle(ctx context.Context, st *store.Store, sc auth.Scope, in *createStyleIn) (store.Style, error) {
 	req := &in.Body.req
 	y, err := req.NewStyle()
 	if err != nil {
 		return y, err
 	}
-	y, err = h.st.CreateStyle(ctx, sc, y)
+	y, err = st.CreateStyle(ctx, sc, y)
 	return y, req.StoreErr(err)
 }
 
@@ -170,8 +160,8 @@ type updateStyleIn = struct {
 	Body StyleUpdateBody
 }
 
-func (h *styles) update(ctx context.Context, sc auth.Scope, in *updateStyleIn) (store.Style, error) {
+func updateStyle(ctx context.Context, st *store.Store, sc auth.Scope, in *updateStyleIn) (store.Style, error) {
 	req := &in.Body.req
-	y, err := h.st.UpdateStyle(ctx, sc, in.ID(), req.Version(), req.Change)
+	y, err := st.UpdateStyle(ctx, sc, in.ID(), req.Version(), req.Change)
 	return y, req.StoreErr(err)
 }

@@ -65,28 +65,22 @@ func themeErr(err error) error {
 	return err
 }
 
-// themes are the theme operations.
-type themes struct{ st *store.Store }
-
 func (s *Server) registerThemes(st *store.Store) {
-	h := &themes{st: st}
-	RegisterKind(s, st, Kind[store.Theme, design.ThemeView]{Store: store.Themes, Single: "theme",
-		Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite, Get: st.GetTheme, List: st.ListThemes,
-		ID: func(t store.Theme) string { return t.ID }, View: design.ThemeOf,
-		CreateSummary: "Create a theme", UpdateSummary: "Change a theme (version-locked)"}, h.create, h.update)
+	RegisterKind(s, st, Kind[store.Theme, design.ThemeView]{Rows: store.Themes, Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite,
+		View: design.ThemeOf, CreateSummary: "Create a theme", UpdateSummary: "Change a theme (version-locked)"}, createTheme, updateTheme)
 }
 
 type createThemeIn = struct {
 	Body ThemeCreateBody
 }
 
-func (h *themes) create(ctx context.Context, sc auth.Scope, in *createThemeIn) (store.Theme, error) {
+func createTheme(ctx context.Context, st *store.Store, sc auth.Scope, in *createThemeIn) (store.Theme, error) {
 	b := in.Body
 	t, err := design.ThemeChange{Key: b.Key, Name: &b.Name, ThemeScales: b.ThemeScales, ThemeFontBindings: b.ThemeFontBindings}.NewTheme()
 	if err != nil {
 		return t, err
 	}
-	t, err = h.st.CreateTheme(ctx, sc, t)
+	t, err = st.CreateTheme(ctx, sc, t)
 	return t, themeErr(err)
 }
 
@@ -95,12 +89,12 @@ type updateThemeIn = struct {
 	Body ThemeUpdateBody
 }
 
-func (h *themes) update(ctx context.Context, sc auth.Scope, in *updateThemeIn) (store.Theme, error) {
+func updateTheme(ctx context.Context, st *store.Store, sc auth.Scope, in *updateThemeIn) (store.Theme, error) {
 	c := design.ThemeChange{Name: in.Body.Name, ThemeScales: in.Body.ThemeScales, ThemeFontBindings: in.Body.ThemeFontBindings}
 	// Pure checks first; the bindings themselves are resolved against the stored theme.
 	if _, errs := c.Check(); len(errs) > 0 {
 		return store.Theme{}, problem.Invalid(errs...)
 	}
-	t, err := h.st.UpdateTheme(ctx, sc, in.ID(), in.Body.Version, c.Apply)
+	t, err := st.UpdateTheme(ctx, sc, in.ID(), in.Body.Version, c.Apply)
 	return t, themeErr(err)
 }

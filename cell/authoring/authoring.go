@@ -11,8 +11,6 @@ package authoring
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +29,7 @@ import (
 	"slidecells/cell/render"
 	"slidecells/cell/snapshot"
 	"slidecells/cell/store"
+	"slidecells/shared/digest"
 	"slidecells/shared/problem"
 	rc "slidecells/shared/rendercontract"
 )
@@ -97,7 +96,7 @@ func KitItems() []string {
 	return out
 }
 
-var pageKey = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
+var objectKey = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
 
 // PageCreate is the input of a page-create job.
 type PageCreate struct {
@@ -134,13 +133,29 @@ func checkSource(kind, fileType, source string) []problem.FieldError {
 	return fe
 }
 
+// checkNew checks a new object's key and first source against the standard of kind.
+func checkNew(kind, key, fileType, source string) []problem.FieldError {
+	fe := checkSource(kind, fileType, source)
+	if !objectKey.MatchString(key) {
+		fe = append(fe, problem.FieldError{Field: "body.key", Message: "1-64 of a-z, 0-9 and '-', starting with a letter"})
+	}
+	return fe
+}
+
+// enqueueEdit checks an edit's source against the standard of kind, its file type defaulting to
+// the object's current one (fileType points into in, the job's input), and enqueues the job.
+func (s *Service) enqueueEdit(ctx context.Context, sc auth.Scope, kind, jobKind, current string, fileType *string, source string, in any, maxAttempts int) (jobs.Job, error) {
+	*fileType = cmp.Or(*fileType, current)
+	if fe := checkSource(kind, *fileType, source); len(fe) > 0 {
+		return jobs.Job{}, problem.Invalid(fe...)
+	}
+	return s.Jobs.Enqueue(ctx, sc, jobs.NewJob{Kind: jobKind, Input: in, MaxAttempts: maxAttempts})
+}
+
 // SubmitPageCreate checks a page create (422 for bad input; 404 for a project that is not live;
 // 409 NAME_CONFLICT for a taken key) and enqueues its job in the request's transaction.
 func (s *Service) SubmitPageCreate(ctx context.Context, sc auth.Scope, in PageCreate, maxAttempts int) (jobs.Job, error) {
-	fe := checkSource("page", in.FileType, in.Source)
-	if !pageKey.MatchString(in.Key) {
-		fe = append(fe, problem.FieldError{Field: "body.key", Message: "1-64 of a-z, 0-9 and '-', starting with a letter"})
-	}
+	fe := checkNew("page", in.Key, in.FileType, in.Source)
 	if len(in.Title) > 200 {
 		fe = append(fe, problem.FieldError{Field: "body.title", Message: "at most 200 characters"})
 	}
@@ -181,29 +196,30 @@ func (s *Service) SubmitPageEdit(ctx context.Context, sc auth.Scope, in PageEdit
 	if err != nil {
 		return jobs.Job{}, err
 	}
-	if in.FileType == "" {
-		in.FileType = p.FileType
-	}
-	if fe := checkSource("page", in.FileType, in.Source); len(fe) > 0 {
-		return jobs.Job{}, problem.Invalid(fe...)
-	}
-	return s.Jobs.Enqueue(ctx, sc, jobs.NewJob{Kind: KindPageEdit, Input: in, MaxAttempts: maxAttempts})
+	return s.enqueueEdit(ctx, sc, "page", KindPageEdit, p.FileType, &in.FileType, in.Source, &in, maxAttempts)
 }
 
 // Handlers are the job kinds this service runs.
 func (s *Service) Handlers() map[string]jobs.Handler {
-	h := map[string]jobs.Handler{KindPageCreate: s.runPageCreate, KindPageEdit: s.runPageEdit}
-	s.componentHandlers(h)
-	return h
+	return map[string]jobs.Handler{
+		KindPageCreate:        typed(s.runPageCreate),
+		KindPageEdit:          typed(s.runPageEdit),
+		KindComponentCreate:   typed(s.runComponentCreate),
+		KindComponentEdit:     typed(s.runComponentEdit),
+		KindComponentMetadata: typed(s.runComponentMetadata),
+	}
 }
 
-// input decodes a job's input; one that cannot be read fails the job (not retried).
-func input[T any](r *jobs.Run) (T, error) {
-	var in T
-	if err := json.Unmarshal(r.Job.Input, &in); err != nil {
-		return in, jobs.Fail("JOB_INPUT_INVALID", "the job input cannot be read: %v", err)
+// typed is a job handler that gets the job's input decoded; an input that cannot be read fails
+// the job (not retried).
+func typed[T any](run func(context.Context, *jobs.Run, T) (json.RawMessage, error)) jobs.Handler {
+	return func(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
+		var in T
+		if err := json.Unmarshal(r.Job.Input, &in); err != nil {
+			return nil, jobs.Fail("JOB_INPUT_INVALID", "the job input cannot be read: %v", err)
+		}
+		return run(ctx, r, in)
 	}
-	return in, nil
 }
 
 // Result is what a page job stores on success: the object and version it wrote.
@@ -213,11 +229,26 @@ type Result struct {
 	CompiledDigest string `json:"compiled_digest"`
 }
 
-func (s *Service) runPageCreate(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
-	in, err := input[PageCreate](r)
-	if err != nil {
-		return nil, err
+// pageResult is the result of a page job that wrote src.
+func pageResult(src store.NewSource) func(store.Page) any {
+	return func(p store.Page) any {
+		return Result{ObjectID: p.ID, Version: p.Version, CompiledDigest: src.CompiledDigest}
 	}
+}
+
+// commit runs a job's business write in the job's commit and stores result(the row written) as
+// the job's result.
+func commit[T any](ctx context.Context, r *jobs.Run, write func(context.Context, auth.Scope) (T, error), result func(T) any) (json.RawMessage, error) {
+	return nil, commitFailure(r.Commit(ctx, func(ctx context.Context, sc auth.Scope, _ pgx.Tx) (json.RawMessage, error) {
+		row, err := write(ctx, sc)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(result(row))
+	}))
+}
+
+func (s *Service) runPageCreate(ctx context.Context, r *jobs.Run, in PageCreate) (json.RawMessage, error) {
 	src, err := s.build(ctx, r, Target{Kind: snapshot.KindPage, Key: in.Key, ProjectID: in.ProjectID}, in.FileType, in.Source, in.RenderCheck)
 	if err != nil {
 		return nil, err
@@ -225,35 +256,19 @@ func (s *Service) runPageCreate(ctx context.Context, r *jobs.Run) (json.RawMessa
 	if err := s.failpoint(BeforeCommit); err != nil {
 		return nil, err
 	}
-	var res Result
-	err = r.Commit(ctx, func(ctx context.Context, sc auth.Scope, _ pgx.Tx) (json.RawMessage, error) {
-		p, err := s.Store.CreatePage(ctx, sc, in.ProjectID, in.Key, in.Title, src)
-		if err != nil {
-			return nil, err
-		}
-		res = Result{ObjectID: p.ID, Version: p.Version, CompiledDigest: src.CompiledDigest}
-		return json.Marshal(res)
-	})
-	return nil, commitFailure(err)
+	return commit(ctx, r, func(ctx context.Context, sc auth.Scope) (store.Page, error) {
+		return s.Store.CreatePage(ctx, sc, in.ProjectID, in.Key, in.Title, src)
+	}, pageResult(src))
 }
 
-func (s *Service) runPageEdit(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
-	in, err := input[PageEdit](r)
-	if err != nil {
-		return nil, err
-	}
+func (s *Service) runPageEdit(ctx context.Context, r *jobs.Run, in PageEdit) (json.RawMessage, error) {
 	src, err := s.build(ctx, r, Target{Kind: snapshot.KindPage, ID: in.PageID, Version: in.Version + 1}, in.FileType, in.Source, in.RenderCheck)
 	if err != nil {
 		return nil, err
 	}
-	err = r.Commit(ctx, func(ctx context.Context, sc auth.Scope, _ pgx.Tx) (json.RawMessage, error) {
-		p, err := s.Store.EditPage(ctx, sc, in.PageID, in.Version, src)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(Result{ObjectID: p.ID, Version: p.Version, CompiledDigest: src.CompiledDigest})
-	})
-	return nil, commitFailure(err)
+	return commit(ctx, r, func(ctx context.Context, sc auth.Scope) (store.Page, error) {
+		return s.Store.EditPage(ctx, sc, in.PageID, in.Version, src)
+	}, pageResult(src))
 }
 
 // build compiles a page source against the workspace's published components and stores the
@@ -298,11 +313,10 @@ func (s *Service) build(ctx context.Context, r *jobs.Run, t Target, fileType, so
 	for _, d := range res.Dependencies {
 		deps = append(deps, store.Dependency{ComponentID: ids[d.Key], Key: d.Key, Version: d.Version, Depth: d.Depth})
 	}
-	sum := sha256.Sum256([]byte(source))
 	if err := r.Progress(ctx, "commit", 80); err != nil {
 		return store.NewSource{}, err
 	}
-	return store.NewSource{FileType: fileType, Source: source, SourceDigest: "sha256:" + hex.EncodeToString(sum[:]),
+	return store.NewSource{FileType: fileType, Source: source, SourceDigest: digest.Bytes([]byte(source)),
 		CompiledDigest: res.Digest, Dependencies: deps, JobID: r.Job.ID}, nil
 }
 

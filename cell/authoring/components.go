@@ -2,18 +2,15 @@ package authoring
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 
 	"slidecells/cell/auth"
 	"slidecells/cell/catalog"
 	"slidecells/cell/compile"
 	"slidecells/cell/jobs"
 	"slidecells/cell/store"
+	"slidecells/shared/digest"
 	"slidecells/shared/problem"
 )
 
@@ -52,17 +49,12 @@ type ComponentMetadata struct {
 
 // DraftHash is the content hash that identifies a component draft.
 func DraftHash(fileType, source string) string {
-	sum := sha256.Sum256([]byte(fileType + "\x00" + source))
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return digest.Bytes([]byte(fileType + "\x00" + source))
 }
 
 // SubmitComponentCreate checks a component create and enqueues its job.
 func (s *Service) SubmitComponentCreate(ctx context.Context, sc auth.Scope, in ComponentCreate, maxAttempts int) (jobs.Job, error) {
-	fe := checkSource("component", in.FileType, in.Source)
-	if !pageKey.MatchString(in.Key) {
-		fe = append(fe, problem.FieldError{Field: "body.key", Message: "1-64 of a-z, 0-9 and '-', starting with a letter"})
-	}
-	if len(fe) > 0 {
+	if fe := checkNew("component", in.Key, in.FileType, in.Source); len(fe) > 0 {
 		return jobs.Job{}, problem.Invalid(fe...)
 	}
 	if err := s.Store.CheckNewComponent(ctx, sc, in.Key); err != nil {
@@ -78,13 +70,7 @@ func (s *Service) SubmitComponentEdit(ctx context.Context, sc auth.Scope, in Com
 	if err != nil {
 		return jobs.Job{}, err
 	}
-	if in.FileType == "" {
-		in.FileType = c.FileType
-	}
-	if fe := checkSource("component", in.FileType, in.Source); len(fe) > 0 {
-		return jobs.Job{}, problem.Invalid(fe...)
-	}
-	return s.Jobs.Enqueue(ctx, sc, jobs.NewJob{Kind: KindComponentEdit, Input: in, MaxAttempts: maxAttempts})
+	return s.enqueueEdit(ctx, sc, "component", KindComponentEdit, c.FileType, &in.FileType, in.Source, &in, maxAttempts)
 }
 
 // SubmitComponentMetadata checks a metadata change and enqueues its job.
@@ -97,12 +83,6 @@ func (s *Service) SubmitComponentMetadata(ctx context.Context, sc auth.Scope, in
 		return jobs.Job{}, problem.ErrVersionConflict("component", "metadata_version", c.MetadataVersion)
 	}
 	return s.Jobs.Enqueue(ctx, sc, jobs.NewJob{Kind: KindComponentMetadata, Input: in, MaxAttempts: maxAttempts})
-}
-
-func (s *Service) componentHandlers(h map[string]jobs.Handler) {
-	h[KindComponentCreate] = s.runComponentCreate
-	h[KindComponentEdit] = s.runComponentEdit
-	h[KindComponentMetadata] = s.runComponentMetadata
 }
 
 // checkDraft compiles a draft; compile errors fail the job.
@@ -124,28 +104,25 @@ func (s *Service) checkDraft(ctx context.Context, r *jobs.Run, key, fileType, so
 	return r.Progress(ctx, "commit", 80)
 }
 
-func (s *Service) runComponentCreate(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
-	in, err := input[ComponentCreate](r)
-	if err != nil {
+// commitDraft compiles a draft (compile errors fail the job) and commits write, which stores it
+// under its hash.
+func (s *Service) commitDraft(ctx context.Context, r *jobs.Run, key, fileType, source string,
+	write func(ctx context.Context, sc auth.Scope, hash string) (store.Component, error)) (json.RawMessage, error) {
+	if err := s.checkDraft(ctx, r, key, fileType, source); err != nil {
 		return nil, err
 	}
-	if err := s.checkDraft(ctx, r, in.Key, in.FileType, in.Source); err != nil {
-		return nil, err
-	}
-	return nil, commitFailure(r.Commit(ctx, func(ctx context.Context, sc auth.Scope, _ pgx.Tx) (json.RawMessage, error) {
-		c, err := s.Store.CreateComponent(ctx, sc, in.Key, in.Title, in.FileType, in.Source, DraftHash(in.FileType, in.Source))
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(map[string]string{"object_id": c.ID, "draft_hash": c.DraftHash})
-	}))
+	return commit(ctx, r, func(ctx context.Context, sc auth.Scope) (store.Component, error) {
+		return write(ctx, sc, DraftHash(fileType, source))
+	}, func(c store.Component) any { return map[string]string{"object_id": c.ID, "draft_hash": c.DraftHash} })
 }
 
-func (s *Service) runComponentEdit(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
-	in, err := input[ComponentEdit](r)
-	if err != nil {
-		return nil, err
-	}
+func (s *Service) runComponentCreate(ctx context.Context, r *jobs.Run, in ComponentCreate) (json.RawMessage, error) {
+	return s.commitDraft(ctx, r, in.Key, in.FileType, in.Source, func(ctx context.Context, sc auth.Scope, hash string) (store.Component, error) {
+		return s.Store.CreateComponent(ctx, sc, in.Key, in.Title, in.FileType, in.Source, hash)
+	})
+}
+
+func (s *Service) runComponentEdit(ctx context.Context, r *jobs.Run, in ComponentEdit) (json.RawMessage, error) {
 	sc, err := r.Scope(ctx)
 	if err != nil {
 		return nil, commitFailure(err)
@@ -154,30 +131,17 @@ func (s *Service) runComponentEdit(ctx context.Context, r *jobs.Run) (json.RawMe
 	if err != nil {
 		return nil, commitFailure(err)
 	}
-	if err := s.checkDraft(ctx, r, c.Key, in.FileType, in.Source); err != nil {
-		return nil, err
-	}
-	return nil, commitFailure(r.Commit(ctx, func(ctx context.Context, sc auth.Scope, _ pgx.Tx) (json.RawMessage, error) {
-		c, err := s.Store.EditComponentDraft(ctx, sc, in.ComponentID, in.DraftHash, in.FileType, in.Source, DraftHash(in.FileType, in.Source))
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(map[string]string{"object_id": c.ID, "draft_hash": c.DraftHash})
-	}))
+	return s.commitDraft(ctx, r, c.Key, in.FileType, in.Source, func(ctx context.Context, sc auth.Scope, hash string) (store.Component, error) {
+		return s.Store.EditComponentDraft(ctx, sc, in.ComponentID, in.DraftHash, in.FileType, in.Source, hash)
+	})
 }
 
-func (s *Service) runComponentMetadata(ctx context.Context, r *jobs.Run) (json.RawMessage, error) {
-	in, err := input[ComponentMetadata](r)
-	if err != nil {
-		return nil, err
-	}
-	return nil, commitFailure(r.Commit(ctx, func(ctx context.Context, sc auth.Scope, _ pgx.Tx) (json.RawMessage, error) {
-		c, err := s.Store.UpdateComponentMetadata(ctx, sc, in.ComponentID, in.MetadataVersion, in.Title, in.Description, in.Tags)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(map[string]any{"object_id": c.ID, "metadata_version": c.MetadataVersion})
-	}))
+func (s *Service) runComponentMetadata(ctx context.Context, r *jobs.Run, in ComponentMetadata) (json.RawMessage, error) {
+	return commit(ctx, r, func(ctx context.Context, sc auth.Scope) (store.Component, error) {
+		return store.Components.UpdateMetadata(ctx, s.Store, sc, in.ComponentID, in.MetadataVersion, in.Title, in.Description, in.Tags)
+	}, func(c store.Component) any {
+		return map[string]any{"object_id": c.ID, "metadata_version": c.MetadataVersion}
+	})
 }
 
 // Publish freezes a component's draft, whose hash the caller read, as its next published

@@ -166,23 +166,11 @@ func (s *Service) stylesheet(ctx context.Context, sc auth.Scope, pres design.Sty
 }
 
 func (s *Service) themeByKey(ctx context.Context, sc auth.Scope, key string) (store.Theme, bool, error) {
-	cursor := ""
-	for range 20 {
-		list, err := s.Store.ListThemes(ctx, sc, cursor, 100)
-		if err != nil {
-			return store.Theme{}, false, err
-		}
-		for _, t := range list {
-			if t.Key == key {
-				return t, true, nil
-			}
-		}
-		if len(list) < 100 {
-			break
-		}
-		cursor = list[len(list)-1].ID
+	t, err := s.Store.ThemeByKey(ctx, sc, key)
+	if problem.As(err).Code == problem.NotFound {
+		return t, false, nil
 	}
-	return store.Theme{}, false, nil
+	return t, err == nil, err
 }
 
 // pinAssets pins every asset the module names.

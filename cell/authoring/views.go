@@ -11,49 +11,44 @@ import (
 
 // PageView is a page: its metadata and the number of its current source version.
 type PageView struct {
-	ID              string    `json:"id"`
-	ProjectID       string    `json:"project_id"`
-	Key             string    `json:"key"`
-	Title           string    `json:"title"`
-	Description     string    `json:"description"`
-	Tags            []string  `json:"tags"`
-	FileType        string    `json:"file_type" enum:"tsx,jsx,html"`
-	Version         int64     `json:"version" doc:"current source version: the baseline a page edit carries"`
-	MetadataVersion int64     `json:"metadata_version"`
-	CreatedBy       string    `json:"created_by"`
-	CreatedAt       time.Time `json:"created_at"`
-	UpdatedAt       time.Time `json:"updated_at"`
+	ID              string   `json:"id"`
+	ProjectID       string   `json:"project_id"`
+	Key             string   `json:"key"`
+	Title           string   `json:"title"`
+	Description     string   `json:"description"`
+	Tags            []string `json:"tags"`
+	FileType        string   `json:"file_type" enum:"tsx,jsx,html"`
+	Version         int64    `json:"version" doc:"current source version: the baseline a page edit carries"`
+	MetadataVersion int64    `json:"metadata_version"`
+	store.Stamps
 }
 
 // PageOf is the view of a page.
 func PageOf(_ auth.Scope, p store.Page) (PageView, error) {
 	return PageView{ID: p.ID, ProjectID: p.ProjectID, Key: p.Key, Title: p.Title, Description: p.Description, Tags: orEmpty(p.Tags),
-		FileType: p.FileType, Version: p.Version, MetadataVersion: p.MetadataVersion, CreatedBy: p.CreatedBy,
-		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}, nil
+		FileType: p.FileType, Version: p.Version, MetadataVersion: p.MetadataVersion, Stamps: p.Stamps}, nil
 }
 
 // ComponentView is a component: its key (imported as @components/<key>), metadata, draft
 // identity and last published version.
 type ComponentView struct {
-	ID               string    `json:"id"`
-	Key              string    `json:"key"`
-	Title            string    `json:"title"`
-	Description      string    `json:"description"`
-	Tags             []string  `json:"tags"`
-	FileType         string    `json:"file_type" enum:"tsx,jsx"`
-	DraftHash        string    `json:"draft_hash" doc:"identifies the draft: the baseline a draft edit or a publish carries in If-Match"`
-	PublishedVersion int64     `json:"published_version" doc:"0 until the first publish; pages compile against it"`
-	MetadataVersion  int64     `json:"metadata_version"`
-	CreatedBy        string    `json:"created_by"`
-	CreatedAt        time.Time `json:"created_at"`
-	UpdatedAt        time.Time `json:"updated_at"`
+	ID               string   `json:"id"`
+	Key              string   `json:"key"`
+	Title            string   `json:"title"`
+	Description      string   `json:"description"`
+	Tags             []string `json:"tags"`
+	FileType         string   `json:"file_type" enum:"tsx,jsx"`
+	DraftHash        string   `json:"draft_hash" doc:"identifies the draft: the baseline a draft edit or a publish carries in If-Match"`
+	PublishedVersion int64    `json:"published_version" doc:"0 until the first publish; pages compile against it"`
+	MetadataVersion  int64    `json:"metadata_version"`
+	store.Stamps
 }
 
 // ComponentOf is the view of a component.
 func ComponentOf(_ auth.Scope, c store.Component) (ComponentView, error) {
 	return ComponentView{ID: c.ID, Key: c.Key, Title: c.Title, Description: c.Description, Tags: orEmpty(c.Tags), FileType: c.FileType,
 		DraftHash: c.DraftHash, PublishedVersion: c.PublishedVersion, MetadataVersion: c.MetadataVersion,
-		CreatedBy: c.CreatedBy, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}, nil
+		Stamps: c.Stamps}, nil
 }
 
 // DependencyView is a component a version was compiled with.

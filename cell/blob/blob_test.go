@@ -19,26 +19,14 @@ import (
 	"gocloud.dev/blob/fileblob"
 
 	"slidecells/cell/auth"
-	"slidecells/shared/directory"
-	"slidecells/shared/ids"
+	"slidecells/cell/auth/authtest"
 	"slidecells/shared/problem"
 )
 
-type ownerDir struct{}
-
-func (ownerDir) Token(context.Context, []byte) (directory.Token, error) {
-	return directory.Token{}, directory.ErrNotFound
-}
-func (ownerDir) Role(context.Context, string, string) (string, error) { return "owner", nil }
-
+// scope is a real workspace scope, authorized as a request's is.
 func scope(t *testing.T) auth.Scope {
 	t.Helper()
-	a := &auth.Authenticator{Dir: ownerDir{}}
-	sc, err := a.Authorize(context.Background(), auth.Principal{UserID: ids.New(ids.User), Scopes: directory.Scopes}, ids.New(ids.Workspace))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sc
+	return authtest.New(t, 1).Scopes[0]
 }
 
 func newStore(t *testing.T) *Store {
@@ -53,18 +41,11 @@ func newStore(t *testing.T) *Store {
 
 func keys(t *testing.T, b *gcblob.Bucket) []string {
 	t.Helper()
-	var out []string
-	it := b.List(nil)
-	for {
-		o, err := it.Next(context.Background())
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, o.Key)
+	out, err := Keys(t.Context(), b, "")
+	if err != nil {
+		t.Fatal(err)
 	}
+	return out
 }
 
 func pngBytes(t *testing.T, w, h int, c uint8) []byte {

@@ -203,24 +203,48 @@ func (s *Store) Open(ctx context.Context, sc auth.Scope, key string) (*gcblob.Re
 // SweepTemp deletes temporary blobs last modified before cutoff (left by a crashed upload) and
 // returns how many it deleted. Run it periodically with a cutoff well beyond the longest upload.
 func (s *Store) SweepTemp(ctx context.Context, cutoff time.Time) (int, error) {
-	it := s.Bucket.List(&gcblob.ListOptions{Prefix: TempPrefix})
 	n := 0
+	err := Each(ctx, s.Bucket, TempPrefix, func(obj *gcblob.ListObject) error {
+		if !obj.ModTime.Before(cutoff) {
+			return nil
+		}
+		if err := s.Bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return err
+		}
+		n++
+		return nil
+	})
+	return n, err
+}
+
+// Each calls fn for every blob under prefix (in key order) until fn fails.
+func Each(ctx context.Context, b *gcblob.Bucket, prefix string, fn func(*gcblob.ListObject) error) error {
+	it := b.List(&gcblob.ListOptions{Prefix: prefix})
 	for {
 		obj, err := it.Next(ctx)
 		if errors.Is(err, io.EOF) {
-			return n, nil
+			return nil
 		}
 		if err != nil {
-			return n, err
+			return err
 		}
-		if obj.IsDir || !obj.ModTime.Before(cutoff) {
+		if obj.IsDir {
 			continue
 		}
-		if err := s.Bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-			return n, err
+		if err := fn(obj); err != nil {
+			return err
 		}
-		n++
 	}
+}
+
+// Keys lists the keys of the blobs under prefix, in order.
+func Keys(ctx context.Context, b *gcblob.Bucket, prefix string) ([]string, error) {
+	var out []string
+	err := Each(ctx, b, prefix, func(obj *gcblob.ListObject) error {
+		out = append(out, obj.Key)
+		return nil
+	})
+	return out, err
 }
 
 func checkType(opts PutOptions, sniffed string) error {

@@ -55,6 +55,18 @@ func (c *Compiler) compileJS(ctx context.Context, req Request) (*Result, error) 
 	return res, nil
 }
 
+// loadModules makes esbuild read the graph's modules (in their namespace) from byName.
+func loadModules(pb api.PluginBuild, byName map[string]*node) {
+	pb.OnLoad(api.OnLoadOptions{Filter: ".*", Namespace: namespace}, func(args api.OnLoadArgs) (api.OnLoadResult, error) {
+		n := byName[args.Path]
+		if n == nil {
+			return api.OnLoadResult{}, fmt.Errorf("no module %q", args.Path)
+		}
+		src := string(n.mod.Source)
+		return api.OnLoadResult{Contents: &src, Loader: loaderOf(n.mod.FileType)}, nil
+	})
+}
+
 // bundle builds the checked graph into one ESM module.
 func (g *graph) bundle(entry *node, res *Result) {
 	byName := make(map[string]*node, len(g.order))
@@ -77,14 +89,7 @@ func (g *graph) bundle(entry *node, res *Result) {
 					fmt.Sprintf("import %q is forbidden: %s", spec, forbiddenReason(spec)))}}, nil
 			}
 		})
-		pb.OnLoad(api.OnLoadOptions{Filter: ".*", Namespace: namespace}, func(args api.OnLoadArgs) (api.OnLoadResult, error) {
-			n := byName[args.Path]
-			if n == nil {
-				return api.OnLoadResult{}, fmt.Errorf("no module %q", args.Path)
-			}
-			src := string(n.mod.Source)
-			return api.OnLoadResult{Contents: &src, Loader: loaderOf(n.mod.FileType)}, nil
-		})
+		loadModules(pb, byName)
 	}}
 	out := api.Build(api.BuildOptions{
 		Stdin:           &api.StdinOptions{Contents: string(entry.mod.Source), Sourcefile: entry.name, Loader: loaderOf(entry.mod.FileType)},

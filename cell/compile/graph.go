@@ -227,14 +227,7 @@ func (g *graph) scan(level []*node, isEntry bool) {
 			}
 			return out, nil
 		})
-		pb.OnLoad(api.OnLoadOptions{Filter: ".*", Namespace: namespace}, func(args api.OnLoadArgs) (api.OnLoadResult, error) {
-			n := byName[args.Path]
-			if n == nil {
-				return api.OnLoadResult{}, fmt.Errorf("no module %q", args.Path)
-			}
-			src := string(n.mod.Source)
-			return api.OnLoadResult{Contents: &src, Loader: loaderOf(n.mod.FileType)}, nil
-		})
+		loadModules(pb, byName)
 	}}
 	res := api.Build(api.BuildOptions{
 		Stdin:    stdin,

@@ -2,7 +2,6 @@ package content
 
 import (
 	"encoding/json"
-	"time"
 
 	"slidecells/cell/auth"
 	cblob "slidecells/cell/blob"
@@ -13,19 +12,17 @@ import (
 
 // ProjectView is a project as the API shows it.
 type ProjectView struct {
-	ID          string    `json:"id"`
-	Name        string    `json:"name"`
-	Description string    `json:"description"`
-	Version     int64     `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
-	CreatedBy   string    `json:"created_by"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Version     int64  `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
+	store.Stamps
 }
 
 // ProjectOf shows a stored project.
 func ProjectOf(_ auth.Scope, p store.Project) (ProjectView, error) {
 	return ProjectView{ID: p.ID, Name: p.Name, Description: p.Description, Version: p.Version,
-		CreatedBy: p.CreatedBy, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}, nil
+		Stamps: p.Stamps}, nil
 }
 
 // AssetView is an asset as the API shows it.
@@ -40,9 +37,7 @@ type AssetView struct {
 	Metadata    map[string]any `json:"metadata"`
 	Version     int64          `json:"version" doc:"optimistic-lock baseline of metadata edits: send it back with PATCH"`
 	ContentURL  string         `json:"content_url" doc:"this content, immutable: /api/v1/assets/{id}/content?sha256=…"`
-	CreatedBy   string         `json:"created_by"`
-	CreatedAt   time.Time      `json:"created_at"`
-	UpdatedAt   time.Time      `json:"updated_at"`
+	store.Stamps
 }
 
 // AssetOf shows a stored asset.
@@ -55,5 +50,5 @@ func AssetOf(_ auth.Scope, a store.Asset) (AssetView, error) {
 	}
 	return AssetView{ID: a.ID, Name: a.Name, ContentType: a.ContentType, Kind: string(cblob.KindOf(a.ContentType)),
 		ByteSize: a.ByteSize, SHA256: a.SHA256, Tags: tags, Metadata: meta, Version: a.Version,
-		ContentURL: ContentURLOf(a), CreatedBy: a.CreatedBy, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}, nil
+		ContentURL: ContentURLOf(a), Stamps: a.Stamps}, nil
 }

@@ -1,8 +1,6 @@
 package design
 
 import (
-	"time"
-
 	"slidecells/cell/auth"
 	"slidecells/cell/store"
 )
@@ -21,9 +19,7 @@ type ThemeView struct {
 	CSSVariables map[string]string `json:"css_variables" doc:"the theme as CSS custom properties"`
 	CSS          string            `json:"css" doc:"a :root rule declaring css_variables"`
 	Version      int64             `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
-	CreatedBy    string            `json:"created_by"`
-	CreatedAt    time.Time         `json:"created_at"`
-	UpdatedAt    time.Time         `json:"updated_at"`
+	store.Stamps
 }
 
 // ThemeOf shows a stored theme, with its typography and CSS.
@@ -31,8 +27,7 @@ func ThemeOf(sc auth.Scope, t store.Theme) (ThemeView, error) {
 	typo := Typography(sc.WorkspaceID(), t)
 	vars, css := ThemeCSS(t, typo)
 	return ThemeView{ID: t.ID, Key: t.Key, Name: t.Name, Colors: t.Colors, Spacing: t.Spacing, Radius: t.Radius,
-		Typography: typo, CSSVariables: vars, CSS: css, Version: t.Version, CreatedBy: t.CreatedBy,
-		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}, nil
+		Typography: typo, CSSVariables: vars, CSS: css, Version: t.Version, Stamps: t.Stamps}, nil
 }
 
 // StyleView is a style as the API shows it.
@@ -43,9 +38,7 @@ type StyleView struct {
 	SnapshotDigest string            `json:"snapshot_digest" doc:"sha256 of the snapshot's canonical JSON"`
 	CSSVariables   map[string]string `json:"css_variables" doc:"the style as CSS custom properties"`
 	Version        int64             `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
-	CreatedBy      string            `json:"created_by"`
-	CreatedAt      time.Time         `json:"created_at"`
-	UpdatedAt      time.Time         `json:"updated_at"`
+	store.Stamps
 }
 
 // StyleOf shows a stored style.
@@ -56,24 +49,22 @@ func StyleOf(_ auth.Scope, y store.Style) (StyleView, error) {
 	}
 	return StyleView{ID: y.ID, Name: y.Name, Snapshot: snap, SnapshotDigest: y.SnapshotDigest,
 		CSSVariables: StyleCSSVariables(snap.Presentation),
-		Version:      y.Version, CreatedBy: y.CreatedBy, CreatedAt: y.CreatedAt, UpdatedAt: y.UpdatedAt}, nil
+		Version:      y.Version, Stamps: y.Stamps}, nil
 }
 
 // FontFaceView is a face as the API shows it.
 type FontFaceView struct {
-	ID           string    `json:"id"`
-	FamilyID     string    `json:"family_id"`
-	FontFamily   string    `json:"font_family" doc:"the family's name (derived; change it by renaming the family or moving the face)"`
-	AssetID      string    `json:"asset_id" doc:"the uploaded font asset (woff2, woff, ttf or otf)"`
-	FontWeight   string    `json:"font_weight" doc:"one weight (\"400\") or a range (\"100 900\")"`
-	FontStyle    string    `json:"font_style" enum:"normal,italic,oblique"`
-	FontDisplay  string    `json:"font_display" enum:"auto,block,swap,fallback,optional"`
-	UnicodeRange string    `json:"unicode_range,omitempty" doc:"normalised, e.g. \"U+0000-00FF, U+0131\"; absent means all code points"`
-	Enabled      bool      `json:"enabled" doc:"only enabled faces are in the family's bundle"`
-	Version      int64     `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
-	CreatedBy    string    `json:"created_by"`
-	CreatedAt    time.Time `json:"created_at"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	ID           string `json:"id"`
+	FamilyID     string `json:"family_id"`
+	FontFamily   string `json:"font_family" doc:"the family's name (derived; change it by renaming the family or moving the face)"`
+	AssetID      string `json:"asset_id" doc:"the uploaded font asset (woff2, woff, ttf or otf)"`
+	FontWeight   string `json:"font_weight" doc:"one weight (\"400\") or a range (\"100 900\")"`
+	FontStyle    string `json:"font_style" enum:"normal,italic,oblique"`
+	FontDisplay  string `json:"font_display" enum:"auto,block,swap,fallback,optional"`
+	UnicodeRange string `json:"unicode_range,omitempty" doc:"normalised, e.g. \"U+0000-00FF, U+0131\"; absent means all code points"`
+	Enabled      bool   `json:"enabled" doc:"only enabled faces are in the family's bundle"`
+	Version      int64  `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
+	store.Stamps
 }
 
 // FontFamilyView is a workspace font family with all of its faces.
@@ -84,23 +75,20 @@ type FontFamilyView struct {
 	Version   int64          `json:"version" doc:"optimistic-lock baseline of a rename"`
 	Faces     []FontFaceView `json:"faces" doc:"every face, enabled or not"`
 	BundleURL string         `json:"bundle_url" doc:"the family's @font-face stylesheet (enabled faces only)"`
-	CreatedBy string         `json:"created_by"`
-	CreatedAt time.Time      `json:"created_at"`
-	UpdatedAt time.Time      `json:"updated_at"`
+	store.Stamps
 }
 
 // FaceOf shows a stored face.
 func FaceOf(_ auth.Scope, f store.FontFace) (FontFaceView, error) {
 	return FontFaceView{ID: f.ID, FamilyID: f.FamilyID, FontFamily: f.FamilyName, AssetID: f.AssetID,
 		FontWeight: FontWeightText(f.WeightMin, f.WeightMax), FontStyle: f.Style, FontDisplay: f.Display,
-		UnicodeRange: f.UnicodeRange, Enabled: f.Enabled, Version: f.Version, CreatedBy: f.CreatedBy,
-		CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt}, nil
+		UnicodeRange: f.UnicodeRange, Enabled: f.Enabled, Version: f.Version, Stamps: f.Stamps}, nil
 }
 
 // FamilyOf shows a stored family with its faces.
 func FamilyOf(sc auth.Scope, m store.FontFamily) (FontFamilyView, error) {
 	v := FontFamilyView{ID: m.ID, FamilyID: m.ID, Name: m.Name, Version: m.Version, Faces: []FontFaceView{},
-		BundleURL: FontBundlePath(sc.WorkspaceID(), m.ID), CreatedBy: m.CreatedBy, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
+		BundleURL: FontBundlePath(sc.WorkspaceID(), m.ID), Stamps: m.Stamps}
 	for _, f := range m.Faces {
 		fv, _ := FaceOf(sc, f)
 		v.Faces = append(v.Faces, fv)

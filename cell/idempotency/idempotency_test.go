@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"slidecells/migrations"
 	"slidecells/shared/db/dbtest"
+	"slidecells/shared/failpoint"
 	"slidecells/shared/problem"
 )
 
@@ -57,11 +57,7 @@ func (f *fixture) create(name string) Exec {
 
 func (f *fixture) projects(t *testing.T, name string) int {
 	t.Helper()
-	var n int
-	if err := f.s.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM projects WHERE name = $1`, name).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return dbtest.Count(t, f.s.DB, `SELECT count(*) FROM projects WHERE name = $1`, name)
 }
 
 func key(k string) Key { return Key{WorkspaceID: "ws", UserID: "u", OperationID: "op", Key: k} }
@@ -260,53 +256,40 @@ func TestDuplicateDuringExecution(t *testing.T) {
 
 func TestFailpoints(t *testing.T) {
 	ctx := context.Background()
-	t.Run("before commit: nothing committed, the retry runs once", func(t *testing.T) {
-		f := setup(t)
-		fail := true
-		f.s.Failpoint = func(name string) error {
-			if name == BeforeCommit && fail {
-				return errors.New("injected")
+	retry := func(t *testing.T, f *fixture, what string, replay bool) {
+		t.Helper()
+		if resp, replayed, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); err != nil || replayed != replay || resp.Status != 201 {
+			t.Fatalf("%s: %+v %v %v", what, resp, replayed, err)
+		}
+	}
+	cases := []struct {
+		name, point string
+		committed   int  // projects after the failure
+		replay      bool // the retry replays the first answer
+	}{
+		{"before commit: nothing committed, the retry runs once", BeforeCommit, 0, false},
+		{"after commit: the answer is lost, the retry replays it, later too", AfterCommit, 1, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := setup(t)
+			fail := failpoint.Points{c.point: "error"}
+			f.s.Failpoint = fail.Hit
+			if _, _, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); code(err) != problem.Internal {
+				t.Fatalf("want a server error, got %v", err)
 			}
-			return nil
-		}
-		if _, _, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); code(err) != problem.Internal {
-			t.Fatalf("want a server error, got %v", err)
-		}
-		if n := f.projects(t, "p"); n != 0 {
-			t.Fatalf("%d projects after a failed commit", n)
-		}
-		fail = false
-		if resp, replayed, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); err != nil || replayed || resp.Status != 201 {
-			t.Fatalf("retry: %+v %v %v", resp, replayed, err)
-		}
-		if n := f.projects(t, "p"); n != 1 {
-			t.Fatalf("%d projects, want 1", n)
-		}
-	})
-	t.Run("after commit: the answer is lost, the retry replays it, later too", func(t *testing.T) {
-		f := setup(t)
-		fail := true
-		f.s.Failpoint = func(name string) error {
-			if name == AfterCommit && fail {
-				return errors.New("injected")
+			if n := f.projects(t, "p"); n != c.committed {
+				t.Fatalf("%d projects after the failure, want %d", n, c.committed)
 			}
-			return nil
-		}
-		if _, _, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); code(err) != problem.Internal {
-			t.Fatalf("want a server error, got %v", err)
-		}
-		fail = false
-		if resp, replayed, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); err != nil || !replayed || resp.Status != 201 {
-			t.Fatalf("retry: %+v %v %v", resp, replayed, err)
-		}
-		f.advance(10 * time.Minute)
-		if resp, replayed, err := f.s.Run(ctx, key("k"), fpA, f.create("p")); err != nil || !replayed || resp.Status != 201 {
-			t.Fatalf("retry later: %+v %v %v", resp, replayed, err)
-		}
-		if n := f.projects(t, "p"); n != 1 {
-			t.Fatalf("%d projects, want 1", n)
-		}
-	})
+			clear(fail)
+			retry(t, f, "retry", c.replay)
+			f.advance(10 * time.Minute)
+			retry(t, f, "retry later", true)
+			if n := f.projects(t, "p"); n != 1 {
+				t.Fatalf("%d projects, want 1", n)
+			}
+		})
+	}
 }
 
 func TestPanicFreesTheKey(t *testing.T) {

@@ -107,11 +107,7 @@ func (f *fixture) wait(t *testing.T, id string, states ...string) Job {
 // writes counts the business writes made for a job (projects named after it).
 func (f *fixture) writes(t *testing.T, jobID string) int {
 	t.Helper()
-	var n int
-	if err := f.q.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM projects WHERE name = $1`, jobID).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return dbtest.Count(t, f.q.DB, `SELECT count(*) FROM projects WHERE name = $1`, jobID)
 }
 
 // commitProject is the business write of the test job kinds.

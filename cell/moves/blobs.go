@@ -15,6 +15,8 @@ import (
 
 	gcblob "gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+
+	cblob "slidecells/cell/blob"
 )
 
 // Everything a workspace owns in a cell's blob store lies under ws/<workspace>/ (assets by
@@ -32,20 +34,11 @@ type blobInfo struct {
 
 func listBlobs(ctx context.Context, b *gcblob.Bucket, prefix string) (map[string]blobInfo, error) {
 	out := map[string]blobInfo{}
-	it := b.List(&gcblob.ListOptions{Prefix: prefix})
-	for {
-		obj, err := it.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if obj.IsDir {
-			continue
-		}
+	err := cblob.Each(ctx, b, prefix, func(obj *gcblob.ListObject) error {
 		out[obj.Key] = blobInfo{Size: obj.Size, MD5: obj.MD5}
-	}
+		return nil
+	})
+	return out, err
 }
 
 // same reports whether two listings describe the same content (size, and MD5 when both have one).
@@ -216,12 +209,9 @@ type BlobSum struct {
 // (where a store reports none, the bytes of both sides are hashed and compared).
 func verifyBlobs(ctx context.Context, src, dst *gcblob.Bucket, ws string) (BlobSum, BlobSum, []string, error) {
 	prefix := blobPrefix(ws)
-	a, err := listBlobs(ctx, src, prefix)
-	if err != nil {
-		return BlobSum{}, BlobSum{}, nil, err
-	}
-	b, err := listBlobs(ctx, dst, prefix)
-	if err != nil {
+	a, errA := listBlobs(ctx, src, prefix)
+	b, errB := listBlobs(ctx, dst, prefix)
+	if err := errors.Join(errA, errB); err != nil {
 		return BlobSum{}, BlobSum{}, nil, err
 	}
 	var bad []string
@@ -233,12 +223,9 @@ func verifyBlobs(ctx context.Context, src, dst *gcblob.Bucket, ws string) (BlobS
 		case x.Size != y.Size:
 			bad = append(bad, fmt.Sprintf("%s: %d bytes on the source, %d on the target", k, x.Size, y.Size))
 		case x.MD5 == nil || y.MD5 == nil:
-			hx, err := hashBlob(ctx, src, k)
-			if err != nil {
-				return BlobSum{}, BlobSum{}, nil, err
-			}
-			hy, err := hashBlob(ctx, dst, k)
-			if err != nil {
+			hx, errX := hashBlob(ctx, src, k)
+			hy, errY := hashBlob(ctx, dst, k)
+			if err := errors.Join(errX, errY); err != nil {
 				return BlobSum{}, BlobSum{}, nil, err
 			}
 			if hx != hy {

@@ -14,11 +14,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	gcblob "gocloud.dev/blob"
 
+	"slidecells/cell/auth/authtest"
 	"slidecells/cell/tenancy"
 	"slidecells/migrations"
 	"slidecells/shared/db"
 	"slidecells/shared/db/dbtest"
 	"slidecells/shared/directory"
+	"slidecells/shared/failpoint"
 )
 
 type fixture struct {
@@ -32,16 +34,12 @@ func setup(t *testing.T) *fixture {
 	t.Helper()
 	t.Parallel()
 	ctx := context.Background()
-	dir, err := directory.Connect(ctx, dbtest.NewDatabase(t, migrations.FS, migrations.Directory))
-	if err != nil {
+	tn := authtest.New(t, 2) // the moving workspace and a bystander, on cell-a
+	if err := tn.Dir.AddCell(ctx, directory.Cell{ID: "cell-b", InternalURL: "http://127.0.0.1:1"}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(dir.Close)
-	f := &fixture{dir: dir, cells: map[string]*Endpoint{}}
+	f := &fixture{dir: tn.Dir, cells: map[string]*Endpoint{}, ws: tn.Scopes[0].WorkspaceID(), bystander: tn.Scopes[1].WorkspaceID()}
 	for _, c := range []string{"cell-a", "cell-b"} {
-		if err := dir.AddCell(ctx, directory.Cell{ID: c, InternalURL: "http://127.0.0.1:1"}); err != nil {
-			t.Fatal(err)
-		}
 		ep, err := OpenEndpoint(ctx, c, dbtest.NewDatabase(t, migrations.FS, migrations.Cell), "mem://")
 		if err != nil {
 			t.Fatal(err)
@@ -49,13 +47,8 @@ func setup(t *testing.T) *fixture {
 		t.Cleanup(ep.Close)
 		f.cells[c] = ep
 	}
-	for _, p := range []*string{&f.ws, &f.bystander} {
-		w, err := dir.CreateWorkspace(ctx, "W", "cell-a", false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		*p = w.ID
-		f.seed(t, f.cells["cell-a"], w.ID)
+	for _, ws := range []string{f.ws, f.bystander} {
+		f.seed(t, f.cells["cell-a"], ws)
 	}
 	return f
 }
@@ -72,6 +65,21 @@ func (f *fixture) engine(tune ...func(*Engine)) *Engine {
 		fn(e)
 	}
 	return e
+}
+
+// failedAt starts a move of f.ws to cell-b whose runner fails at the failpoint move.<stop>.
+func (f *fixture) failedAt(t *testing.T, stop string) directory.Move {
+	t.Helper()
+	ctx := context.Background()
+	e := f.engine(func(e *Engine) { e.Failpoint = failpoint.Points{"move." + stop: "error"}.Hit })
+	m, err := e.Start(ctx, f.ws, "cell-b", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Run(ctx, m.ID); err == nil {
+		t.Fatal("no failure")
+	}
+	return m
 }
 
 func exec(t *testing.T, d *db.DB, sql string, args ...any) {
@@ -434,23 +442,9 @@ func TestAbortAtEveryStepBeforeFlip(t *testing.T) {
 			ctx := context.Background()
 			a, b := f.cells["cell-a"], f.cells["cell-b"]
 			before := checksums(t, a, f.ws)
-			e := f.engine(func(e *Engine) {
-				e.Failpoint = func(name string) error {
-					if name == "move."+stop {
-						return errors.New("injected")
-					}
-					return nil
-				}
-			})
-			m, err := e.Start(ctx, f.ws, "cell-b", "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := e.Run(ctx, m.ID); err == nil {
-				t.Fatal("no failure")
-			}
+			m := f.failedAt(t, stop)
 			// Another cellctl aborts it.
-			m, err = f.engine().Abort(ctx, m.ID)
+			m, err := f.engine().Abort(ctx, m.ID)
 			if stop == "flip" {
 				// The flip's work was done (the directory names the target): only resume finishes.
 				if !errors.Is(err, directory.ErrPastFlip) {
@@ -499,22 +493,8 @@ func TestResumeAfterEveryStep(t *testing.T) {
 			f := setup(t)
 			ctx := context.Background()
 			before := checksums(t, f.cells["cell-a"], f.ws)
-			e := f.engine(func(e *Engine) {
-				e.Failpoint = func(name string) error {
-					if name == "move."+stop {
-						return errors.New("injected")
-					}
-					return nil
-				}
-			})
-			m, err := e.Start(ctx, f.ws, "cell-b", "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := e.Run(ctx, m.ID); err == nil {
-				t.Fatal("no failure")
-			}
-			if m, err = f.engine().Run(ctx, m.ID); err != nil || m.Status != directory.MoveDone {
+			m := f.failedAt(t, stop)
+			if m, err := f.engine().Run(ctx, m.ID); err != nil || m.Status != directory.MoveDone {
 				t.Fatalf("resume: %+v %v", m, err)
 			}
 			if got := checksums(t, f.cells["cell-b"], f.ws); !mapsEqual(got, before) {

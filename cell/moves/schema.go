@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"slidecells/shared/db"
 )
 
@@ -66,6 +68,22 @@ func (s Schema) Signature() string {
 	return b.String()
 }
 
+// textRows reads the rows of a query whose columns are all text.
+func textRows(ctx context.Context, q db.Querier, sql string) ([][]string, error) {
+	rows, err := q.Query(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]string, error) {
+		vals := make([]string, len(r.FieldDescriptions()))
+		dst := make([]any, len(vals))
+		for i := range vals {
+			dst[i] = &vals[i]
+		}
+		return vals, r.Scan(dst...)
+	})
+}
+
 // ReadSchema finds every workspace-owned table of the database q is connected to, from
 // information_schema (PostgreSQL and CockroachDB both have it). A table with a workspace_id
 // column that is not in CellOwned must have a primary key starting with workspace_id and
@@ -75,7 +93,7 @@ func ReadSchema(ctx context.Context, q db.Querier) (Schema, error) {
 	if err := q.QueryRow(ctx, `SELECT version FROM schema_migrations`).Scan(&s.Version); err != nil {
 		return s, fmt.Errorf("schema version: %w", err)
 	}
-	rows, err := q.Query(ctx, `
+	cols, err := textRows(ctx, q, `
 		SELECT c.table_name, c.column_name, c.data_type, c.udt_name
 		FROM information_schema.columns c
 		JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
@@ -87,18 +105,13 @@ func ReadSchema(ctx context.Context, q db.Querier) (Schema, error) {
 	}
 	byName := map[string]*Table{}
 	var names []string
-	for rows.Next() {
-		var table, col, dataType, udt string
-		if err := rows.Scan(&table, &col, &dataType, &udt); err != nil {
-			rows.Close()
-			return s, err
-		}
+	for _, r := range cols {
+		table, col, dataType, udt := r[0], r[1], r[2], r[3]
 		if slices.Contains(CellOwned, table) || strings.HasPrefix(col, "crdb_internal_") {
 			continue
 		}
 		typ, ok := castType(dataType, udt)
 		if !ok {
-			rows.Close()
 			return s, fmt.Errorf("table %s, column %s: type %s (%s) cannot be moved; teach cell/moves castType", table, col, dataType, udt)
 		}
 		t := byName[table]
@@ -109,11 +122,7 @@ func ReadSchema(ctx context.Context, q db.Querier) (Schema, error) {
 		}
 		t.Columns = append(t.Columns, Column{Name: col, Type: typ})
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return s, err
-	}
-	rows, err = q.Query(ctx, `
+	keys, err := textRows(ctx, q, `
 		SELECT kcu.table_name, kcu.column_name
 		FROM information_schema.table_constraints tc
 		JOIN information_schema.key_column_usage kcu
@@ -123,21 +132,12 @@ func ReadSchema(ctx context.Context, q db.Querier) (Schema, error) {
 	if err != nil {
 		return s, err
 	}
-	for rows.Next() {
-		var table, col string
-		if err := rows.Scan(&table, &col); err != nil {
-			rows.Close()
-			return s, err
-		}
-		if t := byName[table]; t != nil {
-			t.Key = append(t.Key, col)
+	for _, r := range keys {
+		if t := byName[r[0]]; t != nil {
+			t.Key = append(t.Key, r[1])
 		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return s, err
-	}
-	rows, err = q.Query(ctx, `
+	refs, err := textRows(ctx, q, `
 		SELECT DISTINCT tc.table_name, ccu.table_name
 		FROM information_schema.table_constraints tc
 		JOIN information_schema.constraint_column_usage ccu
@@ -146,23 +146,14 @@ func ReadSchema(ctx context.Context, q db.Querier) (Schema, error) {
 	if err != nil {
 		return s, err
 	}
-	for rows.Next() {
-		var child, parent string
-		if err := rows.Scan(&child, &parent); err != nil {
-			rows.Close()
-			return s, err
-		}
+	for _, r := range refs {
+		child, parent := r[0], r[1]
 		if t := byName[child]; t != nil && child != parent {
 			if byName[parent] == nil {
-				rows.Close()
 				return s, fmt.Errorf("table %s references %s, which has no workspace_id: a move cannot carry it", child, parent)
 			}
 			t.Parents = append(t.Parents, parent)
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return s, err
 	}
 	sort.Strings(names)
 	for _, n := range names {
@@ -213,35 +204,24 @@ func topo(names []string, byName map[string]*Table) ([]string, error) {
 	return out, nil
 }
 
-// castType maps an information_schema type to the type a text value is cast to. Types whose
-// text form does not survive a round trip exactly are refused (none is used today).
+// castTypes map the information_schema types a move carries to the type a text value is cast
+// to. Types whose text form does not survive a round trip exactly are left out (none is used
+// today).
+var castTypes = map[string]string{
+	"text": "text", "character varying": "text", "varchar": "text", "string": "text",
+	"bigint": "int8", "int8": "int8", "integer": "int4", "int4": "int4", "int": "int4", "smallint": "int2", "int2": "int2",
+	"boolean": "bool", "bool": "bool", "jsonb": "jsonb", "bytea": "bytea", "bytes": "bytea",
+	"timestamp with time zone": "timestamptz", "timestamptz": "timestamptz", "date": "date", "uuid": "uuid",
+	"numeric": "numeric", "decimal": "numeric",
+}
+
+// castType maps an information_schema type (an array's element type in udt) to the type a text
+// value is cast to.
 func castType(dataType, udt string) (string, bool) {
-	switch strings.ToLower(dataType) {
-	case "array":
-		elem, ok := castType(strings.TrimPrefix(udt, "_"), "")
-		return elem + "[]", ok && elem != ""
-	case "text", "character varying", "varchar", "string":
-		return "text", true
-	case "bigint", "int8":
-		return "int8", true
-	case "integer", "int4", "int":
-		return "int4", true
-	case "smallint", "int2":
-		return "int2", true
-	case "boolean", "bool":
-		return "bool", true
-	case "jsonb":
-		return "jsonb", true
-	case "bytea", "bytes":
-		return "bytea", true
-	case "timestamp with time zone", "timestamptz":
-		return "timestamptz", true
-	case "date":
-		return "date", true
-	case "uuid":
-		return "uuid", true
-	case "numeric", "decimal":
-		return "numeric", true
+	if strings.EqualFold(dataType, "array") {
+		elem, ok := castTypes[strings.ToLower(strings.TrimPrefix(udt, "_"))]
+		return elem + "[]", ok
 	}
-	return "", false
+	t, ok := castTypes[strings.ToLower(dataType)]
+	return t, ok
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"slidecells/cell/snapshot"
+	"slidecells/shared/httpserve"
 	"slidecells/shared/ids"
 	rc "slidecells/shared/rendercontract"
 	"slidecells/shared/ticket"
@@ -83,12 +84,12 @@ func New(o Options) (*Host, error) {
 func (h *Host) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &httpserve.StatusWriter{ResponseWriter: w}
 		setSecurityHeaders(sw.Header())
 		h.mux.ServeHTTP(sw, r)
 		if r.URL.Path != "/livez" && r.URL.Path != "/readyz" {
 			h.o.Log.Info("request", zap.String("method", r.Method), zap.String("path", r.URL.Path),
-				zap.Int("status", sw.code()), zap.Duration("duration", time.Since(start)))
+				zap.Int("status", sw.Status()), zap.Duration("duration", time.Since(start)))
 		}
 	})
 }
@@ -114,21 +115,23 @@ func setSecurityHeaders(hd http.Header) {
 // refuse is the one answer to every refused or unknown document or subresource: it does not
 // tell a bad token from a missing snapshot or object.
 func refuse(w http.ResponseWriter) {
-	hd := w.Header()
-	hd.Set("Content-Type", "text/plain; charset=utf-8")
-	hd.Set("Cache-Control", "no-store")
-	hd.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
-	w.WriteHeader(http.StatusNotFound)
-	_, _ = io.WriteString(w, "preview not found\n")
+	plain(w, http.StatusNotFound, "preview not found", "Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
 }
 
 func unavailable(w http.ResponseWriter) {
+	plain(w, http.StatusServiceUnavailable, "preview host unavailable", "Retry-After", "1")
+}
+
+// plain answers a status with a line of text, never cached, with more headers (name, value…).
+func plain(w http.ResponseWriter, status int, text string, header ...string) {
 	hd := w.Header()
 	hd.Set("Content-Type", "text/plain; charset=utf-8")
 	hd.Set("Cache-Control", "no-store")
-	hd.Set("Retry-After", "1")
-	w.WriteHeader(http.StatusServiceUnavailable)
-	_, _ = io.WriteString(w, "preview host unavailable\n")
+	for i := 0; i+1 < len(header); i += 2 {
+		hd.Set(header[i], header[i+1])
+	}
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, text+"\n")
 }
 
 // errUnavailable: the key set or the snapshot could not be read (not a refusal).
@@ -189,12 +192,20 @@ func (h *Host) manifest(ctx context.Context, c *ticket.PreviewAccess) (*snapshot
 	return m, nil
 }
 
-func answerErr(w http.ResponseWriter, err error) {
-	if errors.Is(err, errUnavailable) {
-		unavailable(w)
-		return
+// admitted ends the checks of a request: the manifest of an access that passed them, or the
+// answer to one that did not (503 when the backend was unreachable, else the one refusal).
+func (h *Host) admitted(w http.ResponseWriter, r *http.Request, c *ticket.PreviewAccess, err error) (*snapshot.Manifest, bool) {
+	var m *snapshot.Manifest
+	if err == nil {
+		m, err = h.manifest(r.Context(), c)
 	}
-	refuse(w)
+	switch {
+	case errors.Is(err, errUnavailable):
+		unavailable(w)
+	case err != nil:
+		refuse(w)
+	}
+	return m, err == nil
 }
 
 func (h *Host) document(w http.ResponseWriter, r *http.Request) {
@@ -212,12 +223,8 @@ func (h *Host) document(w http.ResponseWriter, r *http.Request) {
 	if err == nil && r.URL.EscapedPath() != docPath {
 		err = errRefused
 	}
-	var m *snapshot.Manifest
-	if err == nil {
-		m, err = h.manifest(r.Context(), c)
-	}
-	if err != nil {
-		answerErr(w, err)
+	m, ok := h.admitted(w, r, c, err)
+	if !ok {
 		return
 	}
 	var body []byte
@@ -270,12 +277,8 @@ func (h *Host) subresource(w http.ResponseWriter, r *http.Request) {
 	if err == nil && !strings.HasPrefix(r.URL.EscapedPath(), c.Path+"/") {
 		err = errRefused
 	}
-	var m *snapshot.Manifest
-	if err == nil {
-		m, err = h.manifest(r.Context(), c)
-	}
-	if err != nil {
-		answerErr(w, err)
+	m, ok := h.admitted(w, r, c, err)
+	if !ok {
 		return
 	}
 	var o snapshot.Object
@@ -378,6 +381,16 @@ func (h *Host) objectError(w http.ResponseWriter, o snapshot.Object, err error) 
 	unavailable(w)
 }
 
+// publicFile sets the headers of a file any origin may load (the runtime, platform assets)
+// and returns the header for the rest.
+func publicFile(w http.ResponseWriter, cacheControl string) http.Header {
+	hd := w.Header()
+	hd.Set("Cache-Control", cacheControl)
+	hd.Set("Access-Control-Allow-Origin", "*")
+	hd.Set("Cross-Origin-Resource-Policy", "cross-origin")
+	return hd
+}
+
 func (h *Host) runtimeFile(w http.ResponseWriter, r *http.Request) {
 	if r.PathValue("version") != h.o.Runtime.Version {
 		http.NotFound(w, r)
@@ -388,11 +401,8 @@ func (h *Host) runtimeFile(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	hd := w.Header()
+	hd := publicFile(w, "public, max-age=31536000, immutable")
 	hd.Set("Content-Type", "text/javascript; charset=utf-8")
-	hd.Set("Cache-Control", "public, max-age=31536000, immutable")
-	hd.Set("Access-Control-Allow-Origin", "*")
-	hd.Set("Cross-Origin-Resource-Policy", "cross-origin")
 	hd.Set("Content-Length", strconv.Itoa(len(b)))
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(b)
@@ -416,10 +426,7 @@ func (h *Host) platformFile(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	hd := w.Header()
-	hd.Set("Cache-Control", "public, max-age=300")
-	hd.Set("Access-Control-Allow-Origin", "*")
-	hd.Set("Cross-Origin-Resource-Policy", "cross-origin")
+	hd := publicFile(w, "public, max-age=300")
 	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; sandbox")
 	if t := mime.TypeByExtension(path.Ext(name)); t != "" {
 		hd.Set("Content-Type", safeType(t))
@@ -428,31 +435,3 @@ func (h *Host) platformFile(w http.ResponseWriter, r *http.Request) {
 	}
 	http.ServeContent(w, r, "", st.ModTime(), f)
 }
-
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) code() int {
-	if w.status == 0 {
-		return http.StatusOK
-	}
-	return w.status
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

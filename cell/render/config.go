@@ -113,13 +113,8 @@ func Load(l *config.Loader, getenv func(string) string, signer *ticket.Signer) *
 	if c.WorkspaceConcurrency == 0 {
 		c.WorkspaceConcurrency = max(1, (len(workers)+1)/2)
 	}
-	if p := l.String("RENDER_SERVICE_CREDENTIAL_FILE", "", true); p != "" {
-		b, err := os.ReadFile(p)
-		line, _, _ := strings.Cut(string(b), "\n")
-		if err != nil || len(strings.TrimSpace(line)) < 16 {
-			l.Fail("RENDER_SERVICE_CREDENTIAL_FILE", "unreadable or shorter than 16 characters")
-		}
-		c.Credential = strings.TrimSpace(line)
+	if creds := l.Credentials("RENDER_SERVICE_CREDENTIAL_FILE", true); creds != nil {
+		c.Credential = creds[0] // the current one; a second line is the next during a rotation
 	}
 	if p := l.String("RENDER_PROFILE_MANIFEST", "", true); p != "" {
 		prof, d, err := ReadManifest(p)

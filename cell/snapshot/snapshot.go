@@ -168,11 +168,7 @@ func (m *Manifest) Check(workspaceID, ref string) error {
 	if m.Ref != ref || m.WorkspaceID != workspaceID || !ids.Valid(ids.Snapshot, ref) {
 		return fmt.Errorf("snapshot %s: identity does not match its key", ref)
 	}
-	objs := append([]Object{m.Module, m.Styles}, m.Fonts...)
-	for _, a := range m.Assets {
-		objs = append(objs, a.Object)
-	}
-	for _, o := range objs {
+	for _, o := range m.objects() {
 		if !strings.HasPrefix(o.Key, "ws/"+workspaceID+"/") || !digest.Valid(o.Digest) {
 			return fmt.Errorf("snapshot %s: object %q outside its workspace or without a digest", ref, o.Key)
 		}
@@ -184,13 +180,18 @@ func (m *Manifest) Check(workspaceID, ref string) error {
 	return nil
 }
 
-// Object returns the object the manifest lists under hex (module, styles, a font or an asset).
-func (m *Manifest) Object(hex string) (Object, bool) {
+// objects are every object the manifest lists: module, styles, fonts and assets.
+func (m *Manifest) objects() []Object {
 	objs := append([]Object{m.Module, m.Styles}, m.Fonts...)
 	for _, a := range m.Assets {
 		objs = append(objs, a.Object)
 	}
-	for _, o := range objs {
+	return objs
+}
+
+// Object returns the object the manifest lists under hex (module, styles, a font or an asset).
+func (m *Manifest) Object(hex string) (Object, bool) {
+	for _, o := range m.objects() {
 		if o.Hex() == hex {
 			return o, true
 		}

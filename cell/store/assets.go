@@ -3,21 +3,19 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"slidecells/cell/auth"
 	"slidecells/shared/ids"
-	"slidecells/shared/problem"
 )
 
 // Assets is the kind of assets. Metadata edits are version-locked.
-var Assets = Kind{Name: "assets", Table: "assets", Prefix: ids.Asset, LockColumn: "version"}
+var Assets = Table[Asset]{Kind: Kind{Name: "assets", Prefix: ids.Asset, LockColumn: "version"},
+	cols: assetCols, scan: scanAsset, id: func(a Asset) string { return a.ID }}
 
 // assetContent is the same table seen by a content replacement, which is locked by hash.
-var assetContent = Kind{Name: "assets", Table: "assets", Prefix: ids.Asset, LockColumn: "sha256"}
+var assetContent = Kind{Name: "assets", Prefix: ids.Asset, LockColumn: "sha256"}
 
 // Asset is an asset row. The bytes are in the cell's blob store under BlobKey (see cell/blob);
 // SHA256 is the lower-case hex digest of those bytes and the content's lock baseline.
@@ -31,9 +29,7 @@ type Asset struct {
 	Tags        []string
 	Metadata    json.RawMessage // a JSON object
 	Version     int64
-	CreatedBy   string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	Stamps
 }
 
 // AssetContent is stored content as cell/blob reports it, ready to be referenced by a row.
@@ -80,46 +76,27 @@ func tagsOrEmpty(t []string) []string {
 
 // GetAsset returns a live asset of the workspace, or the one 404.
 func (st *Store) GetAsset(ctx context.Context, s auth.Scope, id string) (Asset, error) {
-	return getAsset(ctx, st.DB.Q(ctx), s, id)
-}
-
-func getAsset(ctx context.Context, q querier, s auth.Scope, id string) (Asset, error) {
-	return row(ctx, q, s, scanAsset, `SELECT `+assetCols+` FROM assets
-		WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`, id)
+	return Assets.Get(ctx, st, s, id)
 }
 
 // CreateAsset inserts an asset row for content already in the blob store.
 func (st *Store) CreateAsset(ctx context.Context, s auth.Scope, n NewAsset) (Asset, error) {
-	var a Asset
-	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
-		var err error
-		a, err = scanAsset(tx.QueryRow(ctx, `
+	return written(ctx, st, s, func(tx pgx.Tx) (Asset, error) {
+		return scanAsset(tx.QueryRow(ctx, `
 			INSERT INTO assets (workspace_id, id, name, content_type, byte_size, sha256, blob_key, tags, metadata, created_by)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 			RETURNING `+assetCols, s.WorkspaceID(), ids.New(ids.Asset), n.Name, n.Content.ContentType, n.Content.ByteSize,
 			n.Content.SHA256, n.Content.BlobKey, tagsOrEmpty(n.Tags), metadataOrEmpty(n.Metadata), s.Principal().UserID))
-		return err
 	})
-	return a, err
 }
 
 // ReplaceAssetContent points a live asset at new content if its current sha256 is still the
 // baseline; a stale baseline is a 409 naming the current hash. The old blob is left in place.
 func (st *Store) ReplaceAssetContent(ctx context.Context, s auth.Scope, id, baselineSHA256 string, c AssetContent) (Asset, error) {
-	var a Asset
-	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
-		var err error
-		a, err = scanAsset(tx.QueryRow(ctx, `
-			UPDATE assets SET content_type = $4, byte_size = $5, sha256 = $6, blob_key = $7,
-			       version = version + 1, updated_at = now()
-			WHERE workspace_id = $1 AND id = $2 AND sha256 = $3 AND archived_at IS NULL
-			RETURNING `+assetCols, s.WorkspaceID(), id, baselineSHA256, c.ContentType, c.ByteSize, c.SHA256, c.BlobKey))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return Locked(ctx, tx, assetContent, s, id)
-		}
-		return err
+	return written(ctx, st, s, func(tx pgx.Tx) (Asset, error) {
+		return Assets.update(ctx, tx, s, assetContent, id, baselineSHA256,
+			`content_type = $4, byte_size = $5, sha256 = $6, blob_key = $7, version = version + 1`, c.ContentType, c.ByteSize, c.SHA256, c.BlobKey)
 	})
-	return a, err
 }
 
 // AssetChanges are the metadata edits of UpdateAsset; nil leaves a field as it is.
@@ -139,40 +116,23 @@ func (st *Store) UpdateAsset(ctx context.Context, s auth.Scope, id string, basel
 	if c.Metadata != nil {
 		meta = metadataOrEmpty(c.Metadata)
 	}
-	var a Asset
-	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
-		var err error
-		a, err = scanAsset(tx.QueryRow(ctx, `
-			UPDATE assets SET name = COALESCE($4, name), tags = COALESCE($5, tags), metadata = COALESCE($6, metadata),
-			       version = version + 1, updated_at = now()
-			WHERE workspace_id = $1 AND id = $2 AND version = $3 AND archived_at IS NULL
-			RETURNING `+assetCols, s.WorkspaceID(), id, baseline, c.Name, tags, meta))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return Locked(ctx, tx, Assets, s, id)
-		}
-		return err
+	return written(ctx, st, s, func(tx pgx.Tx) (Asset, error) {
+		return Assets.update(ctx, tx, s, Assets.Kind, id, baseline,
+			`name = COALESCE($4, name), tags = COALESCE($5, tags), metadata = COALESCE($6, metadata), version = version + 1`, c.Name, tags, meta)
 	})
-	return a, err
 }
 
 // CopyAsset makes a new asset row that references the same blob as a live source asset (content
 // addressing makes a byte copy unnecessary). Tags and metadata are copied; name, when not nil,
 // replaces the source's name.
 func (st *Store) CopyAsset(ctx context.Context, s auth.Scope, id string, name *string) (Asset, error) {
-	var a Asset
-	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
-		var err error
-		a, err = scanAsset(tx.QueryRow(ctx, `
+	return written(ctx, st, s, func(tx pgx.Tx) (Asset, error) {
+		return row(ctx, tx, s, scanAsset, `
 			INSERT INTO assets (workspace_id, id, name, content_type, byte_size, sha256, blob_key, tags, metadata, created_by)
 			SELECT workspace_id, $3, COALESCE($4, name), content_type, byte_size, sha256, blob_key, tags, metadata, $5
 			FROM assets WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL
-			RETURNING `+assetCols, s.WorkspaceID(), id, ids.New(ids.Asset), name, s.Principal().UserID))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return problem.ErrNotFound()
-		}
-		return err
+			RETURNING `+assetCols, id, ids.New(ids.Asset), name, s.Principal().UserID)
 	})
-	return a, err
 }
 
 // AssetFilter narrows ListAssets; empty fields do not filter.

@@ -2,36 +2,29 @@ package store
 
 import (
 	"context"
-	"errors"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"slidecells/cell/auth"
-	"slidecells/shared/db"
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
 )
 
 // Components is the kind of components. A component's draft is locked by its content hash;
 // publishing freezes the draft as the next version.
-var Components = Kind{Name: "components", Table: "components", Prefix: ids.Component, LockColumn: "draft_hash"}
+var Components = sourced(Table[Component]{Kind: Kind{Name: "components", Prefix: ids.Component, LockColumn: "draft_hash"},
+	cols: componentCols, scan: scanComponent, id: func(c Component) string { return c.ID }}, "published_version", errComponentKey)
 
 // Component is a component row: its key, metadata, draft and last published version.
 type Component struct {
-	ID               string
-	Key              string
-	Title            string
-	Description      string
-	Tags             []string
+	ID string
+	Labels
 	FileType         string
 	DraftSource      string
 	DraftHash        string
 	PublishedVersion int64
 	MetadataVersion  int64
-	CreatedBy        string
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	Stamps
 }
 
 const componentCols = `id, key, title, description, tags, file_type, draft_source, draft_hash, published_version, metadata_version, created_by, created_at, updated_at`
@@ -45,24 +38,7 @@ func scanComponent(r pgx.Row) (Component, error) {
 
 // GetComponent returns a live component.
 func (st *Store) GetComponent(ctx context.Context, s auth.Scope, id string) (Component, error) {
-	return row(ctx, st.DB.Q(ctx), s, scanComponent, `SELECT `+componentCols+` FROM components
-		WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`, id)
-}
-
-// ListComponents pages through live components ordered by ID.
-func (st *Store) ListComponents(ctx context.Context, s auth.Scope, cursor string, limit int) ([]Component, error) {
-	return rows(ctx, st.DB.Q(ctx), s, scanComponent, `SELECT `+componentCols+` FROM components
-		WHERE workspace_id = $1 AND archived_at IS NULL AND id > $2 ORDER BY id LIMIT $3`, cursor, limit)
-}
-
-// ComponentVersion returns one published version of a live component (0: the latest).
-func (st *Store) ComponentVersion(ctx context.Context, s auth.Scope, id string, version int64) (SourceVersion, error) {
-	return st.version(ctx, s, componentVersions, id, version)
-}
-
-// ComponentVersions pages through a live component's published versions, newest first.
-func (st *Store) ComponentVersions(ctx context.Context, s auth.Scope, id string, before int64, limit int) ([]SourceVersion, error) {
-	return st.versions(ctx, s, componentVersions, id, before, limit)
+	return Components.Get(ctx, st, s, id)
 }
 
 func errComponentKey(key string) error {
@@ -71,13 +47,7 @@ func errComponentKey(key string) error {
 
 // CheckNewComponent is the submission check of a component create: the key is free.
 func (st *Store) CheckNewComponent(ctx context.Context, s auth.Scope, key string) error {
-	var taken bool
-	err := st.DB.Q(ctx).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM components WHERE workspace_id = $1 AND key = $2 AND archived_at IS NULL)`,
-		s.WorkspaceID(), key).Scan(&taken)
-	if err == nil && taken {
-		return errComponentKey(key)
-	}
-	return err
+	return Components.keyFree(ctx, st, s, key, "")
 }
 
 // CheckComponentDraft is the submission check of a draft edit or a publish: the component is
@@ -95,74 +65,57 @@ func (st *Store) CheckComponentDraft(ctx context.Context, s auth.Scope, id, hash
 
 // CreateComponent inserts a component with its first draft (the commit of a component-create job).
 func (st *Store) CreateComponent(ctx context.Context, s auth.Scope, key, title, fileType, source, hash string) (Component, error) {
-	var c Component
-	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
-		var err error
-		c, err = scanComponent(tx.QueryRow(ctx, `INSERT INTO components (workspace_id, id, key, title, file_type, draft_source, draft_hash, created_by)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING `+componentCols,
-			s.WorkspaceID(), ids.New(ids.Component), key, title, fileType, source, hash, s.Principal().UserID))
-		if db.IsUniqueViolation(err) {
-			return errComponentKey(key)
-		}
-		return err
+	return written(ctx, st, s, func(tx pgx.Tx) (Component, error) {
+		return Components.insert(ctx, tx, s, key, `key, title, file_type, draft_source, draft_hash`, key, title, fileType, source, hash)
 	})
-	return c, err
 }
 
 // EditComponentDraft replaces a live component's draft whose hash is baseline (the commit of a
 // component-edit job); a concurrent edit that won makes it a 409.
 func (st *Store) EditComponentDraft(ctx context.Context, s auth.Scope, id, baseline, fileType, source, hash string) (Component, error) {
-	var c Component
-	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
-		var err error
-		c, err = scanComponent(tx.QueryRow(ctx, `UPDATE components SET draft_source = $4, draft_hash = $5, file_type = $6, updated_at = now()
-			WHERE workspace_id = $1 AND id = $2 AND draft_hash = $3 AND archived_at IS NULL RETURNING `+componentCols,
-			s.WorkspaceID(), id, baseline, source, hash, fileType))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return Locked(ctx, tx, Components, s, id)
-		}
-		return err
+	return written(ctx, st, s, func(tx pgx.Tx) (Component, error) {
+		return Components.update(ctx, tx, s, Components.Kind, id, baseline, `draft_source = $4, draft_hash = $5, file_type = $6`, source, hash, fileType)
 	})
-	return c, err
 }
 
 // PublishComponent freezes a live component's draft, whose hash is baseline, as its next
 // version with the compiled module and dependencies given.
 func (st *Store) PublishComponent(ctx context.Context, s auth.Scope, id, baseline string, src NewSource) (Component, error) {
-	var c Component
-	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
-		var err error
-		c, err = scanComponent(tx.QueryRow(ctx, `UPDATE components SET published_version = published_version + 1, updated_at = now()
-			WHERE workspace_id = $1 AND id = $2 AND draft_hash = $3 AND archived_at IS NULL RETURNING `+componentCols,
-			s.WorkspaceID(), id, baseline))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return Locked(ctx, tx, Components, s, id)
-		}
+	return written(ctx, st, s, func(tx pgx.Tx) (Component, error) {
+		c, err := Components.update(ctx, tx, s, Components.Kind, id, baseline, `published_version = published_version + 1`)
 		if err != nil {
-			return err
+			return c, err
 		}
 		src.FileType, src.Source = c.FileType, c.DraftSource
-		return insertVersion(ctx, tx, s, "component_versions", "component_id", id, c.PublishedVersion, src)
+		return c, Components.insertVersion(ctx, tx, s, id, c.PublishedVersion, src)
 	})
+}
+
+// ComponentSource is what a compile needs of a component: its published source.
+type ComponentSource struct {
+	ID       string
+	Key      string
+	FileType string
+	Source   string
+	Version  int64
+}
+
+func scanComponentSource(r pgx.Row) (ComponentSource, error) {
+	var c ComponentSource
+	err := r.Scan(&c.ID, &c.Key, &c.FileType, &c.Source, &c.Version)
 	return c, err
 }
 
-// UpdateComponentMetadata changes title, description and tags of a live component whose
-// metadata_version is baseline.
-func (st *Store) UpdateComponentMetadata(ctx context.Context, s auth.Scope, id string, baseline int64, title, description *string, tags []string) (Component, error) {
-	var c Component
-	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
-		var err error
-		c, err = scanComponent(tx.QueryRow(ctx, `UPDATE components SET title = COALESCE($4, title), description = COALESCE($5, description),
-			tags = COALESCE($6, tags), metadata_version = metadata_version + 1, updated_at = now()
-			WHERE workspace_id = $1 AND id = $2 AND metadata_version = $3 AND archived_at IS NULL RETURNING `+componentCols,
-			s.WorkspaceID(), id, baseline, title, description, tags))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return Locked(ctx, tx, componentMetadata, s, id)
-		}
-		return err
-	})
-	return c, err
+// PublishedComponent returns the current published version of the live component with key;
+// a component that does not exist or has never been published is a 404.
+func (st *Store) PublishedComponent(ctx context.Context, s auth.Scope, key string) (ComponentSource, error) {
+	return row(ctx, st.DB.Q(ctx), s, scanComponentSource, `SELECT c.id, c.key, v.file_type, v.source, v.version FROM components c
+		JOIN component_versions v ON v.workspace_id = c.workspace_id AND v.component_id = c.id AND v.version = c.published_version
+		WHERE c.workspace_id = $1 AND c.key = $2 AND c.archived_at IS NULL`, key)
 }
 
-var componentMetadata = Kind{Name: "components", Table: "components", Prefix: ids.Component, LockColumn: "metadata_version"}
+// ComponentDraft returns a live component's draft source (what "current" means for a component).
+func (st *Store) ComponentDraft(ctx context.Context, s auth.Scope, id string) (ComponentSource, error) {
+	return row(ctx, st.DB.Q(ctx), s, scanComponentSource, `SELECT id, key, file_type, draft_source, published_version FROM components
+		WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`, id)
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -17,13 +16,11 @@ import (
 
 // FontFamily is a workspace font family with its faces.
 type FontFamily struct {
-	ID        string
-	Name      string
-	Version   int64
-	Faces     []FontFace // every face, enabled or not, ordered by ID
-	CreatedBy string
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	ID      string
+	Name    string
+	Version int64
+	Faces   []FontFace // every face, enabled or not, ordered by ID
+	Stamps
 }
 
 // FontFace is one face: an uploaded font asset and its @font-face descriptors.
@@ -32,10 +29,8 @@ type FontFace struct {
 	FamilyID   string
 	FamilyName string
 	FaceFields
-	Version   int64
-	CreatedBy string
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Version int64
+	Stamps
 }
 
 // FaceFields are a face's asset and descriptors.
@@ -86,7 +81,7 @@ func (e *FaceAssetError) Error() string {
 // checkFaceAsset reads a face's asset inside the write, so an asset archived or replaced
 // concurrently is seen (or the write retries).
 func checkFaceAsset(ctx context.Context, tx pgx.Tx, s auth.Scope, id string) error {
-	a, err := getAsset(ctx, tx, s, id)
+	a, err := Assets.get(ctx, tx, s, id, false)
 	if problem.As(err).Code == problem.NotFound {
 		return &FaceAssetError{Missing: true}
 	}

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -12,7 +10,8 @@ import (
 )
 
 // Projects is the kind of projects.
-var Projects = Kind{Name: "projects", Table: "projects", Prefix: ids.Project, LockColumn: "version"}
+var Projects = Table[Project]{Kind: Kind{Name: "projects", Prefix: ids.Project, LockColumn: "version"},
+	cols: projectCols, scan: scanProject, id: func(p Project) string { return p.ID }}
 
 // Project is a project row.
 type Project struct {
@@ -20,9 +19,7 @@ type Project struct {
 	Name        string
 	Description string
 	Version     int64
-	CreatedBy   string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	Stamps
 }
 
 const projectCols = `id, name, description, version, created_by, created_at, updated_at`
@@ -35,43 +32,22 @@ func scanProject(r pgx.Row) (Project, error) {
 
 // CreateProject inserts a project.
 func (st *Store) CreateProject(ctx context.Context, s auth.Scope, name, description string) (Project, error) {
-	var p Project
-	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
-		var err error
-		p, err = scanProject(tx.QueryRow(ctx, `
+	return written(ctx, st, s, func(tx pgx.Tx) (Project, error) {
+		return scanProject(tx.QueryRow(ctx, `
 			INSERT INTO projects (workspace_id, id, name, description, created_by) VALUES ($1, $2, $3, $4, $5)
 			RETURNING `+projectCols, s.WorkspaceID(), ids.New(ids.Project), name, description, s.Principal().UserID))
-		return err
 	})
-	return p, err
 }
 
 // GetProject returns a live project of the workspace.
 func (st *Store) GetProject(ctx context.Context, s auth.Scope, id string) (Project, error) {
-	return row(ctx, st.DB.Q(ctx), s, scanProject, `SELECT `+projectCols+` FROM projects
-		WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`, id)
-}
-
-// ListProjects pages through live projects ordered by ID, after cursor.
-func (st *Store) ListProjects(ctx context.Context, s auth.Scope, cursor string, limit int) ([]Project, error) {
-	return rows(ctx, st.DB.Q(ctx), s, scanProject, `SELECT `+projectCols+` FROM projects
-		WHERE workspace_id = $1 AND archived_at IS NULL AND id > $2 ORDER BY id LIMIT $3`, cursor, limit)
+	return Projects.Get(ctx, st, s, id)
 }
 
 // UpdateProject changes name and description if the version baseline is current.
 func (st *Store) UpdateProject(ctx context.Context, s auth.Scope, id string, baseline int64, name, description *string) (Project, error) {
-	var p Project
-	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
-		var err error
-		p, err = scanProject(tx.QueryRow(ctx, `
-			UPDATE projects SET name = COALESCE($4, name), description = COALESCE($5, description),
-			       version = version + 1, updated_at = now()
-			WHERE workspace_id = $1 AND id = $2 AND version = $3 AND archived_at IS NULL
-			RETURNING `+projectCols, s.WorkspaceID(), id, baseline, name, description))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return Locked(ctx, tx, Projects, s, id)
-		}
-		return err
+	return written(ctx, st, s, func(tx pgx.Tx) (Project, error) {
+		return Projects.update(ctx, tx, s, Projects.Kind, id, baseline,
+			`name = COALESCE($4, name), description = COALESCE($5, description), version = version + 1`, name, description)
 	})
-	return p, err
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -26,13 +27,20 @@ type Store struct {
 }
 
 // Kind describes one table of workspace-owned objects. Table and column names come only from
-// the Kinds below, never from input.
+// the kinds of this package, never from input.
 type Kind struct {
-	Name   string // plural API name, e.g. "projects"
-	Table  string
+	Name   string // the table, and the kind's plural API name, e.g. "projects"
 	Prefix string // ID prefix
 	// LockColumn is the optimistic-lock baseline column: "version" or a hash column.
 	LockColumn string
+}
+
+// Stamps say who created an object, when, and when it last changed. Rows and the views of the
+// API carry them alike.
+type Stamps struct {
+	CreatedBy string    `json:"created_by"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // ErrNoScope guards against a zero Scope reaching a query.
@@ -65,17 +73,18 @@ func (st *Store) WriteTx(ctx context.Context, s auth.Scope, fn func(pgx.Tx) erro
 func Locked(ctx context.Context, q pgx.Tx, k Kind, s auth.Scope, id string) error {
 	var current string
 	err := q.QueryRow(ctx, fmt.Sprintf(`SELECT %s::TEXT FROM %s WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL`,
-		k.LockColumn, k.Table), s.WorkspaceID(), id).Scan(&current)
+		k.LockColumn, k.Name), s.WorkspaceID(), id).Scan(&current)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return problem.ErrNotFound()
 	}
 	if err != nil {
 		return err
 	}
-	return problem.ErrVersionConflict(singular(k), k.LockColumn, current)
+	return problem.ErrVersionConflict(k.Singular(), k.LockColumn, current)
 }
 
-func singular(k Kind) string {
+// Singular is the kind's singular name, e.g. "project".
+func (k Kind) Singular() string {
 	if n := len(k.Name); n > 1 && k.Name[n-1] == 's' {
 		return k.Name[:n-1]
 	}
@@ -101,7 +110,7 @@ func (st *Store) Archive(ctx context.Context, s auth.Scope, k Kind, ids []string
 	return st.WriteTx(ctx, s, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, fmt.Sprintf(`
 			UPDATE %s SET archived_at = now(), updated_at = now()
-			WHERE workspace_id = $1 AND id = ANY($2) AND archived_at IS NULL`, k.Table), s.WorkspaceID(), ids)
+			WHERE workspace_id = $1 AND id = ANY($2) AND archived_at IS NULL`, k.Name), s.WorkspaceID(), ids)
 		if err != nil {
 			return err
 		}

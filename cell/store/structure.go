@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"slidecells/cell/auth"
-	"slidecells/shared/ids"
 	"slidecells/shared/problem"
 )
 
@@ -113,7 +112,7 @@ func readRefs(ctx context.Context, tx pgx.Tx, s auth.Scope, projectID string, re
 		}
 	}
 	for _, id := range refs.Assets {
-		a, err := getAsset(ctx, tx, s, id)
+		a, err := Assets.get(ctx, tx, s, id, false)
 		if problem.As(err).Code == problem.NotFound {
 			continue
 		}
@@ -124,10 +123,6 @@ func readRefs(ctx context.Context, tx pgx.Tx, s auth.Scope, projectID string, re
 	}
 	return live, nil
 }
-
-// Pages is the kind of pages. Their source is locked by version, and only mutation jobs change
-// it (see pages.go).
-var Pages = Kind{Name: "pages", Table: "pages", Prefix: ids.Page, LockColumn: "version"}
 
 // PageSummary is a page as listed under its project.
 type PageSummary struct {

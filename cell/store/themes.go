@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -16,7 +16,8 @@ import (
 )
 
 // Themes is the kind of themes.
-var Themes = Kind{Name: "themes", Table: "themes", Prefix: ids.Theme, LockColumn: "version"}
+var Themes = Table[Theme]{Kind: Kind{Name: "themes", Prefix: ids.Theme, LockColumn: "version"},
+	cols: themeCols, from: themeFrom, scan: scanTheme, id: func(t Theme) string { return t.ID }, version: func(t Theme) int64 { return t.Version }}
 
 // FontRoles are the typography roles of a theme, in output order.
 var FontRoles = []string{"heading", "body", "code"}
@@ -31,17 +32,15 @@ type ThemeFont struct {
 
 // Theme is a theme row. Colors, Spacing and Radius are stored as validated by the API.
 type Theme struct {
-	ID        string
-	Key       string
-	Name      string
-	Colors    map[string]string
-	Spacing   []int
-	Radius    []int
-	Fonts     map[string]ThemeFont // by role; every role is present
-	Version   int64
-	CreatedBy string
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	ID      string
+	Key     string
+	Name    string
+	Colors  map[string]string
+	Spacing []int
+	Radius  []int
+	Fonts   map[string]ThemeFont // by role; every role is present
+	Version int64
+	Stamps
 }
 
 // UnknownFamilyError names the roles whose font family does not exist in the workspace.
@@ -88,20 +87,14 @@ func scanTheme(r pgx.Row) (Theme, error) {
 	return t, nil
 }
 
-func getTheme(ctx context.Context, q querier, s auth.Scope, id string, lock bool) (Theme, error) {
-	return row(ctx, q, s, scanTheme, `SELECT `+themeCols+themeFrom+` WHERE t.workspace_id = $1 AND t.id = $2 AND t.archived_at IS NULL`+
-		forUpdate(lock, ` FOR UPDATE OF t`), id)
-}
-
 // GetTheme returns a live theme of the workspace.
 func (st *Store) GetTheme(ctx context.Context, s auth.Scope, id string) (Theme, error) {
-	return getTheme(ctx, st.DB.Q(ctx), s, id, false)
+	return Themes.Get(ctx, st, s, id)
 }
 
-// ListThemes pages through live themes ordered by ID, after cursor.
-func (st *Store) ListThemes(ctx context.Context, s auth.Scope, cursor string, limit int) ([]Theme, error) {
-	return rows(ctx, st.DB.Q(ctx), s, scanTheme, `SELECT `+themeCols+themeFrom+`
-		WHERE t.workspace_id = $1 AND t.archived_at IS NULL AND t.id > $2 ORDER BY t.id LIMIT $3`, cursor, limit)
+// ThemeByKey returns the live theme with key, or the one 404.
+func (st *Store) ThemeByKey(ctx context.Context, s auth.Scope, key string) (Theme, error) {
+	return row(ctx, st.DB.Q(ctx), s, scanTheme, Themes.selectLive(` AND t.key = $2`), key)
 }
 
 // checkThemeFamilies returns an *UnknownFamilyError when a bound family is not in the workspace.
@@ -155,16 +148,15 @@ func (st *Store) CreateTheme(ctx context.Context, s auth.Scope, t Theme) (Theme,
 	if err != nil {
 		return Theme{}, err
 	}
-	var out Theme
-	err = st.WriteTx(ctx, s, func(tx pgx.Tx) error {
+	return written(ctx, st, s, func(tx pgx.Tx) (Theme, error) {
 		if ok, err := themeKeyExists(ctx, tx, s, t.Key); err != nil || ok {
 			if ok {
-				return errThemeKey(t.Key)
+				return Theme{}, errThemeKey(t.Key)
 			}
-			return err
+			return Theme{}, err
 		}
 		if err := checkThemeFamilies(ctx, tx, s, t); err != nil {
-			return err
+			return Theme{}, err
 		}
 		id := ids.New(ids.Theme)
 		_, err := tx.Exec(ctx, `INSERT INTO themes (workspace_id, id, key, name, colors, spacing, radius,
@@ -172,53 +164,42 @@ func (st *Store) CreateTheme(ctx context.Context, s auth.Scope, t Theme) (Theme,
 			created_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 			append(append([]any{s.WorkspaceID(), id, t.Key, t.Name}, args...), s.Principal().UserID)...)
 		if db.IsUniqueViolation(err) {
-			return errThemeKey(t.Key)
+			return Theme{}, errThemeKey(t.Key)
 		}
 		if err != nil {
-			return err
+			return Theme{}, err
 		}
-		out, err = getTheme(ctx, tx, s, id, false)
-		return err
+		return Themes.get(ctx, tx, s, id, false)
 	})
-	return out, err
 }
 
 // UpdateTheme applies change to a live theme if the version baseline is current, in one
 // transaction: the theme is read, changed, its bound families checked, and written. The key is
 // not changeable (styles refer to it).
 func (st *Store) UpdateTheme(ctx context.Context, s auth.Scope, id string, baseline int64, change func(*Theme)) (Theme, error) {
-	var out Theme
-	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
-		cur, err := getTheme(ctx, tx, s, id, true)
-		if err == nil {
-			err = stale("theme", cur.Version, baseline)
-		}
+	return written(ctx, st, s, func(tx pgx.Tx) (Theme, error) {
+		cur, err := Themes.locked(ctx, tx, s, id, baseline)
 		if err != nil {
-			return err
+			return cur, err
 		}
 		next := cur
-		next.Fonts = map[string]ThemeFont{}
-		for k, v := range cur.Fonts {
-			next.Fonts[k] = v
-		}
+		next.Fonts = maps.Clone(cur.Fonts)
 		change(&next)
 		if err := checkThemeFamilies(ctx, tx, s, next); err != nil {
-			return err
+			return cur, err
 		}
 		args, err := themeArgs(next)
 		if err != nil {
-			return err
+			return cur, err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE themes SET name = $3, colors = $4, spacing = $5, radius = $6,
 			heading_font_family_id = $7, heading_font_preset = $8, body_font_family_id = $9, body_font_preset = $10,
 			code_font_family_id = $11, code_font_preset = $12, version = version + 1, updated_at = now()
 			WHERE workspace_id = $1 AND id = $2`, append([]any{s.WorkspaceID(), id, next.Name}, args...)...); err != nil {
-			return err
+			return cur, err
 		}
-		out, err = getTheme(ctx, tx, s, id, false)
-		return err
+		return Themes.get(ctx, tx, s, id, false)
 	})
-	return out, err
 }
 
 // themeKeyExists reports whether a live theme of the workspace has the key.

@@ -168,6 +168,33 @@ func (l *Loader) Positive(name string, def uint64) uint64 {
 	return n
 }
 
+// MinCredentialLength is the shortest service credential a credential file may hold.
+const MinCredentialLength = 16
+
+// Credentials reads the credential file the setting names: one credential per line (blank
+// lines and surrounding space ignored), one of them, or two during a rotation (the first is the
+// current one: the one a client sends), each at least MinCredentialLength characters. Unset
+// gives nil (a failure when required). A bad file is reported without its content.
+func (l *Loader) Credentials(name string, required bool) []string {
+	path := l.String(name, "", required)
+	if path == "" {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	var creds []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			creds = append(creds, line)
+		}
+	}
+	short := slices.ContainsFunc(creds, func(c string) bool { return len(c) < MinCredentialLength })
+	if err != nil || short || len(creds) == 0 || len(creds) > 2 {
+		l.Fail(name, "unreadable, or not one credential per line (one, or two during a rotation) of at least %d characters each", MinCredentialLength)
+		return nil
+	}
+	return creds
+}
+
 // Err returns every recorded problem, or nil.
 func (l *Loader) Err() error {
 	if len(l.errs) == 0 {

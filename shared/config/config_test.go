@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -77,5 +79,50 @@ func TestTypedSettings(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not name %s: %v", want, err)
 		}
+	}
+}
+
+func TestCredentials(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cur, next := strings.Repeat("c", 16), strings.Repeat("n", 20)
+	env := map[string]string{
+		"ONE": file("one", "  "+cur+"  \n"), "TWO": file("two", "\n"+cur+"\n\n"+next+"\n"),
+		"SHORT": file("short", cur+"\nshort\n"), "THREE": file("three", cur+"\n"+next+"\n"+next+"\n"),
+		"EMPTY": file("empty", "\n \n"), "MISSING": filepath.Join(dir, "missing"),
+	}
+	l := &Loader{Getenv: func(k string) string { return env[k] }}
+	if got := l.Credentials("ONE", true); len(got) != 1 || got[0] != cur {
+		t.Errorf("ONE = %q", got)
+	}
+	if got := l.Credentials("TWO", true); len(got) != 2 || got[0] != cur || got[1] != next {
+		t.Errorf("TWO = %q", got)
+	}
+	if got := l.Credentials("UNSET", false); got != nil {
+		t.Errorf("UNSET = %q", got)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("good files rejected: %v", err)
+	}
+	for _, name := range []string{"SHORT", "THREE", "EMPTY", "MISSING", "UNSET"} {
+		t.Run(name, func(t *testing.T) {
+			l := &Loader{Getenv: func(k string) string { return env[k] }}
+			if got := l.Credentials(name, true); got != nil {
+				t.Errorf("%s = %q", name, got)
+			}
+			err := l.Err()
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("error %v does not name %s", err, name)
+			}
+			if strings.Contains(err.Error(), cur) || strings.Contains(err.Error(), next) {
+				t.Fatalf("a credential in the error: %v", err)
+			}
+		})
 	}
 }

@@ -142,7 +142,10 @@ type Error struct {
 	RetryAfter int // seconds; 0 means no Retry-After header
 	Retryable  bool
 	Header     http.Header // extra answer headers, e.g. an owner hint on a 421
-	Cause      error
+	// Status, when not 0, overrides Status(Code): for an HTTP framework's own statuses that no
+	// code names (a request body that timed out is a 408 BAD_REQUEST).
+	Status int
+	Cause  error
 }
 
 func (e *Error) Error() string {
@@ -236,6 +239,9 @@ const ContentType = "application/problem+json"
 func BodyOf(err error, traceID string) Body {
 	pe := As(err)
 	st := Status(pe.Code)
+	if pe.Status != 0 {
+		st = pe.Status
+	}
 	return Body{Type: "about:blank", Title: http.StatusText(st), Status: st, Code: pe.Code,
 		Message: pe.Message, TraceID: traceID, Retryable: pe.Retryable, Errors: pe.Fields}
 }

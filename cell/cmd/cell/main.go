@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -36,6 +35,7 @@ import (
 	"slidecells/shared/db"
 	"slidecells/shared/directory"
 	"slidecells/shared/failpoint"
+	"slidecells/shared/httpserve"
 	"slidecells/shared/ids"
 	"slidecells/shared/logging"
 	"slidecells/shared/ticket"
@@ -140,19 +140,9 @@ func load() (settings, error) {
 	if s.PreviewTTL > 24*time.Hour {
 		l.Fail("CELL_PREVIEW_TTL", "at most 24h: preview URLs are short-lived")
 	}
-	if p := l.String("PREVIEW_SERVICE_CREDENTIAL_FILE", "", false); p != "" {
-		b, err := os.ReadFile(p)
-		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			if line = strings.TrimSpace(line); len(line) >= 16 && len(s.PreviewCredentials) < 2 {
-				s.PreviewCredentials = append(s.PreviewCredentials, line)
-			}
-		}
-		if err != nil || len(s.PreviewCredentials) == 0 {
-			l.Fail("PREVIEW_SERVICE_CREDENTIAL_FILE", "unreadable or shorter than 16 characters")
-		}
-		if s.TicketSigner == nil {
-			l.Fail("RENDER_TICKET_SIGNING_KEY_FILE", "required with PREVIEW_SERVICE_CREDENTIAL_FILE: its public key verifies preview access")
-		}
+	s.PreviewCredentials = l.Credentials("PREVIEW_SERVICE_CREDENTIAL_FILE", false)
+	if s.PreviewCredentials != nil && s.TicketSigner == nil {
+		l.Fail("RENDER_TICKET_SIGNING_KEY_FILE", "required with PREVIEW_SERVICE_CREDENTIAL_FILE: its public key verifies preview access")
 	}
 	if s.CellID != "" && !ids.CellIDValid(s.CellID) {
 		l.Fail("CELL_ID", "%q: use 1-32 of a-z, 0-9 and '-', starting with a letter", s.CellID)
@@ -242,27 +232,9 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("CELL_LISTEN_ADDR: %w", err)
 	}
-	hs := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		IdleTimeout:       120 * time.Second,
-	}
 	log.Info("listening", zap.String("addr", ln.Addr().String()))
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), s.ShutdownGrace)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	defer log.Info("stopped")
+	return httpserve.Run(ctx, ln, srv.Handler(), s.ShutdownGrace)
 }
 
 // openBucket opens the blob store; a local folder is created when missing.

@@ -9,15 +9,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -25,6 +22,7 @@ import (
 
 	"slidecells/cell/preview"
 	"slidecells/shared/config"
+	"slidecells/shared/httpserve"
 	"slidecells/shared/logging"
 )
 
@@ -71,13 +69,8 @@ func load() (settings, error) {
 			}
 		}
 	}
-	if p := l.String("PREVIEW_SERVICE_CREDENTIAL_FILE", "", true); p != "" {
-		b, err := os.ReadFile(p)
-		line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
-		if err != nil || len(strings.TrimSpace(line)) < 16 {
-			l.Fail("PREVIEW_SERVICE_CREDENTIAL_FILE", "unreadable or shorter than 16 characters")
-		}
-		s.Credential = strings.TrimSpace(line)
+	if creds := l.Credentials("PREVIEW_SERVICE_CREDENTIAL_FILE", true); creds != nil {
+		s.Credential = creds[0]
 	}
 	if s.PlatformDir != "" {
 		if st, err := os.Stat(s.PlatformDir); err != nil || !st.IsDir() {
@@ -152,26 +145,8 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("PREVIEW_LISTEN_ADDR: %w", err)
 	}
-	hs := &http.Server{
-		Handler:           host.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		IdleTimeout:       120 * time.Second,
-	}
 	log.Info("listening", zap.String("addr", ln.Addr().String()), zap.String("host_build", preview.HostBuild),
 		zap.String("runtime_version", rt.Version))
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), s.ShutdownGrace)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	defer log.Info("stopped")
+	return httpserve.Run(ctx, ln, host.Handler(), s.ShutdownGrace)
 }

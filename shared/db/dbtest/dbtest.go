@@ -276,3 +276,13 @@ func Open(t testing.TB, url string) *db.DB {
 	t.Cleanup(d.Close)
 	return d
 }
+
+// Count returns what a SELECT count(*) query counts; a query that fails fails the test.
+func Count(t testing.TB, d *db.DB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := d.Pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		t.Fatalf("count: %v", err)
+	}
+	return n
+}

@@ -1,0 +1,105 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	"slidecells/cell/auth"
+	"slidecells/cell/authoring"
+	"slidecells/cell/store"
+)
+
+// sources are the operations every kind of versioned source (pages, components) has, written
+// once: the standard reads and archives of its Kind, its source (or one version of it), its
+// history, the dependencies of its current version, and the declarations of its mutation-job
+// submissions.
+type sources[R, V any] struct {
+	Kind[R, V]
+	src store.Sourced[R]
+	st  *store.Store
+	svc *authoring.Service
+	// draft shows the current source when it is not a version (a component's draft).
+	draft func(R) authoring.VersionView
+}
+
+// sourceDocs are the summaries of a kind's source reads.
+type sourceDocs struct{ source, versions, dependencies string }
+
+// register adds the kind's standard operations and its source reads.
+func (h *sources[R, V]) register(s *Server, docs sourceDocs) {
+	h.Register(s, h.st)
+	one := h.Rows.Singular()
+	read := func(id, suffix, summary string) Operation {
+		return h.op(id, http.MethodGet, h.item()+suffix, summary, h.Read)
+	}
+	Scoped(s, read("get-"+one+"-source", "/source", docs.source), h.source)
+	Scoped(s, read("list-"+one+"-versions", "/versions", docs.versions), h.versions)
+	Scoped(s, read("get-"+one+"-dependencies", "/dependencies", docs.dependencies), h.dependencies)
+}
+
+// jobOp declares the submission of one of the kind's mutation jobs: 202 with the job to poll at
+// Location.
+func (h *sources[R, V]) jobOp(id, path, summary string, lock Lock) Operation {
+	op := h.op(id, http.MethodPost, path, summary, h.Write)
+	op.Status, op.Lock, op.MaxBodyBytes = http.StatusAccepted, lock, 1<<20
+	return op
+}
+
+type sourceIn = struct {
+	ObjectID
+	Version int64 `query:"version" minimum:"0" doc:"a version number; 0 or absent: the current one"`
+}
+
+func (h *sources[R, V]) source(ctx context.Context, sc auth.Scope, in *sourceIn) (*Single[authoring.VersionView], error) {
+	if in.Version == 0 && h.draft != nil {
+		r, err := h.Rows.Get(ctx, h.st, sc, in.ID())
+		return single(h.draft(r), err)
+	}
+	v, err := h.src.Version(ctx, h.st, sc, in.ID(), in.Version)
+	return single(authoring.VersionOf(v, true), err)
+}
+
+type versionsIn = struct {
+	ObjectID
+	Limit  int   `query:"limit" minimum:"1" maximum:"200" default:"50" doc:"page size"`
+	Before int64 `query:"before" minimum:"0" doc:"next_before of the previous page: versions below it"`
+}
+
+// VersionPage is one page of a history.
+type VersionPage struct {
+	Body struct {
+		Items      []authoring.VersionView `json:"items"`
+		NextBefore int64                   `json:"next_before,omitempty"`
+	}
+}
+
+func (h *sources[R, V]) versions(ctx context.Context, sc auth.Scope, in *versionsIn) (*VersionPage, error) {
+	vs, err := h.src.Versions(ctx, h.st, sc, in.ID(), in.Before, in.Limit+1)
+	if err != nil {
+		return nil, err
+	}
+	out := &VersionPage{}
+	out.Body.Items = []authoring.VersionView{}
+	for i, v := range vs {
+		if i == in.Limit {
+			out.Body.NextBefore = vs[i-1].Version
+			break
+		}
+		out.Body.Items = append(out.Body.Items, authoring.VersionOf(v, false))
+	}
+	return out, nil
+}
+
+func (h *sources[R, V]) dependencies(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[authoring.DependenciesView], error) {
+	v, err := h.src.Version(ctx, h.st, sc, in.ID(), 0)
+	return single(authoring.DependenciesOf(in.ID(), v), err)
+}
+
+// MetadataEdit changes the safe metadata of a page or a component (never its source), locked by
+// metadata_version; absent fields keep their value.
+type MetadataEdit struct {
+	Version     int64    `json:"version" minimum:"1" doc:"the metadata_version you read"`
+	Title       *string  `json:"title,omitempty" maxLength:"200"`
+	Description *string  `json:"description,omitempty" maxLength:"2000"`
+	Tags        []string `json:"tags,omitempty" maxItems:"32" doc:"replaces the tags"`
+}
