@@ -262,7 +262,12 @@ func (d *Directory) AdvanceMove(ctx context.Context, id, runner, from, to string
 	if to == StepDone {
 		status = MoveDone
 	}
-	m, err := scanMove(d.DB.Pool.QueryRow(ctx, `
+	// Its own retried transaction: the runner's lease renewal updates the same row, and a lone
+	// statement at SERIALIZABLE fails with a serialization error when they meet.
+	var m Move
+	err := d.DB.Tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		m, err = scanMove(tx.QueryRow(ctx, `
 		UPDATE moves SET step = $4, status = $5, updated_at = now(),
 			timings = timings || jsonb_build_object($3::TEXT, COALESCE((timings->>$3::TEXT)::INT8, 0) + ($6::JSONB->>$3::TEXT)::INT8)
 				|| CASE WHEN $9 AND fenced_at IS NOT NULL THEN jsonb_build_object('write_unavailable', (EXTRACT(EPOCH FROM now() - fenced_at) * 1000)::INT8) ELSE '{}'::JSONB END,
@@ -274,6 +279,8 @@ func (d *Directory) AdvanceMove(ctx context.Context, id, runner, from, to string
 			runner = CASE WHEN $5 = 'done' THEN '' ELSE runner END
 		WHERE id = $1 AND runner = $2 AND step = $3 AND status = 'active'
 		RETURNING `+moveCols, id, runner, from, to, status, timing, report, u.Fenced, u.Window, u.CleanAfter))
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return m, ErrMoveLost
 	}
