@@ -115,7 +115,7 @@ load: ## Load the running `make run` deployment: LOAD_SCENARIO=api|jobs|render|m
 GATE_BASELINE := loadtest/gate/baseline.json
 
 .PHONY: gate
-gate: build ## Release gate (own deployment, ~6-8 min): 200 validations and 200 screenshots under mixed load; fails when the interactive P95 is >20% above the baseline
+gate: build ## Release gate (own deployment, about 5 min here, at most 15): 200 validations and 200 screenshots under mixed load; fails when the interactive P95 is >20% above the baseline
 	$(GO) run ./loadtest/loadgen -scenario gate -bin $(BIN) -gate $(GATE_BASELINE) -max 15m
 
 .PHONY: gate-baseline

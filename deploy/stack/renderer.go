@@ -139,6 +139,11 @@ func (s *Stack) tag() string {
 	return hex.EncodeToString(sum[:4])
 }
 
+// tempRoot is a renderer's RENDER_TEMP_ROOT (at most 40 characters); Stop removes it.
+func (s *Stack) tempRoot(worker string) string {
+	return "/tmp/scr-" + s.tag() + "-" + worker
+}
+
 // startRenderer starts one renderer of a cell. It opens preview documents at the cell's preview
 // host (previewURL, the origin the browser may reach) and runs with the stack's profile
 // manifest, so its environment digest is the one the cell requires.
@@ -157,7 +162,7 @@ func (s *Stack) startRenderer(cell string, spec rendererSpec, previewURL, public
 			// tests, a benchmark next to make run) has renderers of the same worker IDs, and a
 			// renderer's start kills what it finds in its cgroup and removes its temp root's
 			// results.
-			"RENDER_TEMP_ROOT=/tmp/scr-" + s.tag() + "-" + spec.WorkerID, // ≤ 40 characters
+			"RENDER_TEMP_ROOT=" + s.tempRoot(spec.WorkerID),
 			"RENDER_CGROUP_NAME=slidecells-renderer-" + s.tag() + "-" + spec.WorkerID,
 			"RENDER_SERVICE_CREDENTIAL_FILE=" + credentialFile,
 		}, o.Env["renderer"]...)}

@@ -341,6 +341,13 @@ func (s *Stack) Stop() {
 	for _, p := range s.procs() {
 		p.Stop()
 	}
+	var renderers []*Proc
+	for _, rs := range s.Renderers {
+		renderers = append(renderers, rs...)
+	}
+	for _, r := range append(renderers, s.spares...) {
+		_ = os.RemoveAll(s.tempRoot(r.Name)) // the renderer empties it, but leaves the folder
+	}
 	if s.Directory != nil {
 		s.Directory.Close()
 	}

@@ -181,6 +181,12 @@ func measureCells(ctx context.Context, o options, n int) (cellResult, error) {
 	}
 	_ = os.Chmod(tmp, 0o755)
 	defer os.RemoveAll(tmp)
+	groups := map[string]*cgroup{}
+	defer func() {
+		for _, g := range groups {
+			g.remove()
+		}
+	}()
 	var pgs []*pgserver.Server
 	defer func() {
 		for _, p := range pgs {
@@ -201,12 +207,6 @@ func measureCells(ctx context.Context, o options, n int) (cellResult, error) {
 	}
 	var names []string
 	cellURLs := map[string]string{}
-	groups := map[string]*cgroup{}
-	defer func() {
-		for _, g := range groups {
-			g.remove()
-		}
-	}()
 	for i := 1; i <= n; i++ {
 		name := cellName(i)
 		names = append(names, name)
