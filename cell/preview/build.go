@@ -49,4 +49,4 @@ package preview
 // profile pins it (preview_host_build), so a renderer refuses a document of another build.
 // Bump it whenever the runtime (runtime/src, package-lock.json) or the document changes: a
 // built runtime records the HostBuild it was built for and the host refuses another.
-const HostBuild = "preview-host-1"
+const HostBuild = "preview-host-2"

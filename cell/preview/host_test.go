@@ -422,6 +422,9 @@ func TestLoadRuntimeMissing(t *testing.T) {
 // runtime must come with a new HostBuild: add its entry here when you bump it.
 var runtimeSources = map[string]string{
 	"preview-host-1": "54b3fe114b2b175a2a505b5e66c3ef94e2c31655284bbfcc45fecb6189dbf64e",
+	// An image counts as loaded only once its load event was seen (a failed one is "complete"
+	// for a moment before its error event).
+	"preview-host-2": "8368f40d0e7e2f9f887c770c38c04ea089fba610d697e2d8e1714633d0970a77",
 }
 
 func TestHostBuildPinsRuntimeSources(t *testing.T) {

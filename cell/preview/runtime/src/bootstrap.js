@@ -36,7 +36,7 @@
   var toStr = String;
   var PromiseCtor = Promise;
   var then = uncurry(Promise.prototype.then);
-  var WS = WeakSet, wsAdd = uncurry(WeakSet.prototype.add), wsHas = uncurry(WeakSet.prototype.has);
+  var WS = WeakSet, wsAdd = uncurry(WeakSet.prototype.add), wsHas = uncurry(WeakSet.prototype.has), wsDelete = uncurry(WeakSet.prototype.delete);
   var MO = MutationObserver, moObserve = uncurry(MutationObserver.prototype.observe);
   var addListener = uncurry(EventTarget.prototype.addEventListener);
   function getter(proto, name) {
@@ -141,6 +141,9 @@
   var contentStarted = FILE_TYPE === "html"; // html content runs while the document is parsed
   var stylesLink = null, stylesState = "pending";
   var failedImages = new WS();
+  // Images whose load event was seen. An image is loaded only then: a failed one is also
+  // "complete" for a moment before its error event arrives, and must not count as loaded then.
+  var loadedImages = new WS();
   var root = null;
 
   // ---- the payload, written field by field ----------------------------------------------
@@ -186,11 +189,11 @@
       if (wsHas(failedImages, img)) {
         c.failed++;
         if (failures.n < MAX_FAILURES) push(failures, failure("image", imageRef(img), true));
-      } else if (imgComplete(img)) {
-        if (imgCurrentSrc(img) === "") {
-          c.failed++;
-          if (failures.n < MAX_FAILURES) push(failures, failure("image", imageRef(img), true));
-        } else c.loaded++;
+      } else if (imgComplete(img) && imgCurrentSrc(img) === "") {
+        c.failed++;
+        if (failures.n < MAX_FAILURES) push(failures, failure("image", imageRef(img), true));
+      } else if (wsHas(loadedImages, img)) {
+        c.loaded++;
       } else c.pending++;
     }
     return c;
@@ -310,7 +313,7 @@
     var name;
     try { name = localName(t); } catch (e) { return; }
     if (name === "img") {
-      if (!ok) wsAdd(failedImages, t);
+      if (ok) { wsAdd(loadedImages, t); wsDelete(failedImages, t); } else { wsAdd(failedImages, t); wsDelete(loadedImages, t); }
       publish();
       return;
     }
