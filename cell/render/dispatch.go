@@ -123,7 +123,7 @@ var pickSQL = `WITH st AS (
 	       cursor_interactive, cursor_background FROM render_scheduler_state WHERE id = 1),
 capped AS (
 	SELECT workspace_id FROM render_attempts WHERE released = false GROUP BY workspace_id HAVING count(*) >= $3)
-SELECT `+requestCols+`, next_seq, prio FROM (
+SELECT ` + requestCols + `, next_seq, prio FROM (
 	(SELECT 1 AS prio, workspace_id, id FROM render_requests WHERE ` + waitingSQL + ` AND enqueued_at <= $2
 	 ORDER BY enqueued_at LIMIT 1)
 	UNION ALL
