@@ -36,8 +36,6 @@ const (
 	// 503 RENDER_SERVICE_UNAVAILABLE instead of forgetting anything.
 	DefaultMaxReceipts    = 4096
 	DefaultMaxCancelMarks = 16384
-	// minCredentialLen is the shortest accepted service credential.
-	minCredentialLen = 16
 	// maxTempRootLen keeps Chromium's socket paths inside the attempt
 	// directory under the 108-byte limit of Unix socket addresses.
 	maxTempRootLen = 40
@@ -286,10 +284,7 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 	}
 	if p := get("RENDER_SERVICE_CREDENTIAL_FILE"); p == "" {
 		bad("RENDER_SERVICE_CREDENTIAL_FILE", "required: a file with the control API's service credential (one per line; two during a rotation)")
-	} else if toks, err := ReadCredentials(p); err != nil {
-		bad("RENDER_SERVICE_CREDENTIAL_FILE", "%v", err)
-	} else {
-		c.ServiceTokens = toks
+	} else if c.ServiceTokens = l.Credentials("RENDER_SERVICE_CREDENTIAL_FILE", true); c.ServiceTokens != nil {
 		c.HidePaths = append(c.HidePaths, p)
 	}
 	c.TLSCertFile, c.TLSKeyFile = get("RENDER_TLS_CERT_FILE"), get("RENDER_TLS_KEY_FILE")
@@ -338,29 +333,6 @@ func checkBrowser(l *config.Loader, path string) {
 	if st, err := os.Stat(path); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
 		l.Fail("RENDER_BROWSER_PATH", "%s is not an executable file (install Debian's chromium package)", path)
 	}
-}
-
-// ReadCredentials reads a credential file: one credential per line (blank
-// lines and surrounding space ignored), one or two of them, each at least 16
-// characters.
-func ReadCredentials(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("unreadable: %v", err)
-	}
-	var toks []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			if len(l) < minCredentialLen {
-				return nil, fmt.Errorf("every credential must be at least %d characters", minCredentialLen)
-			}
-			toks = append(toks, l)
-		}
-	}
-	if len(toks) == 0 || len(toks) > 2 {
-		return nil, fmt.Errorf("holds %d credentials; one, or two during a rotation", len(toks))
-	}
-	return toks, nil
 }
 
 func parseBase(s string) (*url.URL, error) {
