@@ -169,7 +169,6 @@ func (s *Stack) startRenderer(cell string, spec rendererSpec, previewURL, public
 	if err := p.Start(); err != nil {
 		return nil, err
 	}
-	s.Renderers[cell] = append(s.Renderers[cell], p)
 	return p, nil
 }
 
@@ -225,8 +224,6 @@ func (s *Stack) StartSpareRenderer(cell string) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Not one of the cell's renderers: callers of Renderers[cell] see only the cell's own.
-	s.Renderers[cell] = s.Renderers[cell][:len(s.Renderers[cell])-1]
-	s.spares = append(s.spares, p)
+	s.spares = append(s.spares, p) // not one of the cell's renderers (Renderers[cell])
 	return p, nil
 }

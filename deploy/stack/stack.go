@@ -197,9 +197,11 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 				return nil, err
 			}
 			for _, spec := range specs {
-				if _, err := s.startRenderer(c, spec, pv.URL, publicKeys, credentialFile, s.ProfileManifest); err != nil {
+				r, err := s.startRenderer(c, spec, pv.URL, publicKeys, credentialFile, s.ProfileManifest)
+				if err != nil {
 					return nil, err
 				}
+				s.Renderers[c] = append(s.Renderers[c], r)
 			}
 			env = append(env,
 				"RENDER_SERVICE_CREDENTIAL_FILE="+credentialFile,
