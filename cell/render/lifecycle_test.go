@@ -278,6 +278,21 @@ func docManifest(t *testing.T, sc auth.Scope, behaviour string, n int) *snapshot
 	return m
 }
 
+// submitDoc submits a render of a document server page ("ready" or "never"); the operation
+// decides the category, as the business entries do (captures are background).
+func submitDoc(t *testing.T, c *Coordinator, sc auth.Scope, stage string, op rc.Operation, behaviour string, n int) Request {
+	t.Helper()
+	cat := Interactive
+	if op == rc.OpPageCapture {
+		cat = Background
+	}
+	r, err := c.Submit(context.Background(), sc, Spec{Owner: "t", Stage: stage, Operation: op, Category: cat, Snapshot: docManifest(t, sc, behaviour, n)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func wait(t *testing.T, c *Coordinator, sc auth.Scope, id string, limit time.Duration) Request {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
@@ -294,14 +309,8 @@ func TestCaptureAndDiagnoseThroughRealRenderers(t *testing.T) {
 	c := w.coordinator(t, nil)
 	sc := w.f.scopes[0]
 	ctx := context.Background()
-	shot, err := c.Submit(ctx, sc, Spec{Owner: "t", Stage: "shot", Operation: rc.OpPageCapture, Category: Background, Snapshot: docManifest(t, sc, "ready", 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	diag, err := c.Submit(ctx, sc, Spec{Owner: "t", Stage: "diag", Operation: rc.OpPageDiagnose, Category: Interactive, Snapshot: docManifest(t, sc, "ready", 2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	shot := submitDoc(t, c, sc, "shot", rc.OpPageCapture, "ready", 1)
+	diag := submitDoc(t, c, sc, "diag", rc.OpPageDiagnose, "ready", 2)
 	if r := wait(t, c, sc, shot.ID, time.Minute); r.State != StateSucceeded {
 		t.Fatalf("capture: %+v", r)
 	}
@@ -345,14 +354,8 @@ func TestCancelAndDeadlineOfExecutingRequests(t *testing.T) {
 	c := w.coordinator(t, func(cfg *Config) { cfg.RequestTimeout = 6 * time.Second })
 	sc := w.f.scopes[0]
 	ctx := context.Background()
-	cancelled, err := c.Submit(ctx, sc, Spec{Owner: "t", Stage: "cancel", Operation: rc.OpPageDiagnose, Category: Interactive, Snapshot: docManifest(t, sc, "never", 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	expired, err := c.Submit(ctx, sc, Spec{Owner: "t", Stage: "expire", Operation: rc.OpPageDiagnose, Category: Interactive, Snapshot: docManifest(t, sc, "never", 2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cancelled := submitDoc(t, c, sc, "cancel", rc.OpPageDiagnose, "never", 1)
+	expired := submitDoc(t, c, sc, "expire", rc.OpPageDiagnose, "never", 2)
 	// Wait until the first is executing on a renderer, then cancel it.
 	w.waitAttempt(t, cancelled.ID, "running", "accepted")
 	if _, err := c.Cancel(ctx, sc, cancelled.ID); err != nil {
@@ -407,10 +410,7 @@ func TestRendererKilledMidAttemptRetriesOnProof(t *testing.T) {
 	sc := w.f.scopes[0]
 	ctx := context.Background()
 	// A document that mounts only after a while, so the kill lands mid-attempt.
-	req, err := c.Submit(ctx, sc, Spec{Owner: "t", Stage: "kill", Operation: rc.OpPageDiagnose, Category: Interactive, Snapshot: docManifest(t, sc, "never", 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	req := submitDoc(t, c, sc, "kill", rc.OpPageDiagnose, "never", 1)
 	w.waitAttempt(t, req.ID, "running", "accepted")
 	r := w.renderers[0]
 	r.kill()
@@ -459,10 +459,7 @@ func TestTakeoverAfterACoordinatorDies(t *testing.T) {
 	a := w.coordinator(t, nil)
 	sc := w.f.scopes[0]
 	ctx := context.Background()
-	req, err := a.Submit(ctx, sc, Spec{Owner: "t", Stage: "takeover", Operation: rc.OpPageCapture, Category: Background, Snapshot: docManifest(t, sc, "ready", 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	req := submitDoc(t, a, sc, "takeover", rc.OpPageCapture, "ready", 1)
 	// Stop a as soon as it sent the attempt: its driver ends without a result.
 	w.waitAttempt(t, req.ID, "dispatched", "accepted", "running", "cleaning", "terminal")
 	a.Stop()
@@ -487,10 +484,7 @@ func TestProfileMismatchIsNeverDispatched(t *testing.T) {
 	})
 	sc := w.f.scopes[0]
 	ctx := context.Background()
-	req, err := c.Submit(ctx, sc, Spec{Owner: "t", Stage: "mismatch", Operation: rc.OpPageCapture, Category: Background, Snapshot: docManifest(t, sc, "ready", 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	req := submitDoc(t, c, sc, "mismatch", rc.OpPageCapture, "ready", 1)
 	cur := wait(t, c, sc, req.ID, 30*time.Second)
 	var state string
 	_ = w.f.db.Pool.QueryRow(ctx, `SELECT state FROM render_workers WHERE worker_id = $1`, w.workers[0].ID).Scan(&state)
@@ -530,10 +524,7 @@ func TestLostDispatchResponseQueriesTheSameWorker(t *testing.T) {
 	w.workers[0].URL = proxy.URL
 	c := w.coordinator(t, nil)
 	sc := w.f.scopes[0]
-	req, err := c.Submit(context.Background(), sc, Spec{Owner: "t", Stage: "lost", Operation: rc.OpPageCapture, Category: Background, Snapshot: docManifest(t, sc, "ready", 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	req := submitDoc(t, c, sc, "lost", rc.OpPageCapture, "ready", 1)
 	cur := wait(t, c, sc, req.ID, time.Minute)
 	if !dropped.Load() {
 		t.Fatal("the POST answer was never dropped")
