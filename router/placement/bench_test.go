@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"slidecells/shared/ids"
 )
 
 // BenchmarkLookupHit is the router's hot path: a fresh cached placement, many goroutines,
@@ -19,7 +21,7 @@ func BenchmarkLookupHit(b *testing.B) {
 			src := &source{m: map[string]Placement{}}
 			ws := make([]string, n)
 			for i := range ws {
-				ws[i] = "ws_" + strconv.Itoa(i)
+				ws[i] = ids.New(ids.Workspace)
 				src.set(ws[i], Placement{CellID: "cell-a", Epoch: 1})
 			}
 			c, err := New(src, Config{Size: n})
@@ -70,7 +72,7 @@ func BenchmarkKeyWalk(b *testing.B) {
 		b.Run("workspaces="+strconv.Itoa(n), func(b *testing.B) {
 			ws := make([]string, n)
 			for i := range ws {
-				ws[i] = "ws_" + strconv.Itoa(i)
+				ws[i] = ids.New(ids.Workspace)
 			}
 			seed := maphash.MakeSeed()
 			var sink uint64

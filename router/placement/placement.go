@@ -100,8 +100,9 @@ const (
 	Revalidating = stalecache.Revalidating
 )
 
-// Cache is a placement cache in front of a Source (a stalecache.Cache). It is safe for
-// concurrent use.
+// Cache is a placement cache in front of a Source (a stalecache.Cache whose answers live in a
+// table off the Go heap, see table.go). It is safe for concurrent use. Keys are workspace IDs;
+// only canonical ones (ids.Bytes) are cached, any other key is asked of the Source each time.
 type Cache struct {
 	c    *stalecache.Cache[Placement]
 	load stalecache.Load[Placement] // the Source's method, bound once: no allocation per lookup
@@ -112,7 +113,14 @@ func New(src Source, cfg Config) (*Cache, error) {
 	if src == nil {
 		return nil, errors.New("placement: nil Source")
 	}
-	c, err := stalecache.New[Placement](cfg.cache())
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	size := cfg.Size
+	if size <= 0 {
+		size = DefaultSize
+	}
+	c, err := stalecache.NewWithStore[Placement](cfg.cache(), newTable(size))
 	if err != nil {
 		return nil, fmt.Errorf("placement: %w", err)
 	}

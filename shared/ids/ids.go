@@ -32,7 +32,9 @@ const (
 	Move       = "mv"
 )
 
-var encoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+
+var encoding = base32.NewEncoding(alphabet).WithPadding(base32.NoPadding)
 
 // bodyLen is the length of the encoded 128-bit body.
 const bodyLen = 26
@@ -60,8 +62,8 @@ func Valid(prefix, s string) bool {
 	}
 	// bodyLen characters of the alphabet always decode (the last two carry the 16th byte), so
 	// checking the characters is checking the decoding, without its allocation.
-	for _, c := range s[len(prefix)+1:] {
-		if !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
+	for _, c := range []byte(s[len(prefix)+1:]) {
+		if decodeMap[c] > 31 {
 			return false
 		}
 	}
@@ -81,3 +83,45 @@ func CellIDValid(s string) bool {
 	}
 	return true
 }
+
+// Bytes returns the 128 bits of an ID of the given prefix, for tables that key by fixed-size
+// values (the router's placement table). It accepts only the canonical spelling New makes: of
+// the 130 bits the 26 characters carry, the last two must be zero. A Valid ID with other
+// trailing bits names no object (no ID is ever made that way) but is a different string, so
+// it is refused here rather than folded onto the canonical one. No allocation; on the router's
+// path for every request, hence the unrolled decoding.
+func Bytes(prefix, s string) (b [16]byte, ok bool) {
+	if len(s) != len(prefix)+1+bodyLen || s[:len(prefix)] != prefix || s[len(prefix)] != '_' {
+		return b, false
+	}
+	body := s[len(prefix)+1:]
+	var bad byte // any character outside the alphabet sets a bit above the low five
+	for g := range 3 { // 3 × 8 characters → 15 bytes
+		var v uint64
+		for _, c := range []byte(body[g*8 : g*8+8]) {
+			d := decodeMap[c]
+			bad |= d
+			v = v<<5 | uint64(d&31)
+		}
+		b[g*5], b[g*5+1], b[g*5+2], b[g*5+3], b[g*5+4] = byte(v>>32), byte(v>>24), byte(v>>16), byte(v>>8), byte(v)
+	}
+	d0, d1 := decodeMap[body[24]], decodeMap[body[25]]
+	bad |= d0 | d1
+	v := uint16(d0&31)<<5 | uint16(d1&31) // the 16th byte and 2 bits New leaves zero
+	b[15] = byte(v >> 2)
+	if bad&^31 != 0 || v&3 != 0 {
+		return [16]byte{}, false
+	}
+	return b, true
+}
+
+// decodeMap gives a character's value in the alphabet, or 0xFF for any other byte.
+var decodeMap = func() (m [256]byte) {
+	for i := range m {
+		m[i] = 0xFF
+	}
+	for i, c := range alphabet {
+		m[c] = byte(i)
+	}
+	return m
+}()

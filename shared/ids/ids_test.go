@@ -1,6 +1,9 @@
 package ids
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestNewIsValid(t *testing.T) {
 	seen := map[string]bool{}
@@ -53,4 +56,49 @@ func TestValidMeansDecodable(t *testing.T) {
 			t.Fatalf("%q not valid", b)
 		}
 	}
+}
+
+func TestBytes(t *testing.T) {
+	t.Run("every new ID decodes to its own bits", func(t *testing.T) {
+		seen := map[[16]byte]bool{}
+		for range 1000 {
+			id := New(Workspace)
+			b, ok := Bytes(Workspace, id)
+			if !ok {
+				t.Fatalf("%s refused", id)
+			}
+			want, err := encoding.DecodeString(id[len(Workspace)+1:])
+			if err != nil || string(want) != string(b[:]) {
+				t.Fatalf("%s: %x, want %x (%v)", id, b, want, err)
+			}
+			if seen[b] {
+				t.Fatalf("%s: bits seen before", id)
+			}
+			seen[b] = true
+		}
+	})
+	t.Run("a non-canonical spelling is refused, not folded", func(t *testing.T) {
+		id := New(Workspace)
+		for _, c := range "abcdefghijklmnopqrstuvwxyz234567" {
+			alt := id[:len(id)-1] + string(c)
+			_, ok := Bytes(Workspace, alt)
+			if canonical := lowBitsZero(byte(c)); ok != canonical {
+				t.Errorf("%s: ok=%v, want %v", alt, ok, canonical)
+			}
+		}
+	})
+	t.Run("invalid IDs and other prefixes are refused", func(t *testing.T) {
+		for _, s := range []string{"", "ws_", "ws_1", New(Project), "ws_" + New(Project)[4:] + "a", "WS" + New(Workspace)[2:]} {
+			if _, ok := Bytes(Workspace, s); ok {
+				t.Errorf("%q accepted", s)
+			}
+		}
+	})
+}
+
+// lowBitsZero says whether c, as the last character, spells a canonical ID: the two low bits
+// of its value (the bits past the 128th) are zero.
+func lowBitsZero(c byte) bool {
+	v := strings.IndexByte("abcdefghijklmnopqrstuvwxyz234567", c)
+	return v&3 == 0
 }

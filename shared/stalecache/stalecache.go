@@ -54,7 +54,7 @@ type Config struct {
 	// LookupTimeout bounds one load. The load runs on a context detached from the caller's
 	// (a caller that goes away does not fail the others sharing the flight).
 	LookupTimeout time.Duration
-	// Size is how many answers the cache holds at least (any Size keys fit; see shardCapacity:
+	// Size is how many answers the cache holds at least (any Size keys fit; see ShardCapacity:
 	// up to about 6% more may be kept) and NegativeSize caps the not-found answers, which have
 	// their own, smaller LRU so that a flood of unknown keys cannot evict the known ones.
 	Size, NegativeSize int
@@ -163,18 +163,17 @@ func (u unavailableError) Unwrap() error        { return u.err }
 // Load fetches the value of key from the source. ctx carries LookupTimeout.
 type Load[V any] func(ctx context.Context, key string) (V, error)
 
-// shards splits the positive LRU so that concurrent requests for different keys rarely meet on
-// one mutex; the LRU order is per shard, which is close enough for eviction.
+// shards is how many parts the default Store has.
 const shards = 16
 
-// shardCapacity is the capacity of one shard of a cache of size entries. Keys spread over the
-// shards by hash, so a shard of exactly size/shards overflows while the cache as a whole has
+// ShardCapacity is the capacity of one of n parts of a store of size entries whose keys spread
+// over the parts by hash. A part of exactly size/n overflows while the store as a whole has
 // room: 100,000 keys in 16 shards of 6,250 left about 530 of them evicted, and those then
-// missed on every request. Each shard gets five standard deviations of headroom over its mean
-// share (a shard's count is binomial), so any size keys fit but with a vanishing probability;
-// for 100,000 that is 6,646 per shard, 6.3% more in all.
-func shardCapacity(size int) int {
-	mean := float64(size) / shards
+// missed on every request. Each part gets five standard deviations of headroom over its mean
+// share (a part's count is binomial), so any size keys fit but with a vanishing probability;
+// for 100,000 in 16 that is 6,646 per part, 6.3% more in all.
+func ShardCapacity(size, n int) int {
+	mean := float64(size) / float64(n)
 	return int(math.Ceil(mean + 5*math.Sqrt(mean) + 1))
 }
 
@@ -182,85 +181,139 @@ func shardCapacity(size int) int {
 // a second; NegativeTTL itself is enforced with the injected clock.
 const negativeMinLRUTTL = time.Minute
 
-type entry[V any] struct {
-	v V
-	// fetched is when the source last confirmed v (Unix nanoseconds of Config.Now); MaxStale
+// Entry is one cached answer as a Store keeps it.
+type Entry[V any] struct {
+	V V
+	// Fetched is when the source last confirmed V (Unix nanoseconds of Config.Now); MaxStale
 	// counts from it. Nanoseconds rather than time.Time: a cache of 100,000 answers is a
 	// large share of the router's heap, and each time.Time is three words.
-	fetched int64
-	// freshUntil is when the next load is due (Unix nanoseconds).
-	freshUntil int64
-	// stale marks an entry kept alive by a failed refresh.
-	stale bool
+	Fetched int64
+	// FreshUntil is when the next load is due (Unix nanoseconds).
+	FreshUntil int64
+	// Stale marks an entry kept alive by a failed refresh.
+	Stale bool
+}
+
+// Store holds a Cache's answers (not its not-found entries). It must be safe for concurrent
+// use, hold at least the Size it was made for, and evict about the least recently used
+// entries beyond that. The default (New) is an LRU in shards; a caller whose keys and values
+// have a fixed-size form can bring a table that keeps them out of the collector's way
+// (router/placement).
+type Store[V any] interface {
+	// Get returns key's entry and counts it as used.
+	Get(key string) (Entry[V], bool)
+	// Peek returns key's entry without counting a use.
+	Peek(key string) (Entry[V], bool)
+	// Add stores or replaces key's entry, evicting another one when full. A store may decline
+	// a key it cannot represent; the Cache then loads that key every time it is asked for.
+	Add(key string, e Entry[V])
+	Remove(key string)
+	Len() int
 }
 
 // Cache caches values of type V by string key. It is safe for concurrent use.
 type Cache[V any] struct {
-	cfg  Config
-	seed maphash.Seed
-	pos  [shards]*shardLRU[V]
-	neg  *expirable.LRU[string, time.Time] // key → end of its negative entry
-	sf   singleflight.Group
+	cfg Config
+	pos Store[V]
+	neg *expirable.LRU[string, time.Time] // key → end of its negative entry
+	sf  singleflight.Group
 }
 
-// New returns an empty Cache, or an error for a configuration Validate rejects.
+// New returns an empty Cache with the default Store, or an error for a configuration Validate
+// rejects.
 func New[V any](cfg Config) (*Cache[V], error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
-	c := &Cache[V]{cfg: cfg, seed: maphash.MakeSeed()}
-	per := shardCapacity(cfg.Size)
-	for i := range c.pos {
-		l, err := simplelru.NewLRU[string, entry[V]](per, nil)
-		if err != nil {
-			return nil, err
-		}
-		c.pos[i] = &shardLRU[V]{l: l}
+	s, err := newLRUStore[V](cfg.withDefaults().Size)
+	if err != nil {
+		return nil, err
 	}
+	return NewWithStore(cfg, s)
+}
+
+// NewWithStore returns an empty Cache that keeps its answers in s (made for cfg's Size).
+func NewWithStore[V any](cfg Config, s Store[V]) (*Cache[V], error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return nil, errors.New("nil Store")
+	}
+	cfg = cfg.withDefaults()
+	c := &Cache[V]{cfg: cfg, pos: s}
 	c.neg = expirable.NewLRU[string, time.Time](cfg.NegativeSize, nil, max(cfg.NegativeTTL, negativeMinLRUTTL))
 	return c, nil
 }
 
-// shardLRU is one shard of answers: an LRU under its own mutex. Answers past MaxStale are
-// dropped when met (Get) or pushed out by newer ones; the cache's Size bounds them either way.
-type shardLRU[V any] struct {
-	mu sync.Mutex
-	l  *simplelru.LRU[string, entry[V]]
+// lruStore is the default Store: LRUs in shards, each under its own mutex, so that concurrent
+// requests for different keys rarely meet on one lock; the LRU order is per shard, which is
+// close enough for eviction. Answers past MaxStale are dropped when met (Get) or pushed out by
+// newer ones; the cache's Size bounds them either way.
+type lruStore[V any] struct {
+	seed maphash.Seed
+	s    [shards]shardLRU[V]
 }
 
-func (s *shardLRU[V]) Get(k string) (entry[V], bool) {
+type shardLRU[V any] struct {
+	mu sync.Mutex
+	l  *simplelru.LRU[string, Entry[V]]
+}
+
+func newLRUStore[V any](size int) (*lruStore[V], error) {
+	st := &lruStore[V]{seed: maphash.MakeSeed()}
+	per := ShardCapacity(size, shards)
+	for i := range st.s {
+		l, err := simplelru.NewLRU[string, Entry[V]](per, nil)
+		if err != nil {
+			return nil, err
+		}
+		st.s[i].l = l
+	}
+	return st, nil
+}
+
+func (st *lruStore[V]) shard(key string) *shardLRU[V] {
+	return &st.s[maphash.String(st.seed, key)%shards]
+}
+
+func (st *lruStore[V]) Get(k string) (Entry[V], bool) {
+	s := st.shard(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.l.Get(k)
 }
 
-func (s *shardLRU[V]) Peek(k string) (entry[V], bool) {
+func (st *lruStore[V]) Peek(k string) (Entry[V], bool) {
+	s := st.shard(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.l.Peek(k)
 }
 
-func (s *shardLRU[V]) Add(k string, e entry[V]) {
+func (st *lruStore[V]) Add(k string, e Entry[V]) {
+	s := st.shard(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.l.Add(k, e)
 }
 
-func (s *shardLRU[V]) Remove(k string) {
+func (st *lruStore[V]) Remove(k string) {
+	s := st.shard(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.l.Remove(k)
 }
 
-func (s *shardLRU[V]) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.l.Len()
-}
-
-func (c *Cache[V]) shard(key string) *shardLRU[V] {
-	return c.pos[maphash.String(c.seed, key)%shards]
+func (st *lruStore[V]) Len() int {
+	n := 0
+	for i := range st.s {
+		s := &st.s[i]
+		s.mu.Lock()
+		n += s.l.Len()
+		s.mu.Unlock()
+	}
+	return n
 }
 
 // Get returns the value of key, loading it with load when nothing fresh is cached. The error is
@@ -270,20 +323,19 @@ func (c *Cache[V]) shard(key string) *shardLRU[V] {
 func (c *Cache[V]) Get(ctx context.Context, key string, load Load[V]) (V, Outcome, error) {
 	now := c.cfg.Now()
 	nowN := now.UnixNano()
-	lru := c.shard(key)
-	if e, ok := lru.Get(key); ok {
-		if nowN < e.freshUntil {
-			if e.stale {
-				return e.v, StaleServed, nil
+	if e, ok := c.pos.Get(key); ok {
+		if nowN < e.FreshUntil {
+			if e.Stale {
+				return e.V, StaleServed, nil
 			}
-			return e.v, Hit, nil
+			return e.V, Hit, nil
 		}
-		if nowN-e.fetched < int64(c.cfg.MaxStale) {
-			if c.cfg.Revalidate && !e.stale {
+		if nowN-e.Fetched < int64(c.cfg.MaxStale) {
+			if c.cfg.Revalidate && !e.Stale {
 				// One background load per key (joining any under way); its channel is buffered,
 				// so nobody needs to read it.
 				c.sf.DoChan(key, c.loader(ctx, key, load))
-				return e.v, Revalidating, nil
+				return e.V, Revalidating, nil
 			}
 			v, err := c.load(ctx, key, key, load)
 			switch {
@@ -292,10 +344,10 @@ func (c *Cache[V]) Get(ctx context.Context, key string, load Load[V]) (V, Outcom
 			case errors.Is(err, ErrNotFound):
 				return v, Refreshed, ErrNotFound
 			}
-			return e.v, StaleServed, nil
+			return e.V, StaleServed, nil
 		}
 		// Too old to trust even while the source is down.
-		lru.Remove(key)
+		c.pos.Remove(key)
 	}
 	if until, ok := c.neg.Get(key); ok {
 		if now.Before(until) {
@@ -326,18 +378,12 @@ func (c *Cache[V]) Refresh(ctx context.Context, key string, load Load[V]) (V, er
 
 // Invalidate forgets key (positive or negative).
 func (c *Cache[V]) Invalidate(key string) {
-	c.shard(key).Remove(key)
+	c.pos.Remove(key)
 	c.neg.Remove(key)
 }
 
 // Len is the number of cached values (not counting not-found entries).
-func (c *Cache[V]) Len() int {
-	n := 0
-	for _, l := range c.pos {
-		n += l.Len()
-	}
-	return n
-}
+func (c *Cache[V]) Len() int { return c.pos.Len() }
 
 // load calls load once per flight key and stores the answer. On a failure it pushes the
 // freshness of a still-usable stale entry out by StaleRetry, so the next requests use it
@@ -359,21 +405,20 @@ func (c *Cache[V]) loader(ctx context.Context, key string, load Load[V]) func() 
 		v, err := load(lctx, key)
 		now := c.cfg.Now()
 		nowN := now.UnixNano()
-		lru := c.shard(key)
 		switch {
 		case err == nil:
 			c.neg.Remove(key)
-			lru.Add(key, entry[V]{v: v, fetched: nowN, freshUntil: nowN + int64(c.cfg.TTL)})
+			c.pos.Add(key, Entry[V]{V: v, Fetched: nowN, FreshUntil: nowN + int64(c.cfg.TTL)})
 			return v, nil
 		case c.cfg.NotFound(err):
-			lru.Remove(key)
+			c.pos.Remove(key)
 			c.neg.Add(key, now.Add(c.cfg.NegativeTTL))
 			return nil, ErrNotFound
 		}
-		if e, ok := lru.Peek(key); ok && nowN-e.fetched < int64(c.cfg.MaxStale) {
-			e.freshUntil = min(nowN+int64(c.cfg.StaleRetry), e.fetched+int64(c.cfg.MaxStale))
-			e.stale = true
-			lru.Add(key, e)
+		if e, ok := c.pos.Peek(key); ok && nowN-e.Fetched < int64(c.cfg.MaxStale) {
+			e.FreshUntil = min(nowN+int64(c.cfg.StaleRetry), e.Fetched+int64(c.cfg.MaxStale))
+			e.Stale = true
+			c.pos.Add(key, e)
 		}
 		return nil, err
 	}

@@ -239,7 +239,7 @@ func TestSizeKeysFit(t *testing.T) {
 			t.Fatalf("second lookup of %d: %v, want a hit", i, o)
 		}
 	}
-	if got, max := shardCapacity(n)*shards, n*107/100; got > max {
+	if got, max := ShardCapacity(n, shards)*shards, n*107/100; got > max {
 		t.Errorf("capacity %d for Size %d: more than 7%% headroom", got, n)
 	}
 }
