@@ -95,7 +95,7 @@ func Bytes(prefix, s string) (b [16]byte, ok bool) {
 		return b, false
 	}
 	body := s[len(prefix)+1:]
-	var bad byte // any character outside the alphabet sets a bit above the low five
+	var bad byte       // any character outside the alphabet sets a bit above the low five
 	for g := range 3 { // 3 × 8 characters → 15 bytes
 		var v uint64
 		for _, c := range []byte(body[g*8 : g*8+8]) {
