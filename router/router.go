@@ -479,9 +479,24 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 // (BenchmarkRouter, GOGC 100 against 400).
 const DefaultGCPercent = 400
 
-// TuneRuntime applies DefaultGCPercent unless the operator set GOGC.
+// DefaultMemoryLimit is the soft memory limit (the Go runtime's GOMEMLIMIT) the router runs
+// with unless GOMEMLIMIT is set. With GOGC=400 the heap may grow to five times what is live;
+// the limit keeps the collector from letting it, so a router with 100,000 cached placements
+// stays under 50 MiB of RSS. It costs next to nothing: the live heap is a few MiB (the
+// placements live off the heap, router/placement), so collections near the limit are short
+// and rare (BENCHMARKS.md, "100,000 workspaces"). A router whose live heap outgrows it (many
+// large request bodies held for a 421 retry at once) collects more often, at most half its
+// CPU by the runtime's own cap: give such a router more (in Kubernetes it is the container's
+// memory limit) or GOMEMLIMIT=off.
+const DefaultMemoryLimit = 28 << 20
+
+// TuneRuntime applies DefaultGCPercent and DefaultMemoryLimit unless the operator set GOGC or
+// GOMEMLIMIT.
 func TuneRuntime() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(DefaultGCPercent)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(DefaultMemoryLimit)
 	}
 }

@@ -369,6 +369,9 @@ type phase struct {
 	RSSMiB     float64            `json:"router_rss_mib"`
 	HWMMiB     float64            `json:"router_peak_rss_mib"`
 	HeapMiB    float64            `json:"router_heap_inuse_mib"`
+	AnonMiB    float64            `json:"router_rss_anon_mib"` // of RSS: anonymous memory (heap, stacks, the placement table)
+	FileMiB    float64            `json:"router_rss_file_mib"` // of RSS: file pages (the binary)
+	GoSysMiB   float64            `json:"router_go_sys_mib"`   // memory the Go runtime holds (heap, stacks, its own), not returned to the OS
 	Seconds    float64            `json:"seconds"`
 	CPUPerReq  float64            `json:"router_cpu_us_per_request"`
 	Workspaces int                `json:"distinct_workspaces"`
@@ -460,10 +463,10 @@ func directoryMode(ctx context.Context, o options) error {
 	machine := load.ThisMachine()
 	fmt.Printf("\n%d workspaces in the directory; router settings: defaults %s; %d requests in flight; steady phases %s each\nmachine: %s (load average now %s)\n\n",
 		o.directory, o.routerEnv, o.workers, o.duration, machine.Kind(), machine.LoadAvg)
-	fmt.Printf("| phase | requests | req/s | p99 | distinct workspaces | hit | revalidating | miss | refreshed | from memory | cache entries | router RSS | peak RSS | Go heap in use | router CPU per request |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Printf("| phase | requests | req/s | p99 | distinct workspaces | hit | revalidating | miss | refreshed | from memory | cache entries | router RSS | peak RSS | of RSS: anonymous / file | Go runtime holds | Go heap in use | router CPU per request |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range phases {
-		fmt.Printf("| %s | %d | %.0f | %.1f ms | %d | %.0f | %.0f | %.0f | %.0f | %.2f%% | %.0f | %.1f MiB | %.1f MiB | %.1f MiB | %.0f µs |\n", p.Name, p.Requests, p.OKPerSec, p.P99, p.Workspaces,
-			p.Lookups["hit"], p.Lookups["revalidating"], p.Lookups["miss"], p.Lookups["refreshed"], p.HitRatio*100, p.Entries, p.RSSMiB, p.HWMMiB, p.HeapMiB, p.CPUPerReq)
+		fmt.Printf("| %s | %d | %.0f | %.1f ms | %d | %.0f | %.0f | %.0f | %.0f | %.2f%% | %.0f | %.1f MiB | %.1f MiB | %.1f / %.1f MiB | %.1f MiB | %.1f MiB | %.0f µs |\n", p.Name, p.Requests, p.OKPerSec, p.P99, p.Workspaces,
+			p.Lookups["hit"], p.Lookups["revalidating"], p.Lookups["miss"], p.Lookups["refreshed"], p.HitRatio*100, p.Entries, p.RSSMiB, p.HWMMiB, p.AnonMiB, p.FileMiB, p.GoSysMiB, p.HeapMiB, p.CPUPerReq)
 	}
 	return writeJSON(o, map[string]any{"mode": "directory", "machine": machine, "commit": load.Commit(), "options": fmt.Sprintf("%+v", o), "phases": phases})
 }
@@ -516,6 +519,10 @@ func readRouter(c *http.Client, base string, pid int, p *phase, before map[strin
 				p.RSSMiB = kb / 1024
 			case "VmHWM":
 				p.HWMMiB = kb / 1024
+			case "RssAnon":
+				p.AnonMiB = kb / 1024
+			case "RssFile":
+				p.FileMiB = kb / 1024
 			}
 		}
 		f.Close()
@@ -536,6 +543,7 @@ func readRouter(c *http.Client, base string, pid int, p *phase, before map[strin
 	}
 	p.Entries = after["router_placement_cache_entries"]
 	p.HeapMiB = after["go_memstats_heap_inuse_bytes"] / (1 << 20)
+	p.GoSysMiB = (after["go_memstats_sys_bytes"] - after["go_memstats_heap_released_bytes"]) / (1 << 20)
 }
 
 // procCPU is the CPU time (user and system) a process used so far.
