@@ -85,3 +85,61 @@ func TestClientClosedIs499AndTheWriteStands(t *testing.T) {
 		t.Error("a client that went away was counted as a 500")
 	}
 }
+
+// A write whose transaction meets a serialization failure runs again (idempotency.Exec): the
+// request answers as its last execution did, and neither the metrics nor the error log count
+// the rolled-back execution as a failure. A trigger fails the first project insert with 40001,
+// the code PostgreSQL and CockroachDB give a serialization failure.
+func TestRetriedExecutionIsNotAnError(t *testing.T) {
+	b := setup(t)
+	core, logs := observer.New(zap.InfoLevel)
+	b.api.Log = zap.New(core)
+	ctx := context.Background()
+	for _, stmt := range []string{
+		`CREATE SEQUENCE fail_once_seq`,
+		`CREATE FUNCTION fail_once() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF nextval('fail_once_seq') = 1 THEN -- sequences are not rolled back: only the first insert fails
+				RAISE EXCEPTION 'injected serialization failure' USING ERRCODE = '40001';
+			END IF;
+			RETURN NEW;
+		END $$`,
+		`CREATE TRIGGER fail_once BEFORE INSERT ON projects FOR EACH ROW EXECUTE FUNCTION fail_once()`,
+	} {
+		if _, err := b.api.DB.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, body := b.call(t, call{method: "POST", path: "/api/v1/projects", ws: b.ws, key: "retried-1", body: `{"name":"Retried"}`})
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %d %s", resp.StatusCode, body)
+	}
+	var n int64
+	if err := b.api.DB.Pool.QueryRow(ctx, `SELECT last_value FROM fail_once_seq`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("the insert ran %d times (%v), want 2: the failure was not injected or not retried", n, err)
+	}
+	if l := logs.FilterLevelExact(zap.ErrorLevel).All(); len(l) != 0 {
+		t.Errorf("%d error lines for a request that succeeded: %v", len(l), l)
+	}
+	if logs.FilterMessage("request execution rolled back; it runs again").Len() != 1 {
+		t.Errorf("the rolled-back execution was not logged at info")
+	}
+	mresp, err := http.Get(b.srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	m := string(mb)
+	for _, want := range []string{
+		`cell_requests_total{operation="create-project",status="201"} 1`,
+		`cell_tx_retries_total{operation="create-project"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(m, `cell_request_errors_total{code="INTERNAL",operation="create-project"}`) {
+		t.Error("the rolled-back execution was counted as an INTERNAL error")
+	}
+}

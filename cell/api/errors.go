@@ -8,6 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"go.uber.org/zap"
 
+	"slidecells/shared/db"
 	"slidecells/shared/problem"
 )
 
@@ -22,7 +23,12 @@ import (
 func (s *Server) fail(ctx context.Context, w http.ResponseWriter, err error) {
 	pe := problem.As(err)
 	noteError(ctx, pe.Code)
-	if pe.Code != problem.ClientClosedRequest && (pe.Code == problem.Internal || pe.Cause != nil) {
+	switch {
+	case inAttempt(ctx) && db.IsRetryable(err):
+		// The execution's transaction runs again (a serialization failure): this answer is
+		// thrown away. If the last run fails too, its error is logged as the request's.
+		s.Log.Info("request execution rolled back; it runs again", zap.String("trace_id", TraceID(ctx)), zap.Error(err))
+	case pe.Code != problem.ClientClosedRequest && (pe.Code == problem.Internal || pe.Cause != nil):
 		s.Log.Error("request failed", zap.String("trace_id", TraceID(ctx)), zap.String("code", string(pe.Code)), zap.Error(err))
 	}
 	problem.Write(w, pe, TraceID(ctx))

@@ -109,6 +109,23 @@ func nameOperation(ctx context.Context, op string) {
 	}
 }
 
+// attemptKey marks the context of one execution of an idempotent request (idempotency.Exec),
+// which a serialization failure may run again.
+type attemptKey struct{}
+
+// newAttempt starts an execution of an idempotent request: what an earlier, rolled-back
+// execution noted is forgotten, so a request that succeeded at its second execution is not
+// counted as an error.
+func newAttempt(ctx context.Context) context.Context {
+	if o, ok := ctx.Value(outcomeKey{}).(*outcome); ok {
+		o.code = ""
+	}
+	return context.WithValue(ctx, attemptKey{}, true)
+}
+
+// inAttempt reports whether ctx belongs to an execution that newAttempt started.
+func inAttempt(ctx context.Context) bool { return ctx.Value(attemptKey{}) != nil }
+
 // noteError records the code of an error answer for the request's metrics.
 func noteError(ctx context.Context, c problem.Code) {
 	if o, ok := ctx.Value(outcomeKey{}).(*outcome); ok && o.code == "" {

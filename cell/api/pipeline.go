@@ -118,6 +118,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, op Operation
 	// commit together. Its answer is held until then, so a client never sees an answer that
 	// did not commit.
 	resp, replayed, err := s.Idem.Run(ctx, k, fp, func(ctx context.Context) idempotency.Response {
+		ctx = newAttempt(ctx)
 		if err := rewind(); err != nil {
 			return idempotency.Response{Status: http.StatusInternalServerError}
 		}
