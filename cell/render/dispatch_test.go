@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	gcblob "gocloud.dev/blob"
+
 	"slidecells/shared/problem"
 	rc "slidecells/shared/rendercontract"
 )
@@ -191,6 +193,23 @@ func TestQueueFullAndRepeatsKeepTheirRequest(t *testing.T) {
 	f.submit(t, c, b, 4, Interactive)
 	if _, err := c.Submit(context.Background(), b, Spec{Owner: "y", Stage: "test", Operation: rc.OpPageDiagnose, Category: Interactive, Snapshot: manifest(t, b, 5)}); !errors.As(err, &pe) || pe.Code != problem.RenderQueueFull {
 		t.Fatalf("fourth request of the cell with queue 3: %v, want RENDER_QUEUE_FULL", err)
+	}
+	// The refused requests' snapshots are not kept: nothing refers to them.
+	for _, w := range []struct {
+		ws   string
+		want int
+	}{{a.WorkspaceID(), 2}, {b.WorkspaceID(), 1}} {
+		n := 0
+		it := c.bucket.List(&gcblob.ListOptions{Prefix: "ws/" + w.ws + "/snapshots/"})
+		for {
+			if _, err := it.Next(context.Background()); err != nil {
+				break
+			}
+			n++
+		}
+		if n != w.want {
+			t.Errorf("workspace %s keeps %d snapshot manifests, want %d (one per queued request)", w.ws, n, w.want)
+		}
 	}
 	// A repeat of an existing need is not a new request: it is answered even with full queues.
 	again := f.submit(t, c, a, 1, Interactive)

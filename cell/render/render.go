@@ -298,6 +298,14 @@ func (c *Coordinator) create(ctx context.Context, ws, key, owner string, spec Sp
 			renderDigest, c.cfg.ProfileDigest, vpJSON, optJSON, c.cfg.MaxAttempts, deadline, now, cacheKey)
 		return err
 	})
+	if err != nil {
+		// The request did not enter the queue (full, workspace not writable, a concurrent
+		// submit of the same need won): nothing refers to its snapshot. Best effort: the
+		// manifest is small and expires anyway.
+		if derr := c.bucket.Delete(context.WithoutCancel(ctx), snapshot.ManifestKey(ws, m.Ref)); derr != nil {
+			c.log.Warn("an unused snapshot manifest was not deleted", zap.String("snapshot_ref", m.Ref), zap.Error(derr))
+		}
+	}
 	if db.IsUniqueViolation(err) {
 		return c.byKey(ctx, ws, key) // a concurrent submit of the same need won
 	}
