@@ -19,6 +19,9 @@
 // Concurrent misses for one workspace share one Source query (singleflight), and that query is
 // detached from the caller's cancellation so one impatient client cannot fail the others.
 //
+// The placements themselves live in a table of fixed-size records outside the Go heap
+// (table.go): 48 bytes per workspace, nothing for the collector to scan.
+//
 // The cache is deliberately not authoritative: a cell that no longer hosts a workspace answers
 // 421, and the router then calls Refresh. A placement cached a moment too long is therefore
 // corrected by the next request that meets it; the cache never has to be perfectly coherent.
