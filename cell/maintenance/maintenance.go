@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"slidecells/shared/loop"
 )
 
 // Defaults of Config.
@@ -49,9 +51,9 @@ type Config struct {
 	TempAfter time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
-	// Ticker makes the round ticker; nil is time.NewTicker's channel. Tests pass a channel
-	// they feed themselves.
-	Ticker func(d time.Duration) (c <-chan time.Time, stop func())
+	// Ticker makes the round ticker; nil is time.NewTicker's (loop.Real). Tests pass a
+	// channel they feed themselves.
+	Ticker loop.Ticker
 }
 
 // Runner runs the rounds.
@@ -74,27 +76,12 @@ func New(cfg Config) *Runner {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Ticker == nil {
-		cfg.Ticker = func(d time.Duration) (<-chan time.Time, func()) {
-			t := time.NewTicker(d)
-			return t.C, t.Stop
-		}
-	}
 	return &Runner{cfg: cfg}
 }
 
 // Run runs a round every Interval until ctx ends.
 func (r *Runner) Run(ctx context.Context) {
-	tick, stop := r.cfg.Ticker(r.cfg.Interval)
-	defer stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick:
-			r.Round(ctx)
-		}
-	}
+	loop.Every(ctx, r.cfg.Interval, r.cfg.Ticker, r.Round)
 }
 
 // Round runs every task once.
