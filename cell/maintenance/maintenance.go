@@ -1,6 +1,7 @@
 // Package maintenance runs a cell's periodic housekeeping: purging idempotency records past
 // their retention and sweeping blob upload temporaries left by a crash mid-upload. cmd/cell
-// only wires it; the loop, the batching and the clock are here so that tests can drive them.
+// only wires it; the rounds (run by shared/loop with an injectable ticker), the batching and the
+// clock are here so that tests can drive them.
 //
 // It does no business work and must not grow any: a task here only removes what retention
 // rules already say is dead.
