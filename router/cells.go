@@ -22,6 +22,7 @@ import (
 
 	"slidecells/router/hop"
 	"slidecells/shared/ids"
+	"slidecells/shared/loop"
 	"slidecells/shared/problem"
 )
 
@@ -185,10 +186,8 @@ func (rt *Router) lookupTimeout() time.Duration {
 func (rt *Router) reconcile(list []Cell) {
 	rt.cellsMu.Lock()
 	defer rt.cellsMu.Unlock()
-	select {
-	case <-rt.stop:
+	if rt.ctx.Err() != nil {
 		return // closed: do not start probers that nobody stops
-	default:
 	}
 	old := rt.cells.Load()
 	next := &cellSet{byID: make(map[string]*cell, len(list))}
@@ -323,19 +322,11 @@ func CellTransport(u *url.URL, cfg Config) *hop.Transport {
 const cellIdleTimeout = 90 * time.Second
 
 func (rt *Router) refreshLoop() {
-	defer rt.wg.Done()
-	t := time.NewTicker(rt.cfg.CellsRefresh)
-	defer t.Stop()
-	for {
-		select {
-		case <-rt.stop:
-			return
-		case <-t.C:
-			if err := rt.RefreshCells(context.Background()); err != nil {
-				rt.log.Warn("cannot reread the cell list; keeping the last one", zap.Error(err))
-			}
+	loop.Every(rt.ctx, rt.cfg.CellsRefresh, nil, func(ctx context.Context) {
+		if err := rt.RefreshCells(ctx); err != nil {
+			rt.log.Warn("cannot reread the cell list; keeping the last one", zap.Error(err))
 		}
-	}
+	})
 }
 
 // startProber starts the /readyz prober of a new cell.
@@ -347,16 +338,7 @@ func (rt *Router) startProber(c *cell) {
 	go func() {
 		defer close(c.done)
 		rt.probeCtx(c.ctx, c)
-		t := time.NewTicker(rt.cfg.ProbeInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-c.ctx.Done():
-				return
-			case <-t.C:
-				rt.probeCtx(c.ctx, c)
-			}
-		}
+		loop.Every(c.ctx, rt.cfg.ProbeInterval, nil, func(ctx context.Context) { rt.probeCtx(ctx, c) })
 	}()
 }
 

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -8,6 +9,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"slidecells/router/placement"
+	"slidecells/shared/scrape"
 )
 
 // metrics are the router's Prometheus series, in a registry of its own so that several routers
@@ -78,7 +80,7 @@ func newMetrics(rt *Router) *metrics {
 		Help: "Placements held in the cache now (not counting cached not-found answers); at most ROUTER_PLACEMENT_CACHE_SIZE.",
 	}, func() float64 { return float64(rt.cache.Len()) })
 	m.reg.MustRegister(m.requests, m.latency, m.cacheVec, m.misdirects, m.dirErrors, entries,
-		cellCollector{rt},
+		rt.cellCollector(),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -124,7 +126,27 @@ func (m *metrics) directoryError(op string) { m.dirErrors.WithLabelValues(op).In
 
 // cellCollector reports each cell's breaker state and health at scrape time, so an open breaker
 // that has since become half-open shows as such.
-type cellCollector struct{ rt *Router }
+func (rt *Router) cellCollector() prometheus.Collector {
+	return scrape.Collector(func(context.Context) ([]scrape.Sample, error) {
+		var out []scrape.Sample
+		for _, c := range rt.cells.Load().sorted {
+			var st float64
+			switch c.breaker.State() {
+			case gobreaker.StateHalfOpen:
+				st = 1
+			case gobreaker.StateOpen:
+				st = 2
+			}
+			h := 0.0
+			if c.healthy.Load() {
+				h = 1
+			}
+			out = append(out, scrape.Gauge(breakerDesc, st, c.id), scrape.Gauge(healthyDesc, h, c.id),
+				scrape.Gauge(stateDesc, 1, c.id, string(c.State())))
+		}
+		return out, nil
+	}, breakerDesc, healthyDesc, stateDesc)
+}
 
 var (
 	breakerDesc = prometheus.NewDesc("router_cell_breaker_state",
@@ -134,28 +156,3 @@ var (
 	stateDesc = prometheus.NewDesc("router_cell_state",
 		"The cell's directory state (always 1; the state is the label).", []string{"cell", "state"}, nil)
 )
-
-func (cc cellCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- breakerDesc
-	ch <- healthyDesc
-	ch <- stateDesc
-}
-
-func (cc cellCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range cc.rt.cells.Load().sorted {
-		var st float64
-		switch c.breaker.State() {
-		case gobreaker.StateHalfOpen:
-			st = 1
-		case gobreaker.StateOpen:
-			st = 2
-		}
-		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, st, c.id)
-		h := 0.0
-		if c.healthy.Load() {
-			h = 1
-		}
-		ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, h, c.id)
-		ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, 1, c.id, string(c.State()))
-	}
-}

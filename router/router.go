@@ -165,7 +165,8 @@ type Router struct {
 	rr        atomic.Uint64
 	buffers   bufferPool
 
-	stop      chan struct{}
+	ctx       context.Context // ends at Close: the background work's
+	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
@@ -182,15 +183,15 @@ func New(ctx context.Context, cfg Config) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := &Router{cfg: cfg, log: cfg.Logger, cache: cache, stop: make(chan struct{})}
+	rt := &Router{cfg: cfg, log: cfg.Logger, cache: cache}
+	rt.ctx, rt.cancel = context.WithCancel(context.Background())
 	rt.cells.Store(&cellSet{byID: map[string]*cell{}})
 	rt.m = newMetrics(rt)
 	if err := rt.RefreshCells(ctx); err != nil {
 		rt.log.Warn("cannot read the cell list at start; retrying in the background", zap.Error(err))
 	}
 	if cfg.CellsRefresh > 0 {
-		rt.wg.Add(1)
-		go rt.refreshLoop()
+		rt.wg.Go(rt.refreshLoop)
 	}
 	return rt, nil
 }
@@ -199,7 +200,7 @@ func New(ctx context.Context, cfg Config) (*Router, error) {
 // requests are not interrupted.
 func (rt *Router) Close() {
 	rt.closeOnce.Do(func() {
-		close(rt.stop)
+		rt.cancel()
 		rt.cellsMu.Lock()
 		for _, c := range rt.cells.Load().sorted {
 			c.close()

@@ -103,7 +103,7 @@ func (o *ObjectID) Resolve(ctx huma.Context) []error {
 // Kind declares a standard resource kind under /api/v1/<plural>: R is the stored row, V the view.
 // Its table (store.Table: plural and singular names, ID prefix, reads) gives the get and list
 // operations their reads.
-type Kind[R, V any] struct {
+type Kind[R store.Row, V any] struct {
 	Rows  store.Table[R]
 	Read  auth.Permission
 	Write auth.Permission
@@ -116,7 +116,7 @@ type Kind[R, V any] struct {
 
 // RegisterKind registers a kind's standard operations (Register) with its create (201 with
 // Location) and its versioned update. Their handlers get the store and return the row written.
-func RegisterKind[R, V, C, U any](s *Server, st *store.Store, k Kind[R, V],
+func RegisterKind[R store.Row, V, C, U any](s *Server, st *store.Store, k Kind[R, V],
 	create func(context.Context, *store.Store, auth.Scope, *C) (R, error), update func(context.Context, *store.Store, auth.Scope, *U) (R, error)) {
 	k.Register(s, st)
 	Scoped(s, k.CreateOp(k.CreateSummary), func(ctx context.Context, sc auth.Scope, in *C) (*Created[V], error) {

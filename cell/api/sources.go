@@ -13,7 +13,7 @@ import (
 // once: the standard reads and archives of its Kind, its source (or one version of it), its
 // history, the dependencies of its current version, and the declarations of its mutation-job
 // submissions.
-type sources[R, V any] struct {
+type sources[R store.Row, V any] struct {
 	Kind[R, V]
 	src store.Sourced[R]
 	st  *store.Store

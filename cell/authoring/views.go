@@ -11,44 +11,37 @@ import (
 
 // PageView is a page: its metadata and the number of its current source version.
 type PageView struct {
-	ID              string   `json:"id"`
-	ProjectID       string   `json:"project_id"`
-	Key             string   `json:"key"`
-	Title           string   `json:"title"`
-	Description     string   `json:"description"`
-	Tags            []string `json:"tags"`
-	FileType        string   `json:"file_type" enum:"tsx,jsx,html"`
-	Version         int64    `json:"version" doc:"current source version: the baseline a page edit carries"`
-	MetadataVersion int64    `json:"metadata_version"`
+	ID        string `json:"id"`
+	ProjectID string `json:"project_id"`
+	store.Labels
+	FileType        string `json:"file_type" enum:"tsx,jsx,html"`
+	Version         int64  `json:"version" doc:"current source version: the baseline a page edit carries"`
+	MetadataVersion int64  `json:"metadata_version"`
 	store.Stamps
 }
 
 // PageOf is the view of a page.
 func PageOf(_ auth.Scope, p store.Page) (PageView, error) {
-	return PageView{ID: p.ID, ProjectID: p.ProjectID, Key: p.Key, Title: p.Title, Description: p.Description, Tags: orEmpty(p.Tags),
-		FileType: p.FileType, Version: p.Version, MetadataVersion: p.MetadataVersion, Stamps: p.Stamps}, nil
+	return PageView{ID: p.ID, ProjectID: p.ProjectID, Labels: labels(p.Labels), FileType: p.FileType, Version: p.Version,
+		MetadataVersion: p.MetadataVersion, Stamps: p.Stamps}, nil
 }
 
 // ComponentView is a component: its key (imported as @components/<key>), metadata, draft
 // identity and last published version.
 type ComponentView struct {
-	ID               string   `json:"id"`
-	Key              string   `json:"key"`
-	Title            string   `json:"title"`
-	Description      string   `json:"description"`
-	Tags             []string `json:"tags"`
-	FileType         string   `json:"file_type" enum:"tsx,jsx"`
-	DraftHash        string   `json:"draft_hash" doc:"identifies the draft: the baseline a draft edit or a publish carries in If-Match"`
-	PublishedVersion int64    `json:"published_version" doc:"0 until the first publish; pages compile against it"`
-	MetadataVersion  int64    `json:"metadata_version"`
+	ID string `json:"id"`
+	store.Labels
+	FileType         string `json:"file_type" enum:"tsx,jsx"`
+	DraftHash        string `json:"draft_hash" doc:"identifies the draft: the baseline a draft edit or a publish carries in If-Match"`
+	PublishedVersion int64  `json:"published_version" doc:"0 until the first publish; pages compile against it"`
+	MetadataVersion  int64  `json:"metadata_version"`
 	store.Stamps
 }
 
 // ComponentOf is the view of a component.
 func ComponentOf(_ auth.Scope, c store.Component) (ComponentView, error) {
-	return ComponentView{ID: c.ID, Key: c.Key, Title: c.Title, Description: c.Description, Tags: orEmpty(c.Tags), FileType: c.FileType,
-		DraftHash: c.DraftHash, PublishedVersion: c.PublishedVersion, MetadataVersion: c.MetadataVersion,
-		Stamps: c.Stamps}, nil
+	return ComponentView{ID: c.ID, Labels: labels(c.Labels), FileType: c.FileType, DraftHash: c.DraftHash,
+		PublishedVersion: c.PublishedVersion, MetadataVersion: c.MetadataVersion, Stamps: c.Stamps}, nil
 }
 
 // DependencyView is a component a version was compiled with.
@@ -104,9 +97,10 @@ func DependenciesOf(id string, v store.SourceVersion) DependenciesView {
 	return DependenciesView{ObjectID: id, Version: v.Version, Dependencies: VersionOf(v, false).Dependencies}
 }
 
-func orEmpty(s []string) []string {
-	if s == nil {
-		return []string{}
+// labels are an object's key and metadata as the API shows them: tags are a list, never null.
+func labels(l store.Labels) store.Labels {
+	if l.Tags == nil {
+		l.Tags = []string{}
 	}
-	return s
+	return l
 }

@@ -59,6 +59,9 @@ func (f *fixture) pool(t *testing.T, handlers map[string]Handler, tune ...func(*
 	for _, fn := range tune {
 		fn(p)
 	}
+	// Init before the queue is shared, as the cell does: the test enqueues (and notifies)
+	// while Run starts.
+	f.q.Init()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = p.Run(ctx); close(done) }()

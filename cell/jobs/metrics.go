@@ -2,9 +2,10 @@ package jobs
 
 import (
 	"context"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"slidecells/shared/scrape"
 )
 
 var (
@@ -13,23 +14,13 @@ var (
 )
 
 // Collector reports the queue's depth to Prometheus at each scrape.
-func (q *Queue) Collector() prometheus.Collector { return queueCollector{q} }
-
-type queueCollector struct{ q *Queue }
-
-func (queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- queueDepth
-	ch <- queueOldest
-}
-
-func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	st, err := c.q.Stats(ctx)
-	if err != nil {
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(queueDepth, prometheus.GaugeValue, float64(st.Pending), "pending")
-	ch <- prometheus.MustNewConstMetric(queueDepth, prometheus.GaugeValue, float64(st.Running), "running")
-	ch <- prometheus.MustNewConstMetric(queueOldest, prometheus.GaugeValue, st.OldestPending.Seconds())
+func (q *Queue) Collector() prometheus.Collector {
+	return scrape.Collector(func(ctx context.Context) ([]scrape.Sample, error) {
+		st, err := q.Stats(ctx)
+		return []scrape.Sample{
+			scrape.Gauge(queueDepth, float64(st.Pending), "pending"),
+			scrape.Gauge(queueDepth, float64(st.Running), "running"),
+			scrape.Gauge(queueOldest, st.OldestPending.Seconds()),
+		}, err
+	}, queueDepth, queueOldest)
 }

@@ -16,6 +16,7 @@ import (
 	"slidecells/cell/auth"
 	"slidecells/cell/tenancy"
 	"slidecells/shared/ids"
+	"slidecells/shared/loop"
 )
 
 // Handler does one job kind's work. It reports progress through r, checks r.CancelRequested
@@ -113,9 +114,10 @@ func (p *Pool) Run(ctx context.Context) error {
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
 	free := make(chan struct{}, p.slots())
+	// Leases are renewed every third of their length and expired ones rescued every half.
 	var maint sync.WaitGroup
-	maint.Add(1)
-	go func() { defer maint.Done(); p.maintain(ctx) }()
+	maint.Go(func() { loop.Every(ctx, p.lease()/3, nil, p.renew) })
+	maint.Go(func() { loop.Every(ctx, p.lease()/2, nil, p.rescue) })
 
 	busy := 0
 	for ctx.Err() == nil {
@@ -170,45 +172,39 @@ func (p *Pool) Run(ctx context.Context) error {
 	return nil
 }
 
-// maintain renews this pool's leases and rescues expired ones, until ctx ends.
-func (p *Pool) maintain(ctx context.Context) {
-	renew := time.NewTicker(p.lease() / 3)
-	defer renew.Stop()
-	rescue := time.NewTicker(p.lease() / 2)
-	defer rescue.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-renew.C:
-			started := time.Now()
-			cancels, err := p.Queue.renew(ctx, p.Owner, p.lease())
-			if err != nil {
-				p.log().Warn("renewing job leases failed", zap.Error(err))
-				continue
-			}
-			p.mu.Lock()
-			for id, r := range p.runs {
-				if cancel, ok := cancels[id]; ok && cancel {
-					r.cancel.Store(true)
-				} else if !ok && r.claimedAt.Before(started) {
-					r.lost.Store(true) // rescued elsewhere: stop before any write
-				}
-			}
-			p.mu.Unlock()
-		case <-rescue.C:
-			jobs, err := p.Queue.rescue(ctx, 100)
-			if err != nil {
-				p.log().Warn("rescuing jobs failed", zap.Error(err))
-			}
-			for _, j := range jobs {
-				p.observe(j.Kind, j.Status)
-				p.log().Info("rescued a job whose lease ended", zap.String("workspace_id", j.WorkspaceID),
-					zap.String("job_id", j.ID), zap.String("state", j.Status))
-				if j.Status == Pending {
-					p.Queue.Notify()
-				}
-			}
+// renew renews this pool's leases and marks the runs that lost theirs (rescued elsewhere) or
+// were cancelled.
+func (p *Pool) renew(ctx context.Context) {
+	started := time.Now()
+	cancels, err := p.Queue.renew(ctx, p.Owner, p.lease())
+	if err != nil {
+		p.log().Warn("renewing job leases failed", zap.Error(err))
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, r := range p.runs {
+		if cancel, ok := cancels[id]; ok && cancel {
+			r.cancel.Store(true)
+		} else if !ok && r.claimedAt.Before(started) {
+			r.lost.Store(true) // rescued elsewhere: stop before any write
+		}
+	}
+}
+
+// rescue returns jobs whose lease ended, of any replica, to the queue (or fails them when no
+// attempt is left).
+func (p *Pool) rescue(ctx context.Context) {
+	jobs, err := p.Queue.rescue(ctx, 100)
+	if err != nil {
+		p.log().Warn("rescuing jobs failed", zap.Error(err))
+	}
+	for _, j := range jobs {
+		p.observe(j.Kind, j.Status)
+		p.log().Info("rescued a job whose lease ended", zap.String("workspace_id", j.WorkspaceID),
+			zap.String("job_id", j.ID), zap.String("state", j.Status))
+		if j.Status == Pending {
+			p.Queue.Notify()
 		}
 	}
 }

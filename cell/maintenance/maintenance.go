@@ -1,6 +1,7 @@
 // Package maintenance runs a cell's periodic housekeeping: purging idempotency records past
 // their retention and sweeping blob upload temporaries left by a crash mid-upload. cmd/cell
-// only wires it; the loop, the batching and the clock are here so that tests can drive them.
+// only wires it; the rounds (run by shared/loop with an injectable ticker), the batching and the
+// clock are here so that tests can drive them.
 //
 // It does no business work and must not grow any: a task here only removes what retention
 // rules already say is dead.
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"slidecells/shared/loop"
 )
 
 // Defaults of Config.
@@ -49,9 +52,9 @@ type Config struct {
 	TempAfter time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
-	// Ticker makes the round ticker; nil is time.NewTicker's channel. Tests pass a channel
-	// they feed themselves.
-	Ticker func(d time.Duration) (c <-chan time.Time, stop func())
+	// Ticker makes the round ticker; nil is time.NewTicker's (loop.Real). Tests pass a
+	// channel they feed themselves.
+	Ticker loop.Ticker
 }
 
 // Runner runs the rounds.
@@ -74,27 +77,12 @@ func New(cfg Config) *Runner {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Ticker == nil {
-		cfg.Ticker = func(d time.Duration) (<-chan time.Time, func()) {
-			t := time.NewTicker(d)
-			return t.C, t.Stop
-		}
-	}
 	return &Runner{cfg: cfg}
 }
 
 // Run runs a round every Interval until ctx ends.
 func (r *Runner) Run(ctx context.Context) {
-	tick, stop := r.cfg.Ticker(r.cfg.Interval)
-	defer stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick:
-			r.Round(ctx)
-		}
-	}
+	loop.Every(ctx, r.cfg.Interval, r.cfg.Ticker, r.Round)
 }
 
 // Round runs every task once.

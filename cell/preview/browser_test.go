@@ -17,6 +17,7 @@ import (
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"slidecells/renderer/chromium"
 	rc "slidecells/shared/rendercontract"
 )
 
@@ -45,27 +46,10 @@ func browser(t testing.TB) context.Context {
 			browserErr = fmt.Errorf("Debian's chromium is not installed at %s (.ci/run installs it): %v", chromiumPath, err)
 			return
 		}
-		opts := []chromedp.ExecAllocatorOption{
-			chromedp.ExecPath(chromiumPath),
-			chromedp.Flag("headless", "new"),
-			chromedp.Flag("disable-gpu", true),
-			// Tests only, run as root: the renderer never runs the browser without its sandbox.
-			chromedp.Flag("no-sandbox", true),
-			chromedp.Flag("disable-dev-shm-usage", true),
-			chromedp.Flag("no-first-run", true),
-			chromedp.Flag("no-default-browser-check", true),
-			chromedp.Flag("disable-background-networking", true),
-			chromedp.Flag("disable-component-update", true),
-			chromedp.Flag("disable-extensions", true),
-			chromedp.Flag("hide-scrollbars", true),
-			chromedp.Flag("mute-audio", true),
-			chromedp.Flag("disable-renderer-backgrounding", true),
-			chromedp.Flag("disable-background-timer-throttling", true),
-			chromedp.Flag("disable-backgrounding-occluded-windows", true),
-			chromedp.Flag("font-render-hinting", "none"),
-			chromedp.Flag("block-new-web-contents", true),
-			chromedp.UserDataDir(mustTempDir()),
-		}
+		// The renderer's launch flags, without its egress proxy. Tests only, run as root:
+		// the renderer never runs the browser without its sandbox.
+		opts := append(chromium.Options(append(chromium.FixedFlags(), "no-sandbox")),
+			chromedp.ExecPath(chromiumPath), chromedp.UserDataDir(mustTempDir()))
 		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 		ctx, cancel := chromedp.NewContext(alloc)
 		if err := chromedp.Run(ctx); err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"slidecells/cell/snapshot"
+	"slidecells/shared/digest"
 	"slidecells/shared/ticket"
 )
 
@@ -216,14 +216,14 @@ func (p *Puller) OpenObject(ctx context.Context, m *snapshot.Manifest, o snapsho
 		resp.Body.Close()
 		return nil, fmt.Errorf("preview backend: object of %d bytes, the manifest says %d", resp.ContentLength, o.Bytes)
 	}
-	return &verifying{body: resp.Body, r: io.LimitReader(resp.Body, o.Bytes+1), left: o.Bytes, want: o.Hex(), h: sha256.New()}, nil
+	return &verifying{body: resp.Body, r: io.LimitReader(resp.Body, o.Bytes+1), left: o.Bytes, want: o.Digest, h: sha256.New()}, nil
 }
 
 type verifying struct {
 	body io.Closer
 	r    io.Reader
 	left int64
-	want string
+	want string // the digest string
 	h    hash.Hash
 }
 
@@ -235,7 +235,7 @@ func (v *verifying) Read(b []byte) (int, error) {
 		return n, ErrDigestMismatch
 	}
 	if err == io.EOF {
-		if v.left != 0 || hex.EncodeToString(v.h.Sum(nil)) != v.want {
+		if v.left != 0 || digest.FromSum(v.h.Sum(nil)) != v.want {
 			return n, ErrDigestMismatch
 		}
 	}

@@ -6,22 +6,14 @@ import (
 	"time"
 
 	"slidecells/shared/directory"
+	"slidecells/shared/directory/directorytest"
 	"slidecells/shared/problem"
 )
-
-type overrides map[string]directory.Limits
-
-func (o overrides) Limits(_ context.Context, ws string) (directory.Limits, error) {
-	if l, ok := o[ws]; ok {
-		return l, nil
-	}
-	return directory.Limits{}, directory.ErrNotFound
-}
 
 func TestBuckets(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1000, 0)
-	o := overrides{}
+	o := directorytest.Limits{}
 	l := &Limiter{Workspace: Limit{Rate: 2, Burst: 3}, Token: Limit{Rate: 10, Burst: 5}, Overrides: o, Now: func() time.Time { return now }}
 	allowed := func(ws, tok string, n int) (int, error) {
 		ok := 0

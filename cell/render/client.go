@@ -3,8 +3,6 @@ package render
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"slidecells/shared/digest"
 	rc "slidecells/shared/rendercontract"
 )
 
@@ -137,8 +136,8 @@ func (c *client) artifact(ctx context.Context, base, attemptID string, d rc.Arti
 	if err != nil || int64(len(data)) != d.Bytes {
 		return lost("artifact bytes differ from the descriptor's length")
 	}
-	sum := sha256.Sum256(data)
-	if got := hex.EncodeToString(sum[:]); got != d.SHA256 && "sha256:"+got != d.SHA256 {
+	// The contract's digest string; a bare hex digest is accepted too.
+	if got := digest.Bytes(data); got != d.SHA256 && got != digest.Prefix+d.SHA256 {
 		return lost("artifact bytes do not match their SHA-256")
 	}
 	return data, nil

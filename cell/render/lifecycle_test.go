@@ -267,6 +267,14 @@ func (w *world) coordinator(t *testing.T, tune func(*Config)) *Coordinator {
 	return c
 }
 
+// start is the beginning of most lifecycle tests: n renderers, a coordinator over them (tune as
+// for coordinator) and the workspace the test renders in.
+func start(t *testing.T, n int, tune func(*Config)) (*world, *Coordinator, auth.Scope) {
+	t.Helper()
+	w := newWorld(t, n)
+	return w, w.coordinator(t, tune), w.f.scopes[0]
+}
+
 func docManifest(t *testing.T, sc auth.Scope, behaviour string, n int) *snapshot.Manifest {
 	t.Helper()
 	m := manifest(t, sc, n)
@@ -305,9 +313,7 @@ func wait(t *testing.T, c *Coordinator, sc auth.Scope, id string, limit time.Dur
 }
 
 func TestCaptureAndDiagnoseThroughRealRenderers(t *testing.T) {
-	w := newWorld(t, 2)
-	c := w.coordinator(t, nil)
-	sc := w.f.scopes[0]
+	w, c, sc := start(t, 2, nil)
 	ctx := context.Background()
 	shot := submitDoc(t, c, sc, "shot", rc.OpPageCapture, "ready", 1)
 	diag := submitDoc(t, c, sc, "diag", rc.OpPageDiagnose, "ready", 2)
@@ -350,9 +356,7 @@ func TestCaptureAndDiagnoseThroughRealRenderers(t *testing.T) {
 }
 
 func TestCancelAndDeadlineOfExecutingRequests(t *testing.T) {
-	w := newWorld(t, 2)
-	c := w.coordinator(t, func(cfg *Config) { cfg.RequestTimeout = 6 * time.Second })
-	sc := w.f.scopes[0]
+	w, c, sc := start(t, 2, func(cfg *Config) { cfg.RequestTimeout = 6 * time.Second })
 	ctx := context.Background()
 	cancelled := submitDoc(t, c, sc, "cancel", rc.OpPageDiagnose, "never", 1)
 	expired := submitDoc(t, c, sc, "expire", rc.OpPageDiagnose, "never", 2)
@@ -405,9 +409,7 @@ func waitReleased(t *testing.T, w *world, limit time.Duration) {
 }
 
 func TestRendererKilledMidAttemptRetriesOnProof(t *testing.T) {
-	w := newWorld(t, 1)
-	c := w.coordinator(t, func(cfg *Config) { cfg.RequestTimeout = 90 * time.Second })
-	sc := w.f.scopes[0]
+	w, c, sc := start(t, 1, func(cfg *Config) { cfg.RequestTimeout = 90 * time.Second })
 	ctx := context.Background()
 	// A document that mounts only after a while, so the kill lands mid-attempt.
 	req := submitDoc(t, c, sc, "kill", rc.OpPageDiagnose, "never", 1)
@@ -455,9 +457,7 @@ func TestRendererKilledMidAttemptRetriesOnProof(t *testing.T) {
 }
 
 func TestTakeoverAfterACoordinatorDies(t *testing.T) {
-	w := newWorld(t, 1)
-	a := w.coordinator(t, nil)
-	sc := w.f.scopes[0]
+	w, a, sc := start(t, 1, nil)
 	ctx := context.Background()
 	req := submitDoc(t, a, sc, "takeover", rc.OpPageCapture, "ready", 1)
 	// Stop a as soon as it sent the attempt: its driver ends without a result.
@@ -477,12 +477,10 @@ func TestTakeoverAfterACoordinatorDies(t *testing.T) {
 }
 
 func TestProfileMismatchIsNeverDispatched(t *testing.T) {
-	w := newWorld(t, 1)
-	c := w.coordinator(t, func(cfg *Config) {
+	w, c, sc := start(t, 1, func(cfg *Config) {
 		cfg.ProfileDigest = "sha256:" + strings.Repeat("ab", 32)
 		cfg.RequestTimeout = 3 * time.Second
 	})
-	sc := w.f.scopes[0]
 	ctx := context.Background()
 	req := submitDoc(t, c, sc, "mismatch", rc.OpPageCapture, "ready", 1)
 	cur := wait(t, c, sc, req.ID, 30*time.Second)

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	rc "slidecells/shared/rendercontract"
+	"slidecells/shared/scrape"
 )
 
 var (
@@ -38,21 +39,13 @@ func (c *Coordinator) Collectors() []prometheus.Collector {
 		m.events.WithLabelValues(string(op), event).Inc()
 		m.latency.WithLabelValues(string(op), event).Observe(d.Seconds())
 	}
-	return []prometheus.Collector{m.events, m.latency, gauges{c}}
-}
-
-type gauges struct{ c *Coordinator }
-
-func (gauges) Describe(ch chan<- *prometheus.Desc) {
-	ch <- renderQueue
-	ch <- renderWorkers
-}
-
-func (g gauges) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	h := g.c.Health(ctx)
-	ch <- prometheus.MustNewConstMetric(renderQueue, prometheus.GaugeValue, float64(h.Queued), "waiting")
-	ch <- prometheus.MustNewConstMetric(renderQueue, prometheus.GaugeValue, float64(h.Executing), "executing")
-	ch <- prometheus.MustNewConstMetric(renderWorkers, prometheus.GaugeValue, float64(h.Ready))
+	gauges := scrape.Collector(func(ctx context.Context) ([]scrape.Sample, error) {
+		h := c.Health(ctx)
+		return []scrape.Sample{
+			scrape.Gauge(renderQueue, float64(h.Queued), "waiting"),
+			scrape.Gauge(renderQueue, float64(h.Executing), "executing"),
+			scrape.Gauge(renderWorkers, float64(h.Ready)),
+		}, nil
+	}, renderQueue, renderWorkers)
+	return []prometheus.Collector{m.events, m.latency, gauges}
 }

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"slidecells/cell/auth"
+	"slidecells/shared/loop"
 	rc "slidecells/shared/rendercontract"
 )
 
@@ -21,10 +22,10 @@ func (c *Coordinator) Start(ctx context.Context) {
 		cancel()
 	}()
 	c.refreshWorkers(ctx)
-	c.wg.Add(3)
+	c.wg.Add(1)
 	go c.dispatchLoop(ctx)
-	go c.every(ctx, c.refreshWorkers)
-	go c.every(ctx, c.reconcile)
+	c.wg.Go(func() { loop.Every(ctx, c.TickInterval, nil, c.refreshWorkers) })
+	c.wg.Go(func() { loop.Every(ctx, c.TickInterval, nil, c.reconcile) })
 }
 
 // Stop stops dispatching and driving and waits for the goroutines; attempts it drove are taken
@@ -32,20 +33,6 @@ func (c *Coordinator) Start(ctx context.Context) {
 func (c *Coordinator) Stop() {
 	c.stopped.Do(func() { close(c.stop) })
 	c.wg.Wait()
-}
-
-func (c *Coordinator) every(ctx context.Context, f func(context.Context)) {
-	defer c.wg.Done()
-	t := time.NewTicker(c.TickInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			f(ctx)
-		}
-	}
 }
 
 // refreshWorkers reads every configured worker's capabilities and readiness and records its

@@ -11,8 +11,7 @@ import (
 )
 
 // Assets is the kind of assets. Metadata edits are version-locked.
-var Assets = Table[Asset]{Kind: Kind{Name: "assets", Prefix: ids.Asset, LockColumn: "version"},
-	cols: assetCols, scan: scanAsset, id: func(a Asset) string { return a.ID }}
+var Assets = Table[Asset]{Kind: Kind{Name: "assets", Prefix: ids.Asset, LockColumn: "version"}, cols: assetCols, scan: scanAsset}
 
 // assetContent is the same table seen by a content replacement, which is locked by hash.
 var assetContent = Kind{Name: "assets", Prefix: ids.Asset, LockColumn: "sha256"}
@@ -20,7 +19,7 @@ var assetContent = Kind{Name: "assets", Prefix: ids.Asset, LockColumn: "sha256"}
 // Asset is an asset row. The bytes are in the cell's blob store under BlobKey (see cell/blob);
 // SHA256 is the lower-case hex digest of those bytes and the content's lock baseline.
 type Asset struct {
-	ID          string
+	Object
 	Name        string
 	ContentType string // canonical, sniffed from the bytes (cell/blob allow-list)
 	ByteSize    int64

@@ -13,11 +13,11 @@ import (
 // Components is the kind of components. A component's draft is locked by its content hash;
 // publishing freezes the draft as the next version.
 var Components = sourced(Table[Component]{Kind: Kind{Name: "components", Prefix: ids.Component, LockColumn: "draft_hash"},
-	cols: componentCols, scan: scanComponent, id: func(c Component) string { return c.ID }}, "published_version", errComponentKey)
+	cols: componentCols, scan: scanComponent}, "published_version", errComponentKey)
 
 // Component is a component row: its key, metadata, draft and last published version.
 type Component struct {
-	ID string
+	Object
 	Labels
 	FileType         string
 	DraftSource      string

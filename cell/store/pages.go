@@ -12,12 +12,12 @@ import (
 
 // Pages is the kind of pages. Their source is locked by version, and only mutation jobs change
 // it; their metadata is locked by metadata_version.
-var Pages = sourced(Table[Page]{Kind: Kind{Name: "pages", Prefix: ids.Page, LockColumn: "version"},
-	cols: pageCols, scan: scanPage, id: func(p Page) string { return p.ID }}, "version", errPageKey)
+var Pages = sourced(Table[Page]{Kind: Kind{Name: "pages", Prefix: ids.Page, LockColumn: "version"}, cols: pageCols, scan: scanPage},
+	"version", errPageKey)
 
 // Page is a page row: its metadata and the number of its current source version.
 type Page struct {
-	ID        string
+	Object
 	ProjectID string
 	Labels
 	FileType        string

@@ -10,12 +10,11 @@ import (
 )
 
 // Projects is the kind of projects.
-var Projects = Table[Project]{Kind: Kind{Name: "projects", Prefix: ids.Project, LockColumn: "version"},
-	cols: projectCols, scan: scanProject, id: func(p Project) string { return p.ID }}
+var Projects = Table[Project]{Kind: Kind{Name: "projects", Prefix: ids.Project, LockColumn: "version"}, cols: projectCols, scan: scanProject}
 
 // Project is a project row.
 type Project struct {
-	ID          string
+	Object
 	Name        string
 	Description string
 	Version     int64

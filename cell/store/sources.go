@@ -18,7 +18,7 @@ import (
 // pages (the current version is the row's version) and components (published versions; the
 // draft is in the row). Their histories, version reads, version inserts and metadata edits
 // are one implementation, parameterised by the kind.
-type Sourced[T any] struct {
+type Sourced[T Row] struct {
 	Table[T]
 	versions   string // the versions table
 	idCol      string // its column naming the object
@@ -29,7 +29,7 @@ type Sourced[T any] struct {
 }
 
 // sourced declares a Sourced kind of table with its versions in table_versions.
-func sourced[T any](t Table[T], currentCol string, taken func(string) error) Sourced[T] {
+func sourced[T Row](t Table[T], currentCol string, taken func(string) error) Sourced[T] {
 	meta := t.Kind
 	meta.LockColumn = "metadata_version"
 	return Sourced[T]{Table: t, versions: t.Singular() + "_versions", idCol: t.Singular() + "_id", currentCol: currentCol, metadata: meta, taken: taken}

@@ -13,11 +13,11 @@ import (
 
 // Styles is the kind of styles.
 var Styles = Table[Style]{Kind: Kind{Name: "styles", Prefix: ids.Style, LockColumn: "version"},
-	cols: styleCols, scan: scanStyle, id: func(y Style) string { return y.ID }, version: func(y Style) int64 { return y.Version }}
+	cols: styleCols, scan: scanStyle, version: func(y Style) int64 { return y.Version }}
 
 // Style is a style row: a name and one normalised presentation snapshot.
 type Style struct {
-	ID             string
+	Object
 	Name           string
 	Snapshot       json.RawMessage // canonical JSON, as normalised by the API
 	SnapshotDigest string

@@ -9,21 +9,30 @@ import (
 	"slidecells/cell/auth"
 )
 
+// Object is what every row of a Table starts with: its ID, which is also the cursor of its
+// lists. A row type embeds it, and so tells its Table its ID.
+type Object struct{ ID string }
+
+// ObjectID is the row's ID.
+func (o Object) ObjectID() string { return o.ID }
+
+// Row is the row type of a Table: a struct embedding Object.
+type Row interface{ ObjectID() string }
+
 // Table is a kind with its row type: the columns a read selects and how a row is scanned. The
 // reads every standard kind has (one live row, a page of live rows by ID) and the
 // version-locked update are written once, here.
-type Table[T any] struct {
+type Table[T Row] struct {
 	Kind
 	cols string // select list; over from's aliases when from is set
 	from string // a FROM clause whose main table is aliased t; "" is the table itself
 	scan func(pgx.Row) (T, error)
-	id   func(T) string
 	// version is a row's version, for kinds edited read-modify-write (locked).
 	version func(T) int64
 }
 
 // ID is a row's ID (the cursor of lists).
-func (t Table[T]) ID(r T) string { return t.id(r) }
+func (t Table[T]) ID(r T) string { return r.ObjectID() }
 
 // selectLive starts a read of the scope's live rows ($1): the select list, the FROM clause and
 // the conditions; rest follows with its own " AND …".

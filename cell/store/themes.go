@@ -17,7 +17,7 @@ import (
 
 // Themes is the kind of themes.
 var Themes = Table[Theme]{Kind: Kind{Name: "themes", Prefix: ids.Theme, LockColumn: "version"},
-	cols: themeCols, from: themeFrom, scan: scanTheme, id: func(t Theme) string { return t.ID }, version: func(t Theme) int64 { return t.Version }}
+	cols: themeCols, from: themeFrom, scan: scanTheme, version: func(t Theme) int64 { return t.Version }}
 
 // FontRoles are the typography roles of a theme, in output order.
 var FontRoles = []string{"heading", "body", "code"}
@@ -32,7 +32,7 @@ type ThemeFont struct {
 
 // Theme is a theme row. Colors, Spacing and Radius are stored as validated by the API.
 type Theme struct {
-	ID      string
+	Object
 	Key     string
 	Name    string
 	Colors  map[string]string

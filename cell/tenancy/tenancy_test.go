@@ -8,27 +8,14 @@ import (
 	"slidecells/shared/cellproto"
 	"slidecells/shared/db/dbtest"
 	"slidecells/shared/directory"
+	"slidecells/shared/directory/directorytest"
 	"slidecells/shared/problem"
 )
-
-// placements is the directory's answer, fixed per test.
-type placements map[string]directory.Placement
-
-func (p placements) Placement(ctx context.Context, ws string) (directory.Placement, error) {
-	return p.FreshPlacement(ctx, ws)
-}
-
-func (p placements) FreshPlacement(_ context.Context, ws string) (directory.Placement, error) {
-	if pl, ok := p[ws]; ok {
-		return pl, nil
-	}
-	return directory.Placement{}, directory.ErrNotFound
-}
 
 func TestGuard(t *testing.T) {
 	ctx := context.Background()
 	d := dbtest.Open(t, dbtest.NewDatabase(t, migrations.FS, migrations.Cell))
-	dir := placements{}
+	dir := directorytest.Placements{} // the directory's answers, fixed per case
 	g := &Guard{DB: d, CellID: "cell-a", Dir: dir}
 	const (
 		served   = ""

@@ -149,14 +149,7 @@ func execute(ctx context.Context, job Job, started time.Time, w *EventWriter, lo
 			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		}),
 	}
-	for _, f := range LaunchFlags(NetworkFlags{ProxyAddr: job.EgressProxy, AllowedOrigins: job.Document.AllowedOrigins, NoBrowserGate: job.NoBrowserGate}) {
-		name, value, hasValue := strings.Cut(f, "=")
-		if hasValue {
-			opts = append(opts, chromedp.Flag(name, value))
-		} else {
-			opts = append(opts, chromedp.Flag(name, true))
-		}
-	}
+	opts = append(opts, Options(LaunchFlags(NetworkFlags{ProxyAddr: job.EgressProxy, AllowedOrigins: job.Document.AllowedOrigins, NoBrowserGate: job.NoBrowserGate}))...)
 	if job.BrowserLog {
 		opts = append(opts, chromedp.CombinedOutput(logWriter{logf}))
 	}

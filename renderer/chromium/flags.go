@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // Fixed environment of every attempt; part of the RenderProfile.
@@ -68,6 +70,25 @@ var fixedFlags = []string{
 	"font-render-hinting=none", // glyph outlines independent of the host's fontconfig hinting
 	"lang=" + Locale,
 	"no-pings",
+}
+
+// FixedFlags are the launch flags every browser of the renderer gets, without an attempt's
+// network flags: for tests that open documents the way the renderer does, without its egress
+// proxy.
+func FixedFlags() []string { return append([]string(nil), fixedFlags...) }
+
+// Options are launch flags ("name" or "name=value", as LaunchFlags and FixedFlags give them) as
+// chromedp allocator options.
+func Options(flags []string) []chromedp.ExecAllocatorOption {
+	opts := make([]chromedp.ExecAllocatorOption, 0, len(flags))
+	for _, f := range flags {
+		if name, value, hasValue := strings.Cut(f, "="); hasValue {
+			opts = append(opts, chromedp.Flag(name, value))
+		} else {
+			opts = append(opts, chromedp.Flag(name, true))
+		}
+	}
+	return opts
 }
 
 // NetworkFlags are the browser's network settings of one attempt.
