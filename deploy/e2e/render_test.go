@@ -216,6 +216,25 @@ export default function M() { return <Image asset="` + ids.New(ids.Asset) + `" a
 		t.Fatal("the preview URL still works after it expired")
 	}
 
+	// make run's demo content: made once (a second seeding finds it), and every demo page
+	// compiles and renders without a finding.
+	demo, err := e.s.SeedContent(context.Background(), e.demo.PAT, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.s.SeedContent(context.Background(), e.demo.PAT, ws)
+	if err != nil || again.ProjectID != demo.ProjectID || len(again.Pages) != len(demo.Pages) || len(demo.Pages) != 2 {
+		t.Fatalf("seeding again: %+v %v, first %+v", again, err, demo)
+	}
+	for key, id := range demo.Pages {
+		if again.Pages[key] != id {
+			t.Fatalf("seeding again made page %s anew", key)
+		}
+		if v := e.validate(t, ws, id); !v.Valid || v.Status != "passed" || v.Stages.Render.Status != "passed" {
+			t.Fatalf("demo page %s: %+v", key, v)
+		}
+	}
+
 	// Renderers offline: validation is unavailable (never passed, never "source has errors"),
 	// health says so, and ordinary traffic is unaffected.
 	for _, r := range e.s.Renderers["cell-a"] {

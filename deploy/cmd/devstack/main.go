@@ -77,6 +77,17 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
+	// Demo content through the public API: a project with a title and a chart page in each
+	// demo workspace (kept on later runs).
+	content := map[string]stack.DemoContent{}
+	for _, ws := range []string{demo.WorkspaceA, demo.WorkspaceB} {
+		c, err := s.SeedContent(ctx, demo.PAT, ws)
+		if err != nil {
+			fmt.Printf("• demo content of %s not seeded: %v\n", ws, err)
+			continue
+		}
+		content[ws] = c
+	}
 	env := fmt.Sprintf(`export BASE_URL=%s
 export PAT=%s
 export PAT_READONLY=%s
@@ -86,6 +97,12 @@ export DIRECTORY_DATABASE_URL=%s
 export CELLCTL=%s
 export CELLCTL_CELLS_FILE=%s
 `, s.RouterURL, demo.PAT, demo.PATReadOnly, demo.WorkspaceA, demo.WorkspaceB, s.DirURL, filepath.Join(binAbs, "cellctl"), s.CellsFile)
+	for suffix, ws := range map[string]string{"A": demo.WorkspaceA, "B": demo.WorkspaceB} {
+		if c, ok := content[ws]; ok {
+			env += fmt.Sprintf("export PROJECT_%s=%s\nexport PAGE_%s=%s\nexport CHART_PAGE_%s=%s\n",
+				suffix, c.ProjectID, suffix, c.Pages["title"], suffix, c.Pages["chart"])
+		}
+	}
 	for _, c := range strings.Split(*cells, ",") {
 		name := strings.ToUpper(strings.ReplaceAll(c, "-", "_"))
 		env += fmt.Sprintf("export %s_URL=%s\n", name, s.Cells[c].URL)
@@ -115,15 +132,17 @@ Local deployment is up.
 		fmt.Printf("  render profile    %s (%s)\n", s.ProfileManifest, s.ProfileDigest)
 	}
 	fmt.Printf(`  directory DB      %s
-  workspace A       %s (on %s)
-  workspace B       %s (on %s)
+  workspace A       %s (on %s; demo project %s, pages $PAGE_A and $CHART_PAGE_A)
+  workspace B       %s (on %s; demo project %s)
   PAT (all scopes)  %s
   PAT (read-only)   %s
   logs              %s
 
 Try:  source %s && curl -s -H "Authorization: Bearer $PAT" $BASE_URL/api/v1/workspaces
+      curl -s -H "Authorization: Bearer $PAT" -H "X-Workspace-ID: $WORKSPACE_A" $BASE_URL/api/v1/pages/$CHART_PAGE_A/screenshot -o chart.png
 Ctrl-C stops everything.
-`, s.DirURL, demo.WorkspaceA, strings.Split(*cells, ",")[0], demo.WorkspaceB, strings.Split(*cells, ",")[len(strings.Split(*cells, ","))-1],
+`, s.DirURL, demo.WorkspaceA, strings.Split(*cells, ",")[0], content[demo.WorkspaceA].ProjectID,
+		demo.WorkspaceB, strings.Split(*cells, ",")[len(strings.Split(*cells, ","))-1], content[demo.WorkspaceB].ProjectID,
 		demo.PAT, demo.PATReadOnly, filepath.Join(abs, "logs"), filepath.Join(*dir, "env"))
 	select {
 	case <-ctx.Done():
