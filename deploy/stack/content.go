@@ -20,8 +20,8 @@ type DemoContent struct {
 // demoProject is the name of the demo project in each demo workspace.
 const demoProject = "Demo deck"
 
-// demoPages are the demo project's pages, by key: a title slide and a chart (the preview host's
-// kit; CONTENT.md of the spec's render profile).
+// demoPages are the demo project's pages, by key: a title slide and a chart, made of the
+// preview host's kit (cell/preview/runtime/src/kit).
 var demoPages = []struct{ key, title, source string }{
 	{"title", "Title", `import { Slide, Stack } from "@kit/layout";
 import { Title, Body, Caption } from "@kit/text";
@@ -45,7 +45,7 @@ export default function RevenueSlide() {
     <Slide>
       <Heading>Revenue by quarter</Heading>
       <Columns widths={["2fr", "1fr"]}>
-        <BarChart data={revenue} width={900} height={480} title="Revenue (M€)" />
+        <BarChart data={revenue} width={680} height={440} title="Revenue (M€)" />
         <Body>Up 117 % over the year, every quarter above the last.</Body>
       </Columns>
     </Slide>
