@@ -377,6 +377,7 @@ func TestFrozenCellDoesNotSlowOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = b.Pause(false) }()
+	waitStopped(t, b.Pid())
 	// Keep requests to the frozen cell in flight while the other cell is used.
 	var wg sync.WaitGroup
 	frozen := make(chan answer, 16)
@@ -396,7 +397,7 @@ func TestFrozenCellDoesNotSlowOthers(t *testing.T) {
 	close(frozen)
 	for a := range frozen {
 		if a.status != http.StatusServiceUnavailable || a.code != "CELL_UNAVAILABLE" {
-			t.Fatalf("frozen cell answered %d %s", a.status, a.body)
+			t.Fatalf("frozen cell answered %d %s (X-Cell-ID %q; cell-b state %s)", a.status, a.body, a.header.Get("X-Cell-ID"), procState(b.Pid()))
 		}
 	}
 	// Once the breaker is open, the frozen cell's requests fail with CELL_UNAVAILABLE at once.
@@ -407,6 +408,28 @@ func TestFrozenCellDoesNotSlowOthers(t *testing.T) {
 	}
 	if !opened {
 		t.Fatal("breaker never reported the frozen cell unavailable")
+	}
+}
+
+// procState is the state letter of a process (/proc/<pid>/stat), "T" when stopped.
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return err.Error()
+	}
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		return string(b[i+2])
+	}
+	return "?"
+}
+
+// waitStopped waits until a process SIGSTOP was sent to is stopped.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); procState(pid) != "T"; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d not stopped: state %s", pid, procState(pid))
+		}
 	}
 }
 
