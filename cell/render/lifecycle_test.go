@@ -356,16 +356,22 @@ func TestCaptureAndDiagnoseThroughRealRenderers(t *testing.T) {
 }
 
 func TestCancelAndDeadlineOfExecutingRequests(t *testing.T) {
-	w, c, sc := start(t, 2, func(cfg *Config) { cfg.RequestTimeout = 6 * time.Second })
+	// The cancelled request has all the time a loaded machine may need to start executing; the
+	// other one a deadline of its own, which it meets executing or, on a slow start, queued.
+	w, c, sc := start(t, 2, func(cfg *Config) { cfg.RequestTimeout = 2 * time.Minute })
 	ctx := context.Background()
 	cancelled := submitDoc(t, c, sc, "cancel", rc.OpPageDiagnose, "never", 1)
-	expired := submitDoc(t, c, sc, "expire", rc.OpPageDiagnose, "never", 2)
+	expired, err := c.Submit(ctx, sc, Spec{Owner: "t", Stage: "expire", Operation: rc.OpPageDiagnose, Category: Interactive,
+		Snapshot: docManifest(t, sc, "never", 2), Deadline: time.Now().Add(6 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Wait until the first is executing on a renderer, then cancel it.
 	w.waitAttempt(t, cancelled.ID, "running", "accepted")
 	if _, err := c.Cancel(ctx, sc, cancelled.ID); err != nil {
 		t.Fatal(err)
 	}
-	if r := wait(t, c, sc, cancelled.ID, 30*time.Second); r.State != StateCancelled {
+	if r := wait(t, c, sc, cancelled.ID, time.Minute); r.State != StateCancelled {
 		t.Fatalf("cancelled while executing: %+v", r)
 	}
 	if r := wait(t, c, sc, expired.ID, 30*time.Second); r.State != StateExpired || r.ErrorCode != string(rc.CodeDeadlineExceeded) {
@@ -467,7 +473,7 @@ func TestTakeoverAfterACoordinatorDies(t *testing.T) {
 		t.Skip("the attempt finished before the coordinator stopped; nothing to take over")
 	}
 	b := w.coordinator(t, nil)
-	cur := wait(t, b, sc, req.ID, time.Minute)
+	cur := wait(t, b, sc, req.ID, 2*time.Minute)
 	if cur.State != StateSucceeded || cur.AttemptsUsed != 1 {
 		t.Fatalf("after takeover: %+v, want succeeded by the same attempt", cur)
 	}
