@@ -25,8 +25,11 @@ import (
 // found" in the negative cache as before.
 //
 // The table has tableShards parts, each under its own mutex: open addressing with linear
-// probing, deletion by backward shift (no tombstones), and CLOCK eviction (a slot used since
-// the hand last passed it is spared once), which approximates LRU. Each part holds at least
+// probing, deletion by backward shift (no tombstones), and generalised CLOCK eviction: each
+// record counts its uses up to maxUses, the hand takes one off each record it passes and evicts
+// the first it finds at zero. A record used at least once per turn of the hand stays; one used
+// often in the past survives a few turns without use; one never used after it was added goes
+// at the hand's second visit. An approximation of LRU that also resists a scan of new keys. Each part holds at least
 // stalecache.ShardCapacity(size) records, so any size workspaces fit.
 type table struct {
 	seed  maphash.Seed
@@ -55,16 +58,23 @@ type slot struct {
 }
 
 const (
-	flagStale = 1 << iota
-	flagUsed  // CLOCK's reference bit
+	flagStale = 1 // the entry is stale (stalecache.Entry.Stale)
+	// Bits 1 and 2 count uses for the hand (usesShift, maxUses).
+	usesShift = 1
+	usesMask  = 3 << usesShift
+	maxUses   = 3
 )
+
+func uses(s *slot) uint8 { return (s.flags & usesMask) >> usesShift }
+
+func setUses(s *slot, n uint8) { s.flags = s.flags&^usesMask | n<<usesShift }
 
 type tablePart struct {
 	mu    sync.Mutex
 	slots []slot
 	n     int // records held
 	limit int // records held at most
-	hand  int // CLOCK hand
+	hand  int // the CLOCK hand
 	_     [64]byte
 }
 
@@ -145,11 +155,11 @@ func (p *tablePart) remove(i int) {
 	p.n--
 }
 
-// evict removes one record: the first one the hand meets that was not used since it last
-// passed; used ones lose their mark. Two turns at most.
+// evict removes one record: the first one the hand meets with no use left; every record it
+// passes on the way loses one. maxUses+1 turns at most.
 func (p *tablePart) evict() {
 	n := len(p.slots)
-	for range 2*n + 1 {
+	for range (maxUses+1)*n + 1 {
 		i := p.hand
 		p.hand++
 		if p.hand == n {
@@ -159,8 +169,8 @@ func (p *tablePart) evict() {
 		if s.cell == 0 {
 			continue
 		}
-		if s.flags&flagUsed != 0 {
-			s.flags &^= flagUsed
+		if u := uses(s); u > 0 {
+			setUses(s, u-1)
 			continue
 		}
 		p.remove(i)
@@ -181,8 +191,10 @@ func (t *table) read(key string, use bool) (stalecache.Entry[Placement], bool) {
 		return stalecache.Entry[Placement]{}, false
 	}
 	s := &p.slots[i]
-	if use && s.flags&flagUsed == 0 {
-		s.flags |= flagUsed
+	if use {
+		if u := uses(s); u < maxUses {
+			setUses(s, u+1)
+		}
 	}
 	e := stalecache.Entry[Placement]{
 		V:       Placement{CellID: t.cells.name(s.cell), Epoch: s.epoch},
@@ -198,8 +210,8 @@ func (t *table) Get(key string) (stalecache.Entry[Placement], bool) { return t.r
 // Peek implements stalecache.Store.
 func (t *table) Peek(key string) (stalecache.Entry[Placement], bool) { return t.read(key, false) }
 
-// Add implements stalecache.Store. A new record counts as used, so that the hand spares it
-// once: the placement just read is the likeliest to be asked for again.
+// Add implements stalecache.Store. A new record starts with one use (the request that loaded
+// it), so the hand spares it once; a replaced record keeps its uses.
 func (t *table) Add(key string, e stalecache.Entry[Placement]) {
 	k, ok := ids.Bytes(ids.Workspace, key)
 	if !ok {
@@ -209,15 +221,17 @@ func (t *table) Add(key string, e stalecache.Entry[Placement]) {
 	if !ok {
 		return
 	}
-	rec := slot{key: k, epoch: e.V.Epoch, fetched: e.Fetched, freshUntil: e.FreshUntil, cell: cell, flags: flagUsed}
+	rec := slot{key: k, epoch: e.V.Epoch, fetched: e.Fetched, freshUntil: e.FreshUntil, cell: cell}
 	if e.Stale {
 		rec.flags |= flagStale
 	}
+	setUses(&rec, 1)
 	p, h := t.locate(k)
 	rec.hash = h
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if i := p.find(k, h); i >= 0 {
+		setUses(&rec, uses(&p.slots[i]))
 		p.slots[i] = rec
 		return
 	}
