@@ -44,6 +44,7 @@ func TestRegistryMatchesRoutesAndOpenAPI(t *testing.T) {
 	if len(ops) == 0 {
 		t.Fatal("empty registry")
 	}
+	t.Logf("%d operations in the registry", len(ops))
 	for _, op := range ops {
 		key := op.Method + " " + op.Path
 		if !documented[key] {

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"slidecells/cell/auth"
 	"slidecells/cell/authoring"
@@ -18,15 +17,6 @@ func accepted(j jobs.Job, err error) (*Accepted[jobs.JobView], error) {
 		return nil, err
 	}
 	return &Accepted[jobs.JobView]{Location: jobsPath + "/" + j.ID, Body: jobs.ViewOf(j)}, nil
-}
-
-// kindScopes are the scopes reading and changing a job of a kind need (the job operations
-// declare workspace:read; the kind's own scope is checked once the job is loaded).
-func kindScopes(kind string) (read, write auth.Permission) {
-	if strings.HasPrefix(kind, "component.") {
-		return auth.ComponentRead, auth.ComponentWrite
-	}
-	return auth.PageRead, auth.PageWrite
 }
 
 type jobsAPI struct {
@@ -48,29 +38,12 @@ func (s *Server) registerJobs(q *jobs.Queue, svc *authoring.Service) {
 	Scoped(s, retry, h.retry)
 }
 
-// load reads a job and checks the caller holds scope of its kind; a job the caller may not see
-// at all is the one 404.
-func (h *jobsAPI) load(ctx context.Context, sc auth.Scope, id string, write bool) (jobs.Job, error) {
-	j, err := h.q.Get(ctx, sc, id)
-	if err != nil {
-		return j, err
-	}
-	read, w := kindScopes(j.Kind)
-	if err := sc.Require(read); err != nil {
-		return jobs.Job{}, err
-	}
-	if write {
-		return j, sc.Require(w)
-	}
-	return j, nil
-}
-
 func (h *jobsAPI) get(ctx context.Context, sc auth.Scope, in *jobIn) (*Single[jobs.JobView], error) {
-	return jobView(h.load(ctx, sc, in.ID(), false))
+	return jobView(h.svc.Job(ctx, sc, in.ID(), false))
 }
 
 func (h *jobsAPI) cancel(ctx context.Context, sc auth.Scope, in *jobIn) (*Single[jobs.JobView], error) {
-	if _, err := h.load(ctx, sc, in.ID(), true); err != nil {
+	if _, err := h.svc.Job(ctx, sc, in.ID(), true); err != nil {
 		return nil, err
 	}
 	return jobView(h.q.Cancel(ctx, sc, in.ID()))
@@ -81,7 +54,7 @@ func jobView(j jobs.Job, err error) (*Single[jobs.JobView], error) {
 }
 
 func (h *jobsAPI) retry(ctx context.Context, sc auth.Scope, in *jobIn) (*Accepted[jobs.JobView], error) {
-	if _, err := h.load(ctx, sc, in.ID(), true); err != nil {
+	if _, err := h.svc.Job(ctx, sc, in.ID(), true); err != nil {
 		return nil, err
 	}
 	return accepted(h.q.Retry(ctx, sc, in.ID()))

@@ -188,30 +188,9 @@ func New(c Config) *Server {
 // permission.
 func (s *Server) Workers(slots int, lease time.Duration) *jobs.Pool {
 	p := &jobs.Pool{Queue: s.Jobs, Handlers: s.Authoring.Handlers(), Slots: slots, Lease: lease, Log: s.Log,
-		Observe: s.metrics.jobState, WorkspaceConcurrency: s.jobCap,
-		Authorize: func(ctx context.Context, j jobs.Job) (auth.Scope, error) {
-			// Accepted jobs outlive their token: what counts now is the owner's membership and role.
-			sc, err := s.Auth.Authorize(ctx, auth.Principal{UserID: j.OwnerID, Scopes: directory.Scopes}, j.WorkspaceID)
-			if err != nil {
-				return sc, err
-			}
-			_, write := kindScopes(j.Kind)
-			return sc, sc.Require(write)
-		}}
+		Observe: s.metrics.jobState, WorkspaceConcurrency: s.jobCap, Authorize: authoring.JobAuthorizer(s.Auth)}
 	if s.Dir != nil {
-		p.WorkspaceOverrides = func(ctx context.Context) (map[string]int, error) {
-			ls, err := s.Dir.AllLimits(ctx)
-			if err != nil {
-				return nil, err
-			}
-			out := map[string]int{}
-			for _, l := range ls {
-				if l.JobConcurrency != nil {
-					out[l.WorkspaceID] = int(*l.JobConcurrency)
-				}
-			}
-			return out, nil
-		}
+		p.WorkspaceOverrides = s.Dir.JobConcurrency
 	}
 	return p
 }

@@ -121,6 +121,22 @@ func (c *Cached) AllLimits(ctx context.Context) ([]Limits, error) {
 	return c.allLimits.get(ctx, "all", c.Dir.AllLimits)
 }
 
+// JobConcurrency maps each workspace with a job-concurrency override to it (the job pool's
+// WorkspaceOverrides).
+func (c *Cached) JobConcurrency(ctx context.Context) (map[string]int, error) {
+	ls, err := c.AllLimits(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, l := range ls {
+		if l.JobConcurrency != nil {
+			out[l.WorkspaceID] = int(*l.JobConcurrency)
+		}
+	}
+	return out, nil
+}
+
 // ErrUnavailable wraps directory failures that no cached answer could cover.
 var ErrUnavailable = errors.New("directory unavailable")
 
