@@ -1,0 +1,203 @@
+package catalog_test
+
+import (
+	"encoding/json"
+	"regexp"
+	"slices"
+	"testing"
+	"time"
+
+	"slidecells/cell/api"
+	"slidecells/cell/catalog"
+	"slidecells/cell/compile"
+	"slidecells/cell/design"
+	"slidecells/cell/store"
+	"slidecells/shared/directory"
+)
+
+// TestStandards: the page and component standards, as the specification states them: the file
+// types each kind accepts, the fixed canvas, and limits equal to the compiler's defaults for the
+// kind (the compiler enforces what the standard publishes).
+func TestStandards(t *testing.T) {
+	if len(catalog.Standards) != 2 {
+		t.Fatalf("%d standards, want page and component", len(catalog.Standards))
+	}
+	for _, c := range []struct {
+		kind      string
+		fileTypes []string
+		compile   compile.Limits
+		scenes    bool
+	}{
+		{"page", []string{"tsx", "jsx", "html"}, compile.DefaultPageLimits, false},
+		{"component", []string{"tsx", "jsx"}, compile.DefaultComponentLimits, true},
+	} {
+		t.Run(c.kind, func(t *testing.T) {
+			std, ok := catalog.Standards[c.kind]
+			if !ok {
+				t.Fatalf("no %s standard", c.kind)
+			}
+			if std.Kind != c.kind || std.Version != "1" || !slices.Equal(std.FileTypes, c.fileTypes) || std.Entry == "" {
+				t.Fatalf("standard %+v", std)
+			}
+			if std.Canvas != design.RenderCanvas {
+				t.Fatalf("canvas %+v, want the render canvas %+v", std.Canvas, design.RenderCanvas)
+			}
+			l := std.Limits
+			if l.MaxSourceBytes != c.compile.MaxSourceBytes || l.MaxDependencies != c.compile.MaxDependencies ||
+				l.MaxImportDepth != c.compile.MaxImportDepth || l.MaxKeyLength != c.compile.MaxKeyLength {
+				t.Fatalf("limits %+v differ from the compiler's %+v", l, c.compile)
+			}
+			if l.MaxAssetBytes <= 0 || l.MaxMetadataLength <= 0 {
+				t.Fatalf("limits %+v", l)
+			}
+			if (l.MaxScenes > 0) != c.scenes {
+				t.Fatalf("max scenes %d for a %s", l.MaxScenes, c.kind)
+			}
+			for _, want := range []string{"react", "@components/<key>", "@kit/<item>"} {
+				if !slices.Contains(std.ImportsAllowed, want) {
+					t.Fatalf("imports allowed %v lack %s", std.ImportsAllowed, want)
+				}
+			}
+			// The JSON names clients read.
+			raw, err := json.Marshal(std)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(raw, &m); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{"kind", "version", "file_types", "entry", "imports_allowed", "canvas", "limits"} {
+				if _, ok := m[k]; !ok {
+					t.Fatalf("the standard's JSON has no %q: %s", k, raw)
+				}
+			}
+			if _, ok := m["limits"].(map[string]any)["max_scenes"]; ok != c.scenes {
+				t.Fatalf("max_scenes shown %v for a %s: %s", ok, c.kind, raw)
+			}
+		})
+	}
+}
+
+var semver = regexp.MustCompile(`^\d+\.\d+\.\d+$`)
+
+// TestRuntimeKit: kit items have unique names a compiler accepts as @kit/<item>, a version and
+// exports.
+func TestRuntimeKit(t *testing.T) {
+	var names []string
+	for _, it := range catalog.RuntimeKit {
+		t.Run(it.Name, func(t *testing.T) {
+			if slices.Contains(names, it.Name) {
+				t.Fatalf("%s listed twice", it.Name)
+			}
+			if !semver.MatchString(it.Version) || it.Description == "" || len(it.Exports) == 0 {
+				t.Fatalf("item %+v", it)
+			}
+			for i, e := range it.Exports {
+				if e == "" || slices.Contains(it.Exports[:i], e) {
+					t.Fatalf("exports %v", it.Exports)
+				}
+			}
+		})
+		names = append(names, it.Name)
+	}
+	if len(names) == 0 {
+		t.Fatal("an empty kit")
+	}
+	if _, err := compile.New(compile.Options{KitItems: names}); err != nil {
+		t.Fatalf("the compiler refuses the kit: %v", err)
+	}
+}
+
+// TestAgents: every catalogue agent has a unique key, valid scopes, operations that exist in the
+// API and default settings that are a JSON object.
+func TestAgents(t *testing.T) {
+	ops := map[string]api.Operation{}
+	for _, op := range api.New(api.Config{}).Operations() {
+		ops[op.ID] = op
+	}
+	seen := map[string]bool{}
+	for _, a := range catalog.Agents {
+		t.Run(a.Key, func(t *testing.T) {
+			if seen[a.Key] || a.Name == "" || a.Description == "" {
+				t.Fatalf("agent %+v (listed twice: %v)", a, seen[a.Key])
+			}
+			seen[a.Key] = true
+			if len(a.Scopes) == 0 || len(a.Operations) == 0 {
+				t.Fatalf("agent %s has no scopes or no operations", a.Key)
+			}
+			for _, s := range a.Scopes {
+				if !directory.ValidScope(s) {
+					t.Errorf("scope %q is not a scope of the API", s)
+				}
+			}
+			for _, id := range a.Operations {
+				if _, ok := ops[id]; !ok {
+					t.Errorf("operation %q does not exist", id)
+				}
+			}
+			var settings map[string]any
+			if err := json.Unmarshal(a.DefaultSettings, &settings); err != nil || settings == nil {
+				t.Errorf("default settings %s are not a JSON object: %v", a.DefaultSettings, err)
+			}
+		})
+	}
+}
+
+func TestAgentByKey(t *testing.T) {
+	for _, want := range catalog.Agents {
+		got, ok := catalog.AgentByKey(want.Key)
+		if !ok || got.Key != want.Key || got.Name != want.Name {
+			t.Fatalf("AgentByKey(%q) = %+v %v", want.Key, got, ok)
+		}
+	}
+	for _, key := range []string{"", "Deck-Writer", "deck-writer ", "deck", "unknown"} {
+		if got, ok := catalog.AgentByKey(key); ok || got.Key != "" {
+			t.Fatalf("AgentByKey(%q) found %+v", key, got)
+		}
+	}
+}
+
+// TestConfigOf: a workspace's view of an agent is its stored configuration, else the
+// catalogue's defaults (enabled, version 0, no update time); another agent's stored
+// configuration never applies.
+func TestConfigOf(t *testing.T) {
+	writer, _ := catalog.AgentByKey("deck-writer")
+	reviewer, _ := catalog.AgentByKey("layout-reviewer")
+	at := time.Date(2025, 2, 3, 4, 5, 6, 0, time.UTC)
+	stored := map[string]store.AgentConfig{
+		"deck-writer": {AgentKey: "deck-writer", Enabled: false, Settings: json.RawMessage(`{"tone":"formal"}`), Version: 4, UpdatedBy: "usr_x", UpdatedAt: at},
+	}
+	for _, c := range []struct {
+		name     string
+		agent    catalog.Agent
+		stored   map[string]store.AgentConfig
+		enabled  bool
+		settings string
+		version  int64
+		updated  *time.Time
+	}{
+		{"stored", writer, stored, false, `{"tone":"formal"}`, 4, &at},
+		{"never set", reviewer, stored, true, string(reviewer.DefaultSettings), 0, nil},
+		{"nothing stored", writer, nil, true, string(writer.DefaultSettings), 0, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := catalog.ConfigOf(c.agent, c.stored)
+			if v.AgentKey != c.agent.Key || v.Enabled != c.enabled || string(v.Settings) != c.settings || v.Version != c.version {
+				t.Fatalf("view %+v", v)
+			}
+			if (v.UpdatedAt == nil) != (c.updated == nil) || (c.updated != nil && !v.UpdatedAt.Equal(*c.updated)) {
+				t.Fatalf("updated_at %v, want %v", v.UpdatedAt, c.updated)
+			}
+			raw, err := json.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]any
+			_ = json.Unmarshal(raw, &m)
+			if _, ok := m["updated_at"]; ok != (c.updated != nil) {
+				t.Fatalf("updated_at shown %v: %s", ok, raw)
+			}
+		})
+	}
+}
