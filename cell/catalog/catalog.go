@@ -86,7 +86,7 @@ var Agents = []Agent{
 		Operations:      []string{"get-project", "list-project-pages", "get-standard-page"},
 		DefaultSettings: json.RawMessage(`{"severity_threshold":"warning"}`)},
 	{Key: "style-assistant", Name: "Style assistant", Description: "proposes themes and styles from a brand brief",
-		Scopes:          []string{"design-system:read", "design-system:write", "asset:read"},
+		Scopes:          []string{"project:read", "design-system:read", "design-system:write", "asset:read"},
 		Operations:      []string{"list-platform-fonts", "get-project-configuration"},
 		DefaultSettings: json.RawMessage(`{"palette_size":5}`)},
 }

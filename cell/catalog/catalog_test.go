@@ -110,7 +110,9 @@ func TestRuntimeKit(t *testing.T) {
 }
 
 // TestAgents: every catalogue agent has a unique key, valid scopes, operations that exist in the
-// API and default settings that are a JSON object.
+// API, default settings that are a JSON object, and scopes that cover every workspace operation
+// it names (else an agent given exactly its catalogue scopes is refused by an operation the
+// catalogue says it uses).
 func TestAgents(t *testing.T) {
 	ops := map[string]api.Operation{}
 	for _, op := range api.New(api.Config{}).Operations() {
@@ -132,8 +134,15 @@ func TestAgents(t *testing.T) {
 				}
 			}
 			for _, id := range a.Operations {
-				if _, ok := ops[id]; !ok {
+				op, ok := ops[id]
+				if !ok {
 					t.Errorf("operation %q does not exist", id)
+					continue
+				}
+				for _, need := range op.Scopes {
+					if !slices.Contains(a.Scopes, string(need)) {
+						t.Errorf("operation %s needs %s, which the agent's scopes %v lack", id, need, a.Scopes)
+					}
 				}
 			}
 			var settings map[string]any
