@@ -30,7 +30,9 @@ func (s *Service) Job(ctx context.Context, sc auth.Scope, id string, write bool)
 		return jobs.Job{}, err
 	}
 	if write {
-		return j, sc.Require(w)
+		if err := sc.Require(w); err != nil {
+			return jobs.Job{}, err
+		}
 	}
 	return j, nil
 }
