@@ -1,7 +1,6 @@
 package authoring
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -15,8 +14,7 @@ import (
 // client read (a stale hash is a 409 at submission and at the commit), and its metadata on its
 // metadata version; a draft that does not compile fails its job and leaves the draft.
 func TestComponentJobs(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
+	f, ctx := setup(t)
 	stop := f.run(t)
 	c := f.publish(t, f.a, "card", cardSource)
 	hash := DraftHash("tsx", cardSource)
@@ -80,7 +78,7 @@ func TestComponentJobs(t *testing.T) {
 	if done := f.finished(t, f.a, j.ID); done.Status != jobs.Succeeded {
 		t.Fatalf("metadata: %s %s", done.ErrorCode, done.ErrorSummary)
 	}
-	got, err := f.st.GetComponent(ctx, f.a, c.ID)
+	got, err := f.svc.Store.GetComponent(ctx, f.a, c.ID)
 	if err != nil || got.DraftHash != DraftHash("tsx", edited) || got.DraftSource != edited || got.Title != "Card v2" ||
 		got.MetadataVersion != c.MetadataVersion+1 || got.PublishedVersion != 1 {
 		t.Fatalf("component %+v %v", got, err)
@@ -121,11 +119,9 @@ func TestComponentJobs(t *testing.T) {
 // project by default; a page of another workspace cannot be copied, nor copied into another
 // workspace's project.
 func TestPageCopy(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
-	f.run(t)
+	f, ctx := running(t)
 	p := f.createPage(t, f.a, f.prjA, "intro", simplePage)
-	other, err := f.st.CreateProject(ctx, f.a, "Other", "")
+	other, err := f.svc.Store.CreateProject(ctx, f.a, "Other", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,14 +33,13 @@ const (
 // compiler, with no renderer; a project in each workspace.
 type fixture struct {
 	tn         *authtest.Tenants
-	st         *store.Store
-	q          *jobs.Queue
 	svc        *Service
 	a, b       auth.Scope // Ann, owner of A and of B
 	prjA, prjB string
 }
 
-func setup(t *testing.T) *fixture {
+// setup returns the fixture and a context for its calls.
+func setup(t *testing.T) (*fixture, context.Context) {
 	t.Helper()
 	t.Parallel()
 	ctx := context.Background()
@@ -63,7 +62,7 @@ func setup(t *testing.T) *fixture {
 	st := &store.Store{DB: d}
 	q := &jobs.Queue{DB: d, BackoffBase: 10 * time.Millisecond, BackoffMax: 40 * time.Millisecond}
 	q.Init()
-	f := &fixture{tn: tn, st: st, q: q, a: tn.Scopes[0], b: tn.Scopes[1],
+	f := &fixture{tn: tn, a: tn.Scopes[0], b: tn.Scopes[1],
 		svc: &Service{Store: st, Jobs: q, Compiler: compiler, Modules: &blob.Store{Bucket: bucket}}}
 	for i, sc := range []auth.Scope{f.a, f.b} {
 		p, err := st.CreateProject(ctx, sc, "Deck", "")
@@ -76,14 +75,22 @@ func setup(t *testing.T) *fixture {
 			f.prjB = p.ID
 		}
 	}
-	return f
+	return f, ctx
 }
 
 // run starts a job pool over the fixture's queue, with the service's handlers and its
 // authorizer. It stops when the test ends, or earlier when the returned function is called.
+// running is setup with the job pool running until the test ends, and a context.
+func running(t *testing.T) (*fixture, context.Context) {
+	t.Helper()
+	f, ctx := setup(t)
+	f.run(t)
+	return f, ctx
+}
+
 func (f *fixture) run(t *testing.T) (stop func()) {
 	t.Helper()
-	p := &jobs.Pool{Queue: f.q, Handlers: f.svc.Handlers(), Authorize: JobAuthorizer(f.tn.Authn), Slots: 1,
+	p := &jobs.Pool{Queue: f.svc.Jobs, Handlers: f.svc.Handlers(), Authorize: JobAuthorizer(f.tn.Authn), Slots: 1,
 		Lease: 5 * time.Second, PollInterval: 20 * time.Millisecond, ShutdownGrace: 100 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -105,7 +112,7 @@ func (f *fixture) finished(t *testing.T, sc auth.Scope, id string) jobs.Job {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		j, err := f.q.Get(context.Background(), sc, id)
+		j, err := f.svc.Jobs.Get(context.Background(), sc, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +163,7 @@ func (f *fixture) createPage(t *testing.T, sc auth.Scope, projectID, key, source
 	if err := json.Unmarshal(done.Result, &res); err != nil {
 		t.Fatal(err)
 	}
-	p, err := f.st.GetPage(context.Background(), sc, res.ObjectID)
+	p, err := f.svc.Store.GetPage(context.Background(), sc, res.ObjectID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +199,7 @@ func (f *fixture) publish(t *testing.T, sc auth.Scope, key, source string) store
 // jobCount counts the jobs of a workspace.
 func (f *fixture) jobCount(t *testing.T, sc auth.Scope) int {
 	t.Helper()
-	return dbtest.Count(t, f.st.DB, `SELECT count(*) FROM mutation_jobs WHERE workspace_id = $1`, sc.WorkspaceID())
+	return dbtest.Count(t, f.svc.Store.DB, `SELECT count(*) FROM mutation_jobs WHERE workspace_id = $1`, sc.WorkspaceID())
 }
 
 // modules lists the derived objects (modules, stylesheets) of a workspace in the bucket.

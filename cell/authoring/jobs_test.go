@@ -1,7 +1,6 @@
 package authoring
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -47,8 +46,7 @@ func TestJobScopes(t *testing.T) {
 // does not exist are the same 404), and only with its kind's read scope; changing it needs the
 // kind's write scope.
 func TestServiceJob(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
+	f, ctx := setup(t)
 	page, err := f.svc.SubmitPageCreate(ctx, f.a, PageCreate{ProjectID: f.prjA, Key: "intro", FileType: "tsx", Source: simplePage}, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -113,8 +111,7 @@ func TestServiceJob(t *testing.T) {
 // submitted it: the kind's write scope must be in the role, and the owner must still be a
 // member of the job's workspace.
 func TestJobAuthorizer(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
+	f, ctx := setup(t)
 	authorize := JobAuthorizer(f.tn.Authn)
 	editor := f.user(t, "ed@example.com", "editor", []string{"page:read"}) // a narrow token: it does not matter
 	viewer := f.user(t, "vi@example.com", "viewer", nil)
@@ -153,8 +150,7 @@ func TestJobAuthorizer(t *testing.T) {
 // fails with SCOPE_REQUIRED when it runs, and one whose owner left the workspace with the one
 // 404; neither writes a page or a module.
 func TestDemotedOwnerJobRefused(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
+	f, ctx := setup(t)
 	demoted := f.user(t, "dee@example.com", "editor", nil)
 	gone := f.user(t, "gus@example.com", "editor", nil)
 	jd, err := f.svc.SubmitPageCreate(ctx, demoted, PageCreate{ProjectID: f.prjA, Key: "by-dee", FileType: "tsx", Source: simplePage}, 3)
@@ -188,7 +184,7 @@ func TestDemotedOwnerJobRefused(t *testing.T) {
 			}
 		})
 	}
-	if n := dbtest.Count(t, f.st.DB, `SELECT count(*) FROM pages WHERE workspace_id = $1`, f.a.WorkspaceID()); n != 0 {
+	if n := dbtest.Count(t, f.svc.Store.DB, `SELECT count(*) FROM pages WHERE workspace_id = $1`, f.a.WorkspaceID()); n != 0 {
 		t.Fatalf("%d pages written", n)
 	}
 	if m := f.modules(t, f.a); len(m) != 0 {

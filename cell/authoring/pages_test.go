@@ -1,7 +1,6 @@
 package authoring
 
 import (
-	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -20,8 +19,7 @@ import (
 // version 1 whose version records the source, its digest, the compiled module (stored by its
 // content address in the workspace) and the job.
 func TestPageCreateEndToEnd(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
+	f, ctx := setup(t)
 	j, err := f.svc.SubmitPageCreate(ctx, f.a, PageCreate{ProjectID: f.prjA, Key: "intro", Title: "Intro", FileType: "tsx", Source: simplePage}, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +28,7 @@ func TestPageCreateEndToEnd(t *testing.T) {
 		t.Fatalf("submitted %+v", j)
 	}
 	// Nothing is written before the job runs.
-	if n := dbtest.Count(t, f.st.DB, `SELECT count(*) FROM pages`); n != 0 {
+	if n := dbtest.Count(t, f.svc.Store.DB, `SELECT count(*) FROM pages`); n != 0 {
 		t.Fatalf("%d pages before the job ran", n)
 	}
 	f.run(t)
@@ -42,14 +40,14 @@ func TestPageCreateEndToEnd(t *testing.T) {
 	if err := json.Unmarshal(done.Result, &res); err != nil {
 		t.Fatal(err)
 	}
-	p, err := f.st.GetPage(ctx, f.a, res.ObjectID)
+	p, err := f.svc.Store.GetPage(ctx, f.a, res.ObjectID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Version != 1 || p.Version != 1 || p.Key != "intro" || p.Title != "Intro" || p.FileType != "tsx" || p.ProjectID != f.prjA || p.CreatedBy != f.a.Principal().UserID {
 		t.Fatalf("result %+v page %+v", res, p)
 	}
-	v, err := f.st.PageVersion(ctx, f.a, p.ID, 0)
+	v, err := f.svc.Store.PageVersion(ctx, f.a, p.ID, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +66,7 @@ func TestPageCreateEndToEnd(t *testing.T) {
 		t.Fatalf("modules of B: %v", got)
 	}
 	// The page is A's only.
-	if _, err := f.st.GetPage(ctx, f.b, p.ID); code(err) != problem.NotFound {
+	if _, err := f.svc.Store.GetPage(ctx, f.b, p.ID); code(err) != problem.NotFound {
 		t.Fatalf("B reads A's page: %v", err)
 	}
 }
@@ -76,9 +74,7 @@ func TestPageCreateEndToEnd(t *testing.T) {
 // TestPageSubmissionChecks: bad input is a 422 naming every bad field, a project that is not
 // the workspace's a 404, a taken key a 409; none of them enqueues a job.
 func TestPageSubmissionChecks(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
-	f.run(t)
+	f, ctx := running(t)
 	f.createPage(t, f.a, f.prjA, "taken", simplePage)
 	before := f.jobCount(t, f.a)
 	ok := PageCreate{ProjectID: f.prjA, Key: "fresh", Title: "Fresh", FileType: "tsx", Source: simplePage}
@@ -135,9 +131,7 @@ func TestPageSubmissionChecks(t *testing.T) {
 // is a 409 at submission, and one that went stale while queued fails at its commit with
 // VERSION_CONFLICT and writes nothing.
 func TestPageEdit(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
-	f.run(t)
+	f, ctx := running(t)
 	p := f.createPage(t, f.a, f.prjA, "intro", simplePage)
 
 	edited := strings.Replace(simplePage, "page", "edited", 1)
@@ -148,11 +142,11 @@ func TestPageEdit(t *testing.T) {
 	if done := f.finished(t, f.a, j.ID); done.Status != jobs.Succeeded || !strings.Contains(string(done.Result), `"version": 2`) {
 		t.Fatalf("edit: %s %s %s %s", done.Status, done.ErrorCode, done.ErrorSummary, done.Result)
 	}
-	v, err := f.st.PageVersion(ctx, f.a, p.ID, 0)
+	v, err := f.svc.Store.PageVersion(ctx, f.a, p.ID, 0)
 	if err != nil || v.Version != 2 || v.Source != edited || v.FileType != "tsx" || v.JobID != j.ID {
 		t.Fatalf("version 2: %+v %v", v, err)
 	}
-	if v1, err := f.st.PageVersion(ctx, f.a, p.ID, 1); err != nil || v1.Source != simplePage {
+	if v1, err := f.svc.Store.PageVersion(ctx, f.a, p.ID, 1); err != nil || v1.Source != simplePage {
 		t.Fatalf("version 1 changed: %+v %v", v1, err)
 	}
 
@@ -188,8 +182,7 @@ func TestPageEdit(t *testing.T) {
 // TestPageEditConflictAtCommit: two edits of version 1 accepted before either ran: one writes
 // version 2, the other fails at its commit with VERSION_CONFLICT.
 func TestPageEditConflictAtCommit(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
+	f, ctx := setup(t)
 	stop := f.run(t)
 	p := f.createPage(t, f.a, f.prjA, "intro", simplePage)
 	stop() // both edits are accepted before either runs
@@ -217,10 +210,10 @@ func TestPageEditConflictAtCommit(t *testing.T) {
 	if won != 1 || lost != 1 {
 		t.Fatalf("%d won, %d lost", won, lost)
 	}
-	if got, err := f.st.GetPage(ctx, f.a, p.ID); err != nil || got.Version != 2 {
+	if got, err := f.svc.Store.GetPage(ctx, f.a, p.ID); err != nil || got.Version != 2 {
 		t.Fatalf("page after both: %+v %v", got, err)
 	}
-	if n := dbtest.Count(t, f.st.DB, `SELECT count(*) FROM page_versions WHERE page_id = $1`, p.ID); n != 2 {
+	if n := dbtest.Count(t, f.svc.Store.DB, `SELECT count(*) FROM page_versions WHERE page_id = $1`, p.ID); n != 2 {
 		t.Fatalf("%d versions, want 2", n)
 	}
 }
@@ -229,9 +222,7 @@ func TestPageEditConflictAtCommit(t *testing.T) {
 // not retried, a summary of file:line:col: CODE: message lines, and nothing written: no page,
 // no version, no module.
 func TestPageCompileFailure(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
-	f.run(t)
+	f, ctx := running(t)
 	j, err := f.svc.SubmitPageCreate(ctx, f.a, PageCreate{ProjectID: f.prjA, Key: "broken", FileType: "tsx", Source: brokenPage}, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +234,7 @@ func TestPageCompileFailure(t *testing.T) {
 	if !strings.HasPrefix(done.ErrorSummary, "page.tsx:1:") || !strings.Contains(done.ErrorSummary, ": COMPILE_SYNTAX: ") {
 		t.Fatalf("summary %q", done.ErrorSummary)
 	}
-	if n := dbtest.Count(t, f.st.DB, `SELECT count(*) FROM pages WHERE workspace_id = $1`, f.a.WorkspaceID()); n != 0 {
+	if n := dbtest.Count(t, f.svc.Store.DB, `SELECT count(*) FROM pages WHERE workspace_id = $1`, f.a.WorkspaceID()); n != 0 {
 		t.Fatalf("%d pages written", n)
 	}
 	if m := f.modules(t, f.a); len(m) != 0 {
@@ -258,7 +249,7 @@ func TestPageCompileFailure(t *testing.T) {
 	if done := f.finished(t, f.a, j.ID); done.Status != jobs.Failed || done.ErrorCode != CodeCompileFailed {
 		t.Fatalf("broken edit: %s %s", done.Status, done.ErrorCode)
 	}
-	if got, err := f.st.GetPage(ctx, f.a, p.ID); err != nil || got.Version != 1 {
+	if got, err := f.svc.Store.GetPage(ctx, f.a, p.ID); err != nil || got.Version != 1 {
 		t.Fatalf("page after a broken edit: %+v %v", got, err)
 	}
 }
@@ -267,9 +258,7 @@ func TestPageCompileFailure(t *testing.T) {
 // latest published version of its own workspace's component: one of another workspace, or one
 // never published, is a missing component.
 func TestPageImportsPublishedComponentsOfItsWorkspace(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
-	f.run(t)
+	f, ctx := running(t)
 	f.publish(t, f.b, "card", cardSource) // B's card
 
 	submit := func(key string) jobs.Job {
@@ -323,7 +312,7 @@ func TestPageImportsPublishedComponentsOfItsWorkspace(t *testing.T) {
 	if err := json.Unmarshal(j.Result, &res); err != nil {
 		t.Fatal(err)
 	}
-	v, err := f.st.PageVersion(ctx, f.a, res.ObjectID, 0)
+	v, err := f.svc.Store.PageVersion(ctx, f.a, res.ObjectID, 0)
 	if err != nil || len(v.Dependencies) != 1 {
 		t.Fatalf("version %+v %v", v, err)
 	}
@@ -335,9 +324,7 @@ func TestPageImportsPublishedComponentsOfItsWorkspace(t *testing.T) {
 // TestRenderCheckWithoutRenderer: a job that asks for a render check on a cell with no renderer
 // is blocked with RENDER_SERVICE_UNAVAILABLE (never a content failure) and writes nothing.
 func TestRenderCheckWithoutRenderer(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
-	f.run(t)
+	f, ctx := running(t)
 	j, err := f.svc.SubmitPageCreate(ctx, f.a, PageCreate{ProjectID: f.prjA, Key: "checked", FileType: "tsx", Source: simplePage, RenderCheck: true}, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -346,7 +333,7 @@ func TestRenderCheckWithoutRenderer(t *testing.T) {
 	if done.Status != jobs.Failed || done.ErrorCode != CodeRenderUnavailable || done.AttemptCount != 1 {
 		t.Fatalf("job %s %s %q after %d retries", done.Status, done.ErrorCode, done.ErrorSummary, done.AttemptCount)
 	}
-	if n := dbtest.Count(t, f.st.DB, `SELECT count(*) FROM pages WHERE workspace_id = $1`, f.a.WorkspaceID()); n != 0 {
+	if n := dbtest.Count(t, f.svc.Store.DB, `SELECT count(*) FROM pages WHERE workspace_id = $1`, f.a.WorkspaceID()); n != 0 {
 		t.Fatalf("%d pages written", n)
 	}
 }

@@ -40,7 +40,7 @@ func pngOf(t *testing.T, seed byte) []byte {
 	return buf.Bytes()
 }
 
-func (f *fixture) assets() *content.Assets { return &content.Assets{Store: f.st, Blobs: f.svc.Modules} }
+func (f *fixture) assets() *content.Assets { return &content.Assets{Store: f.svc.Store, Blobs: f.svc.Modules} }
 
 // uploadImage stores a PNG as an asset of sc's workspace.
 func (f *fixture) uploadImage(t *testing.T, sc auth.Scope, seed byte) store.Asset {
@@ -96,7 +96,7 @@ func (f *fixture) brand(t *testing.T) (enabled, disabled store.Asset, themeID st
 		weight int
 		on     bool
 	}{{enabled, 400, true}, {disabled, 700, false}} {
-		face, err := f.st.CreateFontFace(ctx, f.a, store.FontFaceInput{FamilyName: "Brand Sans", FaceFields: store.FaceFields{
+		face, err := f.svc.Store.CreateFontFace(ctx, f.a, store.FontFaceInput{FamilyName: "Brand Sans", FaceFields: store.FaceFields{
 			AssetID: c.asset.ID, WeightMin: c.weight, WeightMax: c.weight, Style: "normal", Display: "swap", Enabled: c.on}})
 		if err != nil {
 			t.Fatal(err)
@@ -108,11 +108,11 @@ func (f *fixture) brand(t *testing.T) (enabled, disabled store.Asset, themeID st
 	if err != nil {
 		t.Fatal(err)
 	}
-	if th, err = f.st.CreateTheme(ctx, f.a, th); err != nil {
+	if th, err = f.svc.Store.CreateTheme(ctx, f.a, th); err != nil {
 		t.Fatal(err)
 	}
 	w, h, key := 1920, 1080, "brand"
-	if _, _, err := (&content.Projects{Store: f.st}).PutConfiguration(ctx, f.a, f.prjA, 1, content.ProjectSettings{},
+	if _, _, err := (&content.Projects{Store: f.svc.Store}).PutConfiguration(ctx, f.a, f.prjA, 1, content.ProjectSettings{},
 		&design.StylePresentationFields{PageWidth: &w, PageHeight: &h, ThemeKey: &key}); err != nil {
 		t.Fatal(err)
 	}
@@ -128,8 +128,7 @@ func pinned(a store.Asset) snapshot.Object {
 // every asset the module names pinned by digest; it passes its own Check once it has a ref, and
 // equal inputs give an equal input digest.
 func TestBuildSnapshot(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
+	f, ctx := setup(t)
 	font, offFont, _ := f.brand(t)
 	img1, img2 := f.uploadImage(t, f.a, 1), f.uploadImage(t, f.a, 2)
 	res, comps := f.compiled(t, f.a, "tsx", usingAssets(img2.ID, img1.ID, img2.ID))
@@ -198,8 +197,7 @@ func TestBuildSnapshot(t *testing.T) {
 // TestBuildSnapshotInputChanges: a change to a pinned input (an asset's content, the theme)
 // changes the input digest.
 func TestBuildSnapshotInputChanges(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
+	f, ctx := setup(t)
 	_, _, themeID := f.brand(t)
 	img := f.uploadImage(t, f.a, 1)
 	res, comps := f.compiled(t, f.a, "tsx", usingAssets(img.ID))
@@ -218,7 +216,7 @@ func TestBuildSnapshotInputChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	replaced, err := f.st.ReplaceAssetContent(ctx, f.a, img.ID, img.SHA256, store.AssetContent{ContentType: obj.ContentType, ByteSize: obj.Size, SHA256: obj.SHA256, BlobKey: obj.Key})
+	replaced, err := f.svc.Store.ReplaceAssetContent(ctx, f.a, img.ID, img.SHA256, store.AssetContent{ContentType: obj.ContentType, ByteSize: obj.Size, SHA256: obj.SHA256, BlobKey: obj.Key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +226,7 @@ func TestBuildSnapshotInputChanges(t *testing.T) {
 	}
 
 	// Archiving the theme leaves the project's theme key naming nothing: no theme CSS, no fonts.
-	if err := f.st.Archive(ctx, f.a, store.Themes.Kind, []string{themeID}); err != nil {
+	if err := f.svc.Store.Archive(ctx, f.a, store.Themes.Kind, []string{themeID}); err != nil {
 		t.Fatal(err)
 	}
 	afterTheme := build()
@@ -241,10 +239,9 @@ func TestBuildSnapshotInputChanges(t *testing.T) {
 // does not exist, an archived one, or more than MaxPinnedAssets) fails with
 // RENDER_INPUT_NOT_REPRODUCIBLE naming it; another workspace's project is the one 404.
 func TestBuildSnapshotRefusals(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
+	f, ctx := setup(t)
 	mine, theirs, archived := f.uploadImage(t, f.a, 1), f.uploadImage(t, f.b, 2), f.uploadImage(t, f.a, 3)
-	if err := f.st.Archive(ctx, f.a, store.Assets.Kind, []string{archived.ID}); err != nil {
+	if err := f.svc.Store.Archive(ctx, f.a, store.Assets.Kind, []string{archived.ID}); err != nil {
 		t.Fatal(err)
 	}
 	// MaxPinnedAssets rows (their bytes do not matter to the pinning).
@@ -252,7 +249,7 @@ func TestBuildSnapshotRefusals(t *testing.T) {
 	for i := range MaxPinnedAssets {
 		sum := digest.Bytes([]byte(fmt.Sprint("asset ", i)))
 		sha := strings.TrimPrefix(sum, "sha256:")
-		a, err := f.st.CreateAsset(ctx, f.a, store.NewAsset{Name: fmt.Sprintf("a%d.png", i),
+		a, err := f.svc.Store.CreateAsset(ctx, f.a, store.NewAsset{Name: fmt.Sprintf("a%d.png", i),
 			Content: store.AssetContent{ContentType: "image/png", ByteSize: 1, SHA256: sha, BlobKey: blob.Key(f.a.WorkspaceID(), sha)}})
 		if err != nil {
 			t.Fatal(err)
@@ -297,7 +294,7 @@ func TestBuildSnapshotRefusals(t *testing.T) {
 // TestBuildSnapshotHTML: an html page's module is the document body, served as html, on the
 // default canvas when the page has no project.
 func TestBuildSnapshotHTML(t *testing.T) {
-	f := setup(t)
+	f, _ := setup(t)
 	res, comps := f.compiled(t, f.a, "html", "<main><h1>Hello</h1></main>")
 	m, err := f.svc.BuildSnapshot(context.Background(), f.a, Target{Kind: snapshot.KindPage}, "html", res, comps)
 	if err != nil {
@@ -314,8 +311,7 @@ func TestBuildSnapshotHTML(t *testing.T) {
 // "source has errors"; a source that does not compile fails at the compile stage and skips the
 // render; an asset that cannot be pinned fails the render stage as input.
 func TestValidateWithoutRenderer(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
+	f, ctx := setup(t)
 	for _, c := range []struct {
 		name, fileType, source  string
 		status, code            string
@@ -353,9 +349,7 @@ func TestValidateWithoutRenderer(t *testing.T) {
 // TestValidateEntity: the entity kind's read scope first, then the mode's required fields, the
 // baseline of an edit, and the entity of the workspace.
 func TestValidateEntity(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
-	f.run(t)
+	f, ctx := running(t)
 	p := f.createPage(t, f.a, f.prjA, "intro", simplePage)
 	pb := f.createPage(t, f.b, f.prjB, "theirs", simplePage)
 	pagesOnly := f.user(t, "pat@example.com", "editor", []string{"page:read"})
@@ -405,9 +399,7 @@ func TestValidateEntity(t *testing.T) {
 // workspace and signs a URL for exactly its document path; the page decides first (another
 // workspace's is the one 404), then whether previews are configured.
 func TestPreviewPage(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
-	f.run(t)
+	f, ctx := running(t)
 	p := f.createPage(t, f.a, f.prjA, "intro", simplePage)
 	pb := f.createPage(t, f.b, f.prjB, "theirs", simplePage)
 
@@ -473,14 +465,12 @@ func TestPreviewPage(t *testing.T) {
 // TestPreviewProject: a project's route resolves through its route tree (the entry route when
 // none is given); a route without a page is a 422, another workspace's project the one 404.
 func TestPreviewProject(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
-	f.run(t)
+	f, ctx := running(t)
 	home := f.createPage(t, f.a, f.prjA, "home", simplePage)
 	deep := f.createPage(t, f.a, f.prjA, "deep", simplePage)
 	tree := content.RouteTree{Routes: []content.RouteNode{{Segment: "", PageID: home.ID, Children: []content.RouteNode{
 		{Segment: "a", Children: []content.RouteNode{{Segment: "b", PageID: deep.ID}}}}}}}
-	if _, _, err := (&content.Projects{Store: f.st}).PutRouteTree(ctx, f.a, f.prjA, 1, tree); err != nil {
+	if _, _, err := (&content.Projects{Store: f.svc.Store}).PutRouteTree(ctx, f.a, f.prjA, 1, tree); err != nil {
 		t.Fatal(err)
 	}
 	signer, _ := ticket.GenerateSigner("k1")

@@ -34,6 +34,17 @@ func object(ws, name, contentType string) snapshot.Object {
 
 // manifest is a complete, checked manifest of workspace ws: a page with one component, a font
 // and two assets.
+// saved is a bucket holding the manifest of a new workspace, saved.
+func saved(t *testing.T) (context.Context, *gcblob.Bucket, string, *snapshot.Manifest) {
+	t.Helper()
+	ctx, b, ws := context.Background(), bucket(t), ids.New(ids.Workspace)
+	m := manifest(t, ws)
+	if err := snapshot.Save(ctx, b, m); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, b, ws, m
+}
+
 func manifest(t *testing.T, ws string) *snapshot.Manifest {
 	t.Helper()
 	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -256,13 +267,7 @@ func TestObject(t *testing.T) {
 }
 
 func TestSaveLoad(t *testing.T) {
-	ctx := context.Background()
-	b := bucket(t)
-	ws := ids.New(ids.Workspace)
-	m := manifest(t, ws)
-	if err := snapshot.Save(ctx, b, m); err != nil {
-		t.Fatal(err)
-	}
+	ctx, b, ws, m := saved(t)
 	got, err := snapshot.Load(ctx, b, ws, m.Ref)
 	if err != nil {
 		t.Fatal(err)
@@ -280,13 +285,7 @@ func TestSaveLoad(t *testing.T) {
 
 // TestSaveNeverOverwrites: a ref is written once; a second Save of it fails and leaves the first.
 func TestSaveNeverOverwrites(t *testing.T) {
-	ctx := context.Background()
-	b := bucket(t)
-	ws := ids.New(ids.Workspace)
-	m := manifest(t, ws)
-	if err := snapshot.Save(ctx, b, m); err != nil {
-		t.Fatal(err)
-	}
+	ctx, b, ws, m := saved(t)
 	m2 := clone(t, m)
 	m2.Route = "/changed"
 	m2.InputDigest = inputDigest(t, m2)
