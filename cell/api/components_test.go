@@ -101,6 +101,10 @@ export default () => <Hero />`)
 	job = decodeJob(t, post(t, "/api/v1/components", "", `{"key":"frame","file_type":"tsx","source":"import Hero from \"@components/hero\"\nexport default () => <Hero />"}`, http.StatusAccepted))
 	frame := b.waitJob(t, "", b.ws, job.JobID, "succeeded").Result.ObjectID
 	post(t, "/api/v1/components/"+frame+"/publish", get(t, frame).DraftHash, `{}`, http.StatusOK)
+	// A published component's dependencies name the components they resolved to, as a page's do.
+	if _, body := b.call(t, call{method: "GET", path: "/api/v1/components/" + frame + "/dependencies", ws: b.ws}); !strings.Contains(string(body), `"component_id":"`+hero+`"`) {
+		t.Fatalf("frame's dependencies: %s", body)
+	}
 	job = decodeJob(t, post(t, "/api/v1/components/"+hero+"/edits", c2.DraftHash, `{"source":"import Frame from \"@components/frame\"\nexport default () => <Frame />"}`, http.StatusAccepted))
 	if done := b.waitJob(t, "", b.ws, job.JobID, "failed"); !strings.Contains(done.ErrorSummary, "COMPILE_IMPORT_CYCLE") {
 		t.Fatalf("cycle: %+v", done)

@@ -393,7 +393,7 @@ func (s *Service) ValidateComponent(ctx context.Context, sc auth.Scope, key, fil
 	if fe := checkSource("component", fileType, source); len(fe) > 0 {
 		return Validation{}, problem.Invalid(fe...)
 	}
-	res, err := s.compileComponent(ctx, sc, key, fileType, source)
+	res, err := s.compileComponent(ctx, sc, key, fileType, source, nil)
 	if err != nil {
 		return Validation{}, err
 	}

@@ -94,7 +94,7 @@ func (s *Service) checkDraft(ctx context.Context, r *jobs.Run, key, fileType, so
 	if err := r.Progress(ctx, "compile", 20); err != nil {
 		return err
 	}
-	res, err := s.compileComponent(ctx, sc, key, fileType, source)
+	res, err := s.compileComponent(ctx, sc, key, fileType, source, nil)
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,8 @@ func (s *Service) Publish(ctx context.Context, sc auth.Scope, id, draftHash stri
 	if err != nil {
 		return c, err
 	}
-	res, err := s.compileComponent(ctx, sc, c.Key, c.FileType, c.DraftSource)
+	ids := map[string]string{}
+	res, err := s.compileComponent(ctx, sc, c.Key, c.FileType, c.DraftSource, ids)
 	if err != nil {
 		return c, err
 	}
@@ -172,15 +173,15 @@ func (s *Service) Publish(ctx context.Context, sc auth.Scope, id, draftHash stri
 	}
 	deps := make([]store.Dependency, 0, len(res.Dependencies))
 	for _, d := range res.Dependencies {
-		deps = append(deps, store.Dependency{Key: d.Key, Version: d.Version, Depth: d.Depth})
+		deps = append(deps, store.Dependency{ComponentID: ids[d.Key], Key: d.Key, Version: d.Version, Depth: d.Depth})
 	}
 	return s.Store.PublishComponent(ctx, sc, id, draftHash, store.NewSource{SourceDigest: c.DraftHash, CompiledDigest: res.Digest, Dependencies: deps})
 }
 
 // compileComponent compiles a component source against the workspace's published components.
-func (s *Service) compileComponent(ctx context.Context, sc auth.Scope, key, fileType, source string) (*compile.Result, error) {
+func (s *Service) compileComponent(ctx context.Context, sc auth.Scope, key, fileType, source string, ids map[string]string) (*compile.Result, error) {
 	std := catalog.Standards["component"].Limits
-	resolver := s.resolver(sc, nil)
+	resolver := s.resolver(sc, ids)
 	if key == "" {
 		key = "draft"
 	}
