@@ -40,7 +40,9 @@ func pngOf(t *testing.T, seed byte) []byte {
 	return buf.Bytes()
 }
 
-func (f *fixture) assets() *content.Assets { return &content.Assets{Store: f.svc.Store, Blobs: f.svc.Modules} }
+func (f *fixture) assets() *content.Assets {
+	return &content.Assets{Store: f.svc.Store, Blobs: f.svc.Modules}
+}
 
 // uploadImage stores a PNG as an asset of sc's workspace.
 func (f *fixture) uploadImage(t *testing.T, sc auth.Scope, seed byte) store.Asset {
