@@ -107,6 +107,47 @@ type attempt struct {
 	crash   context.CancelFunc
 }
 
+// relaunchWithin is how soon a browser start must fail to be tried once more: a browser that
+// exits while starting (rarely seen under load, with nothing on its output) fails at once, and
+// a second start in a fresh profile costs a fraction of a second; a start that timed out is
+// not repeated.
+const relaunchWithin = 5 * time.Second
+
+// startBrowser starts the browser and connects to it, once more in a fresh profile when the
+// first start failed fast. stop ends the browser.
+func (a *attempt) startBrowser(ctx context.Context, job Job, logf func(string, ...any)) (bctx context.Context, stop func(), err error) {
+	wd, _ := os.Getwd()
+	for try := 1; ; try++ {
+		opts := []chromedp.ExecAllocatorOption{
+			chromedp.ExecPath(job.Browser.Path),
+			chromedp.UserDataDir(filepath.Join(wd, fmt.Sprintf("profile-%d", try))),
+			chromedp.WSURLReadTimeout(30 * time.Second),
+			chromedp.ModifyCmdFunc(func(cmd *exec.Cmd) {
+				// Same process group as the child (the supervisor kills
+				// the group), and die with the child.
+				cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			}),
+		}
+		opts = append(opts, Options(LaunchFlags(NetworkFlags{ProxyAddr: job.EgressProxy, AllowedOrigins: job.Document.AllowedOrigins, NoBrowserGate: job.NoBrowserGate}))...)
+		if job.BrowserLog {
+			opts = append(opts, chromedp.CombinedOutput(logWriter{logf}))
+		}
+		began := time.Now()
+		allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+		bctx, cancelBrowser := chromedp.NewContext(allocCtx, chromedp.WithErrorf(func(f string, args ...any) { logf("chromedp: "+f, args...) }))
+		err := chromedp.Run(bctx)
+		if err == nil {
+			return bctx, func() { cancelBrowser(); cancelAlloc() }, nil
+		}
+		cancelBrowser()
+		cancelAlloc()
+		logf("browser start %d: %v", try, err)
+		if try == 2 || ctx.Err() != nil || time.Since(began) > relaunchWithin || time.Until(a.until) < 2*relaunchWithin {
+			return nil, nil, err
+		}
+	}
+}
+
 func execute(ctx context.Context, job Job, started time.Time, w *EventWriter, logf func(string, ...any)) *ChildResult {
 	res := &ChildResult{}
 	if os.Geteuid() == 0 {
@@ -138,30 +179,12 @@ func execute(ctx context.Context, job Job, started time.Time, w *EventWriter, lo
 		res.IgnoredReadinessCalls = a.ch.ignoredCalls()
 	}()
 
-	wd, _ := os.Getwd()
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(job.Browser.Path),
-		chromedp.UserDataDir(filepath.Join(wd, "profile")),
-		chromedp.WSURLReadTimeout(30 * time.Second),
-		chromedp.ModifyCmdFunc(func(cmd *exec.Cmd) {
-			// Same process group as the child (the supervisor kills
-			// the group), and die with the child.
-			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		}),
-	}
-	opts = append(opts, Options(LaunchFlags(NetworkFlags{ProxyAddr: job.EgressProxy, AllowedOrigins: job.Document.AllowedOrigins, NoBrowserGate: job.NoBrowserGate}))...)
-	if job.BrowserLog {
-		opts = append(opts, chromedp.CombinedOutput(logWriter{logf}))
-	}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(allocCtx, chromedp.WithErrorf(func(f string, args ...any) { logf("chromedp: "+f, args...) }))
-	defer cancelBrowser()
-	if err := chromedp.Run(bctx); err != nil {
-		logf("browser start: %v", err)
+	bctx, stopBrowser, err := a.startBrowser(ctx, job, logf)
+	if err != nil {
 		res.Error = rc.NewError(rc.CodeBrowserLost, rc.StageLaunch, "browser did not start")
 		return res
 	}
+	defer stopBrowser()
 	_ = w.Send(Event{Type: EventBrowserStarted})
 	logf("browser started after %s", time.Since(started).Round(time.Millisecond))
 	if job.Probe {

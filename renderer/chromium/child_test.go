@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -604,4 +605,21 @@ func TestUnprivileged(t *testing.T) {
 	rendertest.RequireBrowser(t)
 	unpriv.RunTests(t, unpriv.Options{}, "TestCaptureReadyPage", "TestBrowserSandboxIsOn", "TestOtherOriginsAreBlocked",
 		"TestKernelBoundaryHoldsWithoutTheBrowserGate")
+}
+
+// TestBrowserThatDiesAtStartIsStartedAgain: a browser start that fails at once is tried once
+// more, in a fresh profile, within the attempt; the capture succeeds.
+func TestBrowserThatDiesAtStartIsStartedAgain(t *testing.T) {
+	h := setup(t)
+	wrapper, err := filepath.Abs("testdata/fails-first-start.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := h.job(fixture.Ready, rc.OpPageCapture, small)
+	job.Browser.Path = wrapper
+	o := h.run(t, job, time.Minute)
+	wantOK(t, o)
+	if _, err := png.Decode(bytes.NewReader(o.artifacts[rc.ArtifactCapture])); err != nil {
+		t.Fatal(err)
+	}
 }
