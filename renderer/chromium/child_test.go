@@ -611,8 +611,22 @@ func TestUnprivileged(t *testing.T) {
 // more, in a fresh profile, within the attempt; the capture succeeds.
 func TestBrowserThatDiesAtStartIsStartedAgain(t *testing.T) {
 	h := setup(t)
-	wrapper, err := filepath.Abs("testdata/fails-first-start.sh")
+	// The attempt sees the host's files except /tmp (its own tmpfs), where a clone of the
+	// repository may live: the wrapper is copied to where the attempt's user can run it.
+	script, err := os.ReadFile("testdata/fails-first-start.sh")
 	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "slidecells-browser-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	wrapper := filepath.Join(dir, "fails-first-start.sh")
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(wrapper, script, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	job := h.job(fixture.Ready, rc.OpPageCapture, small)
