@@ -669,6 +669,24 @@ func (e *env) misdirects(t *testing.T) float64 {
 	return sum
 }
 
+// moveUnseen warms the router's placement of workspace A (on cell-a), moves it to cell-b and
+// lets the router's 1 s TTL pass without a request for it. It returns the workspace and the
+// router's misdirect count before the move.
+func (e *env) moveUnseen(t *testing.T) (ws string, before float64) {
+	t.Helper()
+	ws = e.demo.WorkspaceA
+	if _, cell, a := e.listNames(t, ws); a.status != 200 || cell != "cell-a" {
+		t.Fatalf("warm: %d %s", a.status, cell)
+	}
+	before = e.misdirects(t)
+	out, err := e.cellctl(t, nil, "workspaces", "move", ws, "--to", "cell-b", "--grace", "0")
+	if err != nil {
+		t.Fatalf("move: %v\n%s", err, out)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the TTL, without a request
+	return ws, before
+}
+
 // TestRouterLearnsMovesWithoutTraffic: a router that cached a workspace's placement and saw no
 // request for it during a move sends the next request straight to the new owner once its TTL
 // has passed (no 421 needed); one asked within the TTL heals through the 421 protocol.
@@ -676,16 +694,7 @@ func TestRouterLearnsMovesWithoutTraffic(t *testing.T) {
 	// Without revalidation the first request after the TTL waits for the directory and goes
 	// straight to the new owner.
 	e := start(t, "", map[string][]string{"router": {"ROUTER_PLACEMENT_TTL=1s", "ROUTER_PLACEMENT_REVALIDATE=false"}})
-	ws := e.demo.WorkspaceA
-	if _, cell, a := e.listNames(t, ws); a.status != 200 || cell != "cell-a" {
-		t.Fatalf("warm: %d %s", a.status, cell)
-	}
-	before := e.misdirects(t)
-	out, err := e.cellctl(t, nil, "workspaces", "move", ws, "--to", "cell-b", "--grace", "0")
-	if err != nil {
-		t.Fatalf("move: %v\n%s", err, out)
-	}
-	time.Sleep(1500 * time.Millisecond) // past the TTL, without a request
+	ws, before := e.moveUnseen(t)
 	if _, cell, a := e.listNames(t, ws); a.status != 200 || cell != "cell-b" {
 		t.Fatalf("after the TTL: %d %s", a.status, cell)
 	}
@@ -693,7 +702,7 @@ func TestRouterLearnsMovesWithoutTraffic(t *testing.T) {
 		t.Fatalf("the router needed a 421 (%v → %v) to learn a placement older than its TTL", before, after)
 	}
 	// Within the TTL: the cached placement is stale; the old owner's 421 sends the router on.
-	out, err = e.cellctl(t, nil, "workspaces", "move", ws, "--to", "cell-a", "--grace", "0")
+	out, err := e.cellctl(t, nil, "workspaces", "move", ws, "--to", "cell-a", "--grace", "0")
 	if err != nil {
 		t.Fatalf("move back: %v\n%s", err, out)
 	}
@@ -708,16 +717,7 @@ func TestRouterLearnsMovesWithoutTraffic(t *testing.T) {
 // sent on, and the next request goes straight to the new owner.
 func TestRouterRevalidatesPlacementsInTheBackground(t *testing.T) {
 	e := start(t, "", map[string][]string{"router": {"ROUTER_PLACEMENT_TTL=1s"}})
-	ws := e.demo.WorkspaceA
-	if _, cell, a := e.listNames(t, ws); a.status != 200 || cell != "cell-a" {
-		t.Fatalf("warm: %d %s", a.status, cell)
-	}
-	before := e.misdirects(t)
-	out, err := e.cellctl(t, nil, "workspaces", "move", ws, "--to", "cell-b", "--grace", "0")
-	if err != nil {
-		t.Fatalf("move: %v\n%s", err, out)
-	}
-	time.Sleep(1500 * time.Millisecond) // past the TTL, without a request
+	ws, before := e.moveUnseen(t)
 	if _, cell, a := e.listNames(t, ws); a.status != 200 || cell != "cell-b" {
 		t.Fatalf("first request after the TTL: %d %s", a.status, cell)
 	}
