@@ -462,26 +462,31 @@ func TestStartAfterAKilledEpoch(t *testing.T) {
 		_ = cmd2.Process.Signal(syscall.SIGTERM)
 		<-exited2
 	}()
-	select {
-	case <-sleeperDone:
-	case <-time.After(10 * time.Second):
-		_ = sleeper.Process.Kill()
-		t.Fatalf("the leftover of the killed epoch survived the new start\n%s", logs2.String())
-	}
-	if _, err := os.Stat(filepath.Join(root, "a-planted")); !os.IsNotExist(err) {
-		t.Fatalf("old attempt folder not removed: %v", err)
-	}
 	// (The new epoch's launch probe may have a group of its own by now.)
-	for _, d := range old {
-		if _, err := os.Stat(d); !os.IsNotExist(err) {
-			t.Fatalf("old attempt cgroup %s left: %v", d, err)
+	assertLeftoversKilled(t, sleeperDone, func() { _ = sleeper.Process.Kill() }, logs2, base2, append(old, filepath.Join(root, "a-planted"))...)
+	_ = logs
+}
+
+// assertLeftoversKilled: a new epoch's start killed the processes an earlier one left (done
+// closes; kill ends them when it did not), removed the folders and cgroups named by gone, said
+// so in its log, and became ready.
+func assertLeftoversKilled(t *testing.T, done <-chan struct{}, kill func(), logs *syncBuffer, base string, gone ...string) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		kill()
+		t.Fatalf("the leftovers of the killed epoch survived the new start\n%s", logs.String())
+	}
+	for _, p := range gone {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("leftover %s not removed: %v", p, err)
 		}
 	}
-	if !strings.Contains(logs2.String(), "killed processes left by an earlier epoch") {
-		t.Fatalf("start-up did not report the leftovers:\n%s", logs2.String())
+	if !strings.Contains(logs.String(), "killed processes left by an earlier epoch") {
+		t.Fatalf("start-up did not report the leftovers:\n%s", logs.String())
 	}
-	waitReady(t, base2)
-	_ = logs
+	waitReady(t, base)
 }
 
 // TestTLS: with RENDER_TLS_CERT_FILE and RENDER_TLS_KEY_FILE the control API

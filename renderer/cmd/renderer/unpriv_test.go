@@ -289,20 +289,7 @@ func TestUnprivilegedStartAfterAKilledEpoch(t *testing.T) {
 		_ = cmd2.Process.Signal(syscall.SIGTERM)
 		<-exited2
 	}()
-	select {
-	case <-sleepersDone:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the leftovers of the killed epoch survived the new start\n%s", logs2.String())
-	}
-	for _, p := range planted {
-		if _, err := os.Stat(p); !os.IsNotExist(err) {
-			t.Fatalf("leftover cgroup %s not removed: %v", p, err)
-		}
-	}
-	if !strings.Contains(logs2.String(), "killed processes left by an earlier epoch") {
-		t.Fatalf("start-up did not report the leftovers:\n%s", logs2.String())
-	}
-	waitReady(t, base2)
+	assertLeftoversKilled(t, sleepersDone, func() { _ = sleepers.Process.Kill() }, logs2, base2, planted...)
 	_ = logs
 }
 
