@@ -63,10 +63,14 @@ fuzz: ## Run every Fuzz* target of FUZZ_PACKAGES for FUZZTIME each (make fuzz FU
 test-short: ## Run only the fast unit tests
 	$(GO) test -short -count=1 ./...
 
+# staticcheck at a pinned version, fetched through the Go module proxy on first use.
+STATICCHECK_VERSION := v0.8.2
+
 .PHONY: lint
-lint: ## gofmt, go vet
+lint: ## gofmt, go vet, staticcheck (pinned version)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 # Kubernetes manifests (deploy/k8s: kustomize base, an overlay per cell and one for the router)
 # and images (deploy/Dockerfile, one stage per binary). See CELLS.md, "Kubernetes".

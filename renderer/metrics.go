@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"slidecells/renderer/egress"
@@ -55,7 +56,7 @@ func newMetrics() *metrics {
 		}, []string{"limit"}),
 	}
 	m.reg.MustRegister(m.attempts, m.errors, m.stages, m.probes, m.ready, m.limitHits,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

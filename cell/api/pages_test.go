@@ -267,6 +267,9 @@ export default () => <X />`)
 			t.Fatalf("render check: %+v", done)
 		}
 		resp, body = b.call(t, call{method: "GET", path: "/api/v1/projects/" + prj + "/pages", ws: b.ws})
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"key":"intro"`) {
+			t.Fatalf("list pages: %d %s", resp.StatusCode, body) // a failed list proves nothing below
+		}
 		if strings.Contains(string(body), `"key":"checked"`) {
 			t.Fatalf("the blocked page was written: %s", body)
 		}

@@ -13,7 +13,6 @@ import (
 	"slidecells/cell/auth"
 	"slidecells/cell/compile"
 	"slidecells/cell/design"
-	"slidecells/cell/preview"
 	"slidecells/cell/render"
 	"slidecells/cell/snapshot"
 	"slidecells/cell/store"
@@ -50,7 +49,7 @@ func (s *Service) BuildSnapshot(ctx context.Context, sc auth.Scope, t Target, fi
 	m := &snapshot.Manifest{Schema: snapshot.Schema, WorkspaceID: ws, FileType: fileType, Route: t.Route,
 		Entity:    snapshot.Entity{Kind: t.Kind, ID: t.ID, Key: t.Key, Version: t.Version, DraftHash: t.DraftHash},
 		Scenes:    []string{rc.DefaultScene},
-		HostBuild: preview.HostBuild}
+		HostBuild: rc.PreviewHostBuild}
 	moduleType := "text/javascript; charset=utf-8"
 	if fileType == "html" {
 		moduleType = "text/html; charset=utf-8"

@@ -186,7 +186,7 @@ func TestCheckNew(t *testing.T) {
 }
 
 func TestDraftHash(t *testing.T) {
-	if DraftHash("tsx", "x") != DraftHash("tsx", "x") {
+	if first, again := DraftHash("tsx", "x"), DraftHash("tsx", "x"); first != again {
 		t.Fatal("not stable")
 	}
 	for _, other := range [][2]string{{"jsx", "x"}, {"tsx", "y"}, {"tsxx", ""}, {"ts", "xx"}} {

@@ -18,7 +18,6 @@ import (
 	"slidecells/cell/compile"
 	"slidecells/cell/content"
 	"slidecells/cell/design"
-	"slidecells/cell/preview"
 	"slidecells/cell/snapshot"
 	"slidecells/cell/store"
 	"slidecells/shared/digest"
@@ -140,7 +139,7 @@ func TestBuildSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := f.a.WorkspaceID()
-	if m.Schema != snapshot.Schema || m.WorkspaceID != ws || m.FileType != "tsx" || m.Route != "/intro" || m.HostBuild != preview.HostBuild ||
+	if m.Schema != snapshot.Schema || m.WorkspaceID != ws || m.FileType != "tsx" || m.Route != "/intro" || m.HostBuild != rc.PreviewHostBuild ||
 		m.Entity != (snapshot.Entity{Kind: snapshot.KindPage, ID: target.ID, Key: "intro", Version: 2}) ||
 		len(m.Scenes) != 1 || m.Scenes[0] != rc.DefaultScene || m.Ref != "" {
 		t.Fatalf("manifest %+v", m)

@@ -45,8 +45,8 @@
 // raise RENDER_CONTRACT_MISMATCH.
 package preview
 
-// HostBuild identifies the preview host build; every snapshot records it and the render
-// profile pins it (preview_host_build), so a renderer refuses a document of another build.
-// Bump it whenever the runtime (runtime/src, package-lock.json) or the document changes: a
-// built runtime records the HostBuild it was built for and the host refuses another.
-const HostBuild = "preview-host-2"
+import "slidecells/shared/rendercontract"
+
+// HostBuild identifies this preview host build (rendercontract.PreviewHostBuild, where the
+// cell's snapshots and the release tools read it without importing the host).
+const HostBuild = rendercontract.PreviewHostBuild

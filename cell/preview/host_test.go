@@ -12,7 +12,6 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -252,12 +251,6 @@ func TestSubresources(t *testing.T) {
 	if a := get(t, base+"/module.js", nil, expired); a.status != refusal.status {
 		t.Errorf("expired cookie: %d", a.status)
 	}
-}
-
-func newServer(t *testing.T, h http.Handler) string {
-	s := httptest.NewServer(h)
-	t.Cleanup(s.Close)
-	return s.URL
 }
 
 func b64decode(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(s) }

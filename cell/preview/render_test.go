@@ -198,7 +198,7 @@ export default function List({ items = 3, label = "items" }) {
 
 	tb.switchScene("empty", "sw_3")
 	tb.switchScene("empty", "sw_3") // a repeated request ID is answered once
-	st = tb.receipt("sw_3")
+	tb.receipt("sw_3")              // waits until the request is answered
 	st = tb.wait("empty ready", func(s *rc.ReadyState) bool { return settled(s) && s.Scene == "empty" })
 	if r, _ := st.Receipt("sw_3"); r.State != rc.SceneReady || len(st.ContentFaults) != 0 || st.Mount != rc.MountMounted {
 		t.Fatalf("empty: %+v", st)

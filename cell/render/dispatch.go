@@ -154,13 +154,6 @@ var waitingSQL = `state IN ('queued', 'retry_wait') AND not_before <= $1 AND dea
 // copying it) or one that moved away keeps its waiting requests for the copy.
 var activeWorkspace = tenancy.ActiveSQL("render_requests.workspace_id")
 
-func other(c Category) Category {
-	if c == Interactive {
-		return Background
-	}
-	return Interactive
-}
-
 // markDispatched is the conditional update after the dispatch commit: whoever moves the
 // attempt from reserved to dispatched is its only sender.
 func (c *Coordinator) markDispatched(ctx context.Context, attemptID string) (bool, error) {

@@ -54,7 +54,7 @@ func TestMain(m *testing.M) {
 		}
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
-		cmd := exec.Command("go", "build", "-o", tmp+"/", "./router/cmd/router", "./router/cmd/cellctl", "./cell/cmd/cell", "./renderer/cmd/renderer")
+		cmd := exec.Command("go", "build", "-o", tmp+"/", "./router/cmd/router", "./deploy/cmd/cellctl", "./cell/cmd/cell", "./renderer/cmd/renderer")
 		cmd.Dir = root
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {

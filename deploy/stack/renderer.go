@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 
-	"slidecells/cell/preview"
 	"slidecells/shared/pgserver"
 	rc "slidecells/shared/rendercontract"
 	"slidecells/shared/ticket"
@@ -176,7 +175,7 @@ func (s *Stack) startRenderer(cell string, spec rendererSpec, previewURL, public
 // profile` (so it matches the Chromium and fonts installed now), pinning the preview host build
 // the cells' snapshots record. Renderers and cells both get the file as RENDER_PROFILE_MANIFEST.
 func (s *Stack) writeProfile(ctx context.Context, dir string) (path, digest string, err error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(s.opts.BinDir, "renderer"), "profile", "--preview-host-build", preview.HostBuild)
+	cmd := exec.CommandContext(ctx, filepath.Join(s.opts.BinDir, "renderer"), "profile", "--preview-host-build", rc.PreviewHostBuild)
 	cmd.Env = append(os.Environ(), s.opts.Env["renderer"]...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -56,14 +56,13 @@ func main() {
 }
 
 type result struct {
-	n       int
-	took    time.Duration
-	lat     []time.Duration
-	byCode  map[int]int
-	perSec  float64
-	p50     time.Duration
-	p99     time.Duration
-	replays int
+	n      int
+	took   time.Duration
+	lat    []time.Duration
+	byCode map[int]int
+	perSec float64
+	p50    time.Duration
+	p99    time.Duration
 }
 
 func run(o options) error {

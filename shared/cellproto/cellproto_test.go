@@ -45,7 +45,7 @@ func TestRequestID(t *testing.T) {
 			}
 		})
 	}
-	if RequestID("") == RequestID("") {
+	if first, second := RequestID(""), RequestID(""); first == second {
 		t.Error("two fresh request IDs are equal")
 	}
 }

@@ -2,6 +2,13 @@ package rendercontract
 
 import "slidecells/shared/digest"
 
+// PreviewHostBuild identifies the preview host build (cell/preview); every snapshot records it
+// and the render profile pins it (preview_host_build), so a renderer refuses a document of
+// another build. Bump it whenever the host's runtime (cell/preview/runtime/src,
+// package-lock.json) or its document changes: a built runtime records the build it was built
+// for and the host refuses another.
+const PreviewHostBuild = "preview-host-2"
+
 // RenderProfile is the execution environment that decides how content
 // renders. A renderer computes it at start; its digest is the environment
 // digest that requests must name in render_profile_digest and that results

@@ -25,7 +25,6 @@ import (
 	"strings"
 
 	"slidecells/cell/api"
-	"slidecells/cell/preview"
 	"slidecells/cell/render"
 	"slidecells/deploy/deploycheck"
 	"slidecells/migrations"
@@ -126,7 +125,7 @@ func collect(o options) (*Info, error) {
 		ReadinessProtocol: rc.ReadinessProtocol,
 		ResultSchema:      rc.ResultSchemaVersion,
 		DiagnosisSchema:   rc.DiagnosisSchemaVersion,
-		PreviewHostBuild:  preview.HostBuild,
+		PreviewHostBuild:  rc.PreviewHostBuild,
 	}
 	if err := images(o.root, info); err != nil {
 		return nil, err
@@ -239,8 +238,8 @@ func profile(o options, info *Info) error {
 	}
 	info.Profile = Profile{Source: path, Digest: digest, BrowserBuild: prof.BrowserBuild,
 		HostBuild: prof.PreviewHostBuild, ImageDigest: prof.ImageDigest}
-	if prof.PreviewHostBuild != "" && prof.PreviewHostBuild != preview.HostBuild {
-		info.Notes = append(info.Notes, fmt.Sprintf("the render profile pins preview host build %q; this release's is %q: renderers would refuse every document", prof.PreviewHostBuild, preview.HostBuild))
+	if prof.PreviewHostBuild != "" && prof.PreviewHostBuild != rc.PreviewHostBuild {
+		info.Notes = append(info.Notes, fmt.Sprintf("the render profile pins preview host build %q; this release's is %q: renderers would refuse every document", prof.PreviewHostBuild, rc.PreviewHostBuild))
 	}
 	if o.renderer == "" {
 		return nil
@@ -263,7 +262,7 @@ func profile(o options, info *Info) error {
 
 // profileFromRenderer runs `renderer profile` and returns a temporary file holding its output.
 func profileFromRenderer(bin string) (string, error) {
-	cmd := exec.Command(bin, "profile", "--preview-host-build", preview.HostBuild)
+	cmd := exec.Command(bin, "profile", "--preview-host-build", rc.PreviewHostBuild)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

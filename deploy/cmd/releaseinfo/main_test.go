@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"slidecells/cell/preview"
 	rc "slidecells/shared/rendercontract"
 )
 
@@ -50,7 +49,7 @@ func TestReleaseInfo(t *testing.T) {
 
 	c := info.Contract
 	if c.ContractVersion != rc.ContractVersion || c.ReadinessProtocol != rc.ReadinessProtocol || c.ResultSchema != rc.ResultSchemaVersion ||
-		c.DiagnosisSchema != rc.DiagnosisSchemaVersion || c.PreviewHostBuild != preview.HostBuild {
+		c.DiagnosisSchema != rc.DiagnosisSchemaVersion || c.PreviewHostBuild != rc.PreviewHostBuild {
 		t.Errorf("contract = %+v", c)
 	}
 
@@ -121,7 +120,7 @@ func TestRendererProfileIsCompared(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "renderer")
-	script := "#!/bin/sh\n[ \"$1 $2 $3\" = \"profile --preview-host-build " + preview.HostBuild + "\" ] || exit 2\ncat " + other + "\n"
+	script := "#!/bin/sh\n[ \"$1 $2 $3\" = \"profile --preview-host-build " + rc.PreviewHostBuild + "\" ] || exit 2\ncat " + other + "\n"
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
