@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"slidecells/shared/testenv"
+
 	"slidecells/cell/compile"
 )
 
@@ -31,10 +33,7 @@ var nodeRuntime = map[string]string{
 // output imports, and renders it. It is skipped where node is not installed.
 func TestOutputRunsAsAModule(t *testing.T) {
 	t.Parallel()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed")
-	}
+	node := testenv.MustHaveNode(t)
 	page, cs := twentyComponents()
 	res, err := newCompiler(t, 1).Compile(context.Background(), compile.Request{Kind: compile.KindPage, Entry: page, Resolver: &resolver{comps: cs}})
 	if err != nil || !res.OK() {

@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"slidecells/shared/testenv"
+
 	"gocloud.dev/blob/fileblob"
 
 	"slidecells/cell/auth"
@@ -36,7 +38,8 @@ import (
 // These tests drive real renderer processes (bin/renderer, Debian Chromium, the kernel's
 // isolation, hence root) through the coordinator. The preview documents come from a small
 // document server that speaks render-ready.v1 like the preview host; what a document does is
-// chosen by the snapshot's entity ID: "ready" mounts at once, "never" stays pending forever.
+// chosen by the snapshot's entity ID: "ready" mounts at once, "slow" after 3 s, "never" stays
+// pending forever.
 
 // docServer serves snapshot documents for the renderers' browsers and checks the preview
 // access each document request carries.
@@ -102,8 +105,11 @@ func (d *docServer) document(w http.ResponseWriter, r *http.Request) {
 	d.served[ref]++
 	d.mu.Unlock()
 	mount := `setTimeout(() => { S.mount = "mounted"; pub(); }, 30);`
-	if m.Entity.ID == "never" {
+	switch m.Entity.ID {
+	case "never":
 		mount = ``
+	case "slow":
+		mount = `setTimeout(() => { S.mount = "mounted"; pub(); }, 3000);`
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	fmt.Fprintf(w, `<!doctype html><html><head><meta charset="utf-8"><script>
@@ -135,14 +141,8 @@ type renderer struct {
 
 func rendererBinary(t *testing.T) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("renderers need root for their per-attempt isolation")
-	}
-	bin := os.Getenv("SLIDECELLS_BIN")
-	if bin == "" {
-		t.Skip("SLIDECELLS_BIN is unset (make test sets it)")
-	}
-	return filepath.Join(bin, "renderer")
+	testenv.MustHaveRoot(t, "renderers build a per-attempt isolation")
+	return filepath.Join(testenv.MustHaveBin(t, "renderer"), "renderer")
 }
 
 func startRenderer(t *testing.T, f *fixture, d *docServer, id, credFile string) *renderer {
@@ -286,7 +286,7 @@ func docManifest(t *testing.T, sc auth.Scope, behaviour string, n int) *snapshot
 	return m
 }
 
-// submitDoc submits a render of a document server page ("ready" or "never"); the operation
+// submitDoc submits a render of a document server page ("ready", "slow" or "never"); the operation
 // decides the category, as the business entries do (captures are background).
 func submitDoc(t *testing.T, c *Coordinator, sc auth.Scope, stage string, op rc.Operation, behaviour string, n int) Request {
 	t.Helper()
@@ -465,12 +465,13 @@ func TestRendererKilledMidAttemptRetriesOnProof(t *testing.T) {
 func TestTakeoverAfterACoordinatorDies(t *testing.T) {
 	w, a, sc := start(t, 1, nil)
 	ctx := context.Background()
-	req := submitDoc(t, a, sc, "takeover", rc.OpPageCapture, "ready", 1)
+	// A document that mounts after 3 s: the attempt is still running when a stops.
+	req := submitDoc(t, a, sc, "takeover", rc.OpPageCapture, "slow", 1)
 	// Stop a as soon as it sent the attempt: its driver ends without a result.
 	w.waitAttempt(t, req.ID, "dispatched", "accepted", "running", "cleaning", "terminal")
 	a.Stop()
 	if cur, _ := a.Get(ctx, sc, req.ID); Terminal(cur.State) {
-		t.Skip("the attempt finished before the coordinator stopped; nothing to take over")
+		t.Fatalf("the attempt of a document that mounts after 3 s ended before its coordinator stopped: %+v", cur)
 	}
 	b := w.coordinator(t, nil)
 	cur := wait(t, b, sc, req.ID, 2*time.Minute)

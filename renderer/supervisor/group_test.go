@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"slidecells/shared/testenv"
+
 	"golang.org/x/sys/unix"
 
 	"slidecells/renderer/internal/unpriv"
@@ -40,9 +42,8 @@ func TestMain(m *testing.M) {
 // CI and on these machines tests run as root).
 func isolation(t *testing.T) (*UIDPool, *Cgroups) {
 	t.Helper()
-	if os.Geteuid() != 0 && !unpriv.Inside() {
-		t.Skip("the attempt isolation needs root (namespaces, cgroups, per-attempt users), or the unprivileged run TestUnprivileged prepares")
-	}
+	testenv.Need(t, os.Geteuid() == 0 || unpriv.Inside(),
+		"the attempt isolation needs root (namespaces, cgroups, per-attempt users), or the unprivileged run TestUnprivileged prepares")
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	cg, err := OpenCgroups("", "slidecells-test-"+hex.EncodeToString(b))
@@ -695,14 +696,14 @@ func TestUnprivileged(t *testing.T) {
 func hybridV2Mount(t *testing.T) string {
 	var st syscall.Statfs_t
 	if syscall.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
-		t.Skip("/sys/fs/cgroup is cgroup v2: every test of this package runs on v2 already")
+		testenv.NotHere(t, "/sys/fs/cgroup is cgroup v2: every test of this package runs on v2 already")
 	}
 	for _, m := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup/v2"} {
 		if syscall.Statfs(m, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
 			return m
 		}
 	}
-	t.Skip("no cgroup v2 mount on this host (cgroup v1 only): the v2 code cannot run here")
+	testenv.NotHere(t, "no cgroup v2 mount on this host (cgroup v1 only): the v2 code cannot run here")
 	return ""
 }
 

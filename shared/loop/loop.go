@@ -9,6 +9,7 @@ package loop
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -41,6 +42,26 @@ func Every(ctx context.Context, d time.Duration, tick Ticker, round func(context
 				return
 			}
 			round(ctx)
+		}
+	}
+}
+
+// Until calls try every interval, the first time at once, until it returns nil or ctx ends. It
+// is the one "succeeds soon" poll of the binaries and the tests (testenv.Eventually wraps it):
+// bounded by ctx, never faster than interval, and when ctx ends the error says what was last
+// wrong, so a timed-out wait explains itself.
+func Until(ctx context.Context, interval time.Duration, try func(context.Context) error) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		err := try(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-t.C:
 		}
 	}
 }

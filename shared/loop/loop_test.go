@@ -2,6 +2,8 @@ package loop
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -106,4 +108,23 @@ func TestEveryWithoutATickerUsesTheClock(t *testing.T) {
 	}
 	cancel()
 	within(t, done, "Every returns once its context ended")
+}
+
+func TestUntilReturnsOnSuccessAndNamesTheLastErrorWhenItsContextEnds(t *testing.T) {
+	t.Parallel()
+	n := 0
+	if err := Until(context.Background(), time.Millisecond, func(context.Context) error {
+		if n++; n < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	}); err != nil || n != 3 {
+		t.Fatalf("Until = %v after %d tries, want nil after 3", err, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err := Until(ctx, time.Millisecond, func(context.Context) error { return errors.New("still down") })
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "still down") {
+		t.Fatalf("Until = %v, want the deadline and the last error", err)
+	}
 }

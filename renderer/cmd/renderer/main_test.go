@@ -14,6 +14,8 @@ import (
 	"math/big"
 	"net"
 
+	"slidecells/shared/testenv"
+
 	"io"
 	"net/http"
 	"os"
@@ -26,7 +28,6 @@ import (
 	"testing"
 	"time"
 
-	"slidecells/renderer/chromium"
 	"slidecells/renderer/internal/fixture"
 	"slidecells/renderer/internal/rendertest"
 	"slidecells/renderer/supervisor"
@@ -61,12 +62,7 @@ func build(t *testing.T) string {
 
 func requireBrowser(t *testing.T) {
 	t.Helper()
-	if _, err := os.Stat(chromium.DefaultBrowserPath); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI requires Chromium at %s: %v", chromium.DefaultBrowserPath, err)
-		}
-		t.Skipf("Chromium not installed at %s; skipping", chromium.DefaultBrowserPath)
-	}
+	testenv.MustHaveChromium(t)
 }
 
 func TestSIGTERMMidAttemptLeavesNoBrowser(t *testing.T) {

@@ -14,6 +14,8 @@ import (
 	"time"
 	"unsafe"
 
+	"slidecells/shared/testenv"
+
 	"golang.org/x/sys/unix"
 
 	"slidecells/renderer/internal/fixture"
@@ -236,12 +238,7 @@ func TestContainerSeccompProfile(t *testing.T) {
 		return
 	}
 	requireBrowser(t)
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI runs the renderer tests as root")
-		}
-		t.Skip("installing a seccomp filter without no_new_privs, as a container runtime does, needs root")
-	}
+	testenv.MustHaveRoot(t, "installing a seccomp filter without no_new_privs, as a container runtime does")
 	h, bin := unprivHost(t)
 	fx := fixture.Start(token)
 	defer fx.Close()

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"slidecells/shared/testenv"
+
 	"slidecells/renderer/internal/fixture"
 	"slidecells/renderer/internal/rendertest"
 	"slidecells/renderer/internal/unpriv"
@@ -29,12 +31,7 @@ import (
 func unprivHost(t *testing.T) (*unpriv.Host, string) {
 	t.Helper()
 	requireBrowser(t)
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI runs the renderer tests as root (preparing the unprivileged user needs it)")
-		}
-		t.Skip("preparing an unprivileged user and a delegated cgroup needs root")
-	}
+	testenv.MustHaveRoot(t, "preparing an unprivileged user and a delegated cgroup")
 	h, cleanup, err := unpriv.Prepare(unpriv.Options{Name: rendertest.Name("slidecells-unpriv-bin-")})
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"slidecells/shared/testenv"
+
 	"slidecells/renderer/egress"
 	"slidecells/renderer/internal/unpriv"
 	"slidecells/renderer/supervisor"
@@ -30,12 +32,7 @@ const BrowserPath = "/usr/lib/chromium/chromium"
 // missing browser fails the test.
 func RequireBrowser(t testing.TB) {
 	t.Helper()
-	if _, err := os.Stat(BrowserPath); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI requires Chromium at %s: %v", BrowserPath, err)
-		}
-		t.Skipf("Chromium not installed at %s (apt-get install chromium); skipping browser tests", BrowserPath)
-	}
+	testenv.MustHaveChromium(t)
 }
 
 // RequireIsolation skips where the attempt isolation cannot be built: it
@@ -44,12 +41,8 @@ func RequireBrowser(t testing.TB) {
 // it fails.
 func RequireIsolation(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 && !unpriv.Inside() {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI runs the renderer tests as root (the attempt isolation needs it)")
-		}
-		t.Skip("the attempt isolation needs root, or the unprivileged run (TestUnprivileged) prepares a user and a delegated cgroup")
-	}
+	testenv.Need(t, os.Geteuid() == 0 || unpriv.Inside(),
+		"the attempt isolation needs root, or the unprivileged run (TestUnprivileged) prepares a user and a delegated cgroup")
 }
 
 // UIDPool is the user ID pool of the tests: the default range as root, the

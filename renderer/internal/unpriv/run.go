@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"slidecells/shared/testenv"
 )
 
 // RunTests runs the named tests of the current test binary again, as the
@@ -25,12 +27,7 @@ func RunTests(t *testing.T, o Options, tests ...string) {
 	if Inside() || os.Getenv(EnvCgroupV2) != "" {
 		t.Skip("already an inner run")
 	}
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI runs the renderer tests as root (preparing the unprivileged user needs it)")
-		}
-		t.Skip("preparing an unprivileged user and a delegated cgroup needs root")
-	}
+	testenv.MustHaveRoot(t, "preparing an unprivileged user and a delegated cgroup")
 	if o.Name == "" {
 		// Unique per run: test binaries of several packages run at once.
 		b := make([]byte, 4)
@@ -69,12 +66,7 @@ func RunTestsOnCgroupV2(t *testing.T, mount string, tests ...string) {
 	if Inside() || os.Getenv(EnvCgroupV2) != "" {
 		t.Skip("already an inner run")
 	}
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI runs the renderer tests as root")
-		}
-		t.Skip("the attempt isolation needs root")
-	}
+	testenv.MustHaveRoot(t, "the attempt isolation")
 	if err := os.WriteFile(mount+"/cgroup.subtree_control", []byte("+hugetlb"), 0); err != nil {
 		t.Fatalf("enable hugetlb at the root of %s: %v", mount, err)
 	}
