@@ -45,9 +45,11 @@ run: build ## Start the local deployment (PostgreSQL, directory, cell-a, cell-b,
 FUZZ_PACKAGES := ./router/hop ./cell/design ./cell/compile
 FUZZTIME ?= 10000x
 
+# The tests' events go through bin/testsummary: package lines, failed tests' output, the skipped
+# tests with their reasons, and "N passed, N failed, N skipped".
 .PHONY: test
 test: build ## Run unit, integration and end-to-end tests (race detector, real PostgreSQL and Chromium), then fuzz briefly
-	SLIDECELLS_BIN=$(BIN) $(BIN)/withpg -- $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	set -o pipefail; SLIDECELLS_BIN=$(BIN) $(BIN)/withpg -- $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -json ./... | $(BIN)/testsummary
 	@$(MAKE) --no-print-directory fuzz
 
 .PHONY: fuzz

@@ -97,8 +97,9 @@ func redactURLError(err error) string {
 // fn must have no side effects outside the database, since it may run more than once, and must
 // return database errors unwrapped or wrapped with %w.
 //
-// Inside an Atomic call (ctx carries its transaction) fn runs in that transaction under a
-// savepoint instead, and a retry restarts the Atomic call as a whole.
+// Inside an Atomic call (ctx carries its transaction) fn runs directly in that transaction, with
+// no savepoint: a failure of fn rolls the whole Atomic transaction back (see Atomic), and a
+// retry restarts the Atomic call as a whole.
 func (d *DB) Tx(ctx context.Context, fn func(pgx.Tx) error) error {
 	if a := ambientFrom(ctx); a != nil {
 		return a.nested(ctx, fn)
