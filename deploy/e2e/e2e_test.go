@@ -19,6 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"slidecells/shared/proc"
+	"slidecells/shared/testenv"
+
 	"slidecells/cell/tenancy"
 	"slidecells/deploy/stack"
 	"slidecells/migrations"
@@ -413,24 +416,22 @@ func TestFrozenCellDoesNotSlowOthers(t *testing.T) {
 
 // procState is the state letter of a process (/proc/<pid>/stat), "T" when stopped.
 func procState(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s, err := proc.State(pid)
 	if err != nil {
 		return err.Error()
 	}
-	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
-		return string(b[i+2])
-	}
-	return "?"
+	return s
 }
 
 // waitStopped waits until a process SIGSTOP was sent to is stopped.
 func waitStopped(t *testing.T, pid int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); procState(pid) != "T"; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d not stopped: state %s", pid, procState(pid))
+	testenv.Eventually(t, 10*time.Second, 10*time.Millisecond, fmt.Sprintf("process %d stopped", pid), func() error {
+		if s := procState(pid); s != "T" {
+			return fmt.Errorf("state %s", s)
 		}
-	}
+		return nil
+	})
 }
 
 func TestDirectoryOutageServesCachedForBoundedTime(t *testing.T) {

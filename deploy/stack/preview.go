@@ -2,8 +2,6 @@ package stack
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -63,21 +61,5 @@ func (s *Stack) startPreview(cell, bin, cellURL string, plan previewPlan) (*Proc
 // waitAnswering waits until the process answers HTTP at all (any status): the stack does not
 // assume which health endpoints a preview host has.
 func (p *Proc) waitAnswering(ctx context.Context, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	c := &http.Client{Timeout: time.Second}
-	for {
-		select {
-		case <-p.Done():
-			return fmt.Errorf("%s exited at start; see %s", p.Name, p.log)
-		default:
-		}
-		if resp, err := c.Get(p.URL + "/livez"); err == nil {
-			resp.Body.Close()
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("%s not answering after %s; see %s", p.Name, limit, p.log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return p.poll(ctx, limit, "/livez", "", func(int) bool { return true }, "answering")
 }

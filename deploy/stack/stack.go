@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"slidecells/shared/directory"
+	"slidecells/shared/loop"
 	"slidecells/shared/pgserver"
 	"slidecells/shared/proc"
 )
@@ -430,43 +431,43 @@ func (p *Proc) Done() <-chan struct{} {
 
 // waitReady polls /readyz with the service credential until it answers 200.
 func (p *Proc) waitReady(ctx context.Context, credential string, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	c := &http.Client{Timeout: time.Second}
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/readyz", nil)
-		req.Header.Set("Authorization", "Bearer "+credential)
-		if resp, err := c.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("%s not ready after %s (launch probe); see %s", p.Name, limit, p.log)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return p.poll(ctx, limit, "/readyz", credential, func(s int) bool { return s == http.StatusOK }, "ready (launch probe)")
 }
 
 // WaitLive polls /livez until it answers 200.
 func (p *Proc) WaitLive(ctx context.Context, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
+	return p.poll(ctx, limit, "/livez", "", func(s int) bool { return s == http.StatusOK }, "live")
+}
+
+// poll asks path (with credential as a bearer token when set) every 50 ms until ok accepts the
+// status, the process exits, or limit passes; the error names the process, what was awaited,
+// the last answer and the log.
+func (p *Proc) poll(ctx context.Context, limit time.Duration, path, credential string, ok func(int) bool, what string) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
 	c := &http.Client{Timeout: time.Second}
-	for {
+	err := loop.Until(ctx, 50*time.Millisecond, func(ctx context.Context) error {
 		select {
 		case <-p.Done():
-			return fmt.Errorf("%s exited at start; see %s", p.Name, p.log)
+			return loop.Stop(errors.New("exited at start"))
 		default:
 		}
-		if resp, err := c.Get(p.URL + "/livez"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+path, nil)
+		if credential != "" {
+			req.Header.Set("Authorization", "Bearer "+credential)
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("%s not live after %s; see %s", p.Name, limit, p.log)
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
 		}
-		time.Sleep(50 * time.Millisecond)
+		resp.Body.Close()
+		if !ok(resp.StatusCode) {
+			return fmt.Errorf("%s answered %d", path, resp.StatusCode)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s not %s within %s: %v; see %s", p.Name, what, limit, err, p.log)
 	}
+	return nil
 }

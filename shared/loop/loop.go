@@ -9,6 +9,7 @@ package loop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -49,7 +50,8 @@ func Every(ctx context.Context, d time.Duration, tick Ticker, round func(context
 // Until calls try every interval, the first time at once, until it returns nil or ctx ends. It
 // is the one "succeeds soon" poll of the binaries and the tests (testenv.Eventually wraps it):
 // bounded by ctx, never faster than interval, and when ctx ends the error says what was last
-// wrong, so a timed-out wait explains itself.
+// wrong, so a timed-out wait explains itself. A try that returns Stop(err) ends the wait at
+// once with err (what was awaited can no longer happen: the process exited, say).
 func Until(ctx context.Context, interval time.Duration, try func(context.Context) error) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -58,6 +60,10 @@ func Until(ctx context.Context, interval time.Duration, try func(context.Context
 		if err == nil {
 			return nil
 		}
+		var s stop
+		if errors.As(err, &s) {
+			return s.err
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
@@ -65,3 +71,11 @@ func Until(ctx context.Context, interval time.Duration, try func(context.Context
 		}
 	}
 }
+
+// Stop makes err end an Until wait at once.
+func Stop(err error) error { return stop{err} }
+
+type stop struct{ err error }
+
+func (s stop) Error() string { return s.err.Error() }
+func (s stop) Unwrap() error { return s.err }

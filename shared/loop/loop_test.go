@@ -121,6 +121,10 @@ func TestUntilReturnsOnSuccessAndNamesTheLastErrorWhenItsContextEnds(t *testing.
 	}); err != nil || n != 3 {
 		t.Fatalf("Until = %v after %d tries, want nil after 3", err, n)
 	}
+	gone := errors.New("exited")
+	if err := Until(context.Background(), time.Millisecond, func(context.Context) error { return Stop(gone) }); err != gone {
+		t.Fatalf("Until = %v, want the stopping error itself", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	err := Until(ctx, time.Millisecond, func(context.Context) error { return errors.New("still down") })

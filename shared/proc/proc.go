@@ -10,9 +10,12 @@
 package proc
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -115,4 +118,19 @@ func (g *Group) Stop(sig syscall.Signal, grace time.Duration) error {
 	_ = syscall.Kill(-g.Pid(), syscall.SIGKILL)
 	<-g.done
 	return fmt.Errorf("proc: %s did not stop within %v after %v; killed its process group", g.cmd.Path, grace, sig)
+}
+
+// State is the one-letter state of process pid from /proc/<pid>/stat ("R", "S", "T" for
+// stopped, "Z"…), or an error when the process is gone or the file unreadable.
+func State(pid int) (string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", err
+	}
+	// The command name in parentheses may hold spaces and parentheses; the state follows the
+	// last ')'.
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		return string(b[i+2]), nil
+	}
+	return "", fmt.Errorf("proc: no state in /proc/%d/stat", pid)
 }

@@ -2,13 +2,18 @@ package proc
 
 import (
 	"bufio"
-	"os"
+	"context"
+	"errors"
+	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"slidecells/shared/loop"
+	"slidecells/shared/testenv"
 )
 
 // startShell starts sh with a child that prints its PID, and returns the group and that PID.
@@ -46,13 +51,12 @@ func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still alive after 10s", pid)
+	testenv.Eventually(t, 10*time.Second, 10*time.Millisecond, fmt.Sprintf("process %d gone", pid), func() error {
+		if alive(pid) {
+			return errors.New("alive")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestOwnProcessGroup(t *testing.T) {
@@ -134,16 +138,14 @@ func TestSignalAfterExitIsANoOp(t *testing.T) {
 // or after five seconds.
 func state(t *testing.T, pid int) string {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		s := ""
-		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
-			s = string(b[i+2 : i+3])
+	var s string
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = loop.Until(ctx, 10*time.Millisecond, func(context.Context) error {
+		if s, _ = State(pid); s != "T" {
+			return errors.New("not stopped")
 		}
-		if s == "T" || time.Now().After(deadline) {
-			return s
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return s
 }

@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 
@@ -222,22 +223,20 @@ func TestKeygenPrintsAUsableKeyPair(t *testing.T) {
 // waitReady waits until /readyz answers 200 (the launch probe passed).
 func waitReady(t *testing.T, base string) {
 	t.Helper()
-	for i := 0; ; i++ {
+	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "renderer ready", func() error {
 		req, _ := http.NewRequest("GET", base+"/readyz", nil)
 		req.Header.Set("Authorization", "Bearer "+credential)
 		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-			if i > 600 {
-				t.Fatalf("renderer never ready: %s", b)
-			}
+		if err != nil {
+			return err
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%d %s", resp.StatusCode, b)
+		}
+		return nil
+	})
 }
 
 func without(env []string, key string) []string {

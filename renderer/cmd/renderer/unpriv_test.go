@@ -113,17 +113,16 @@ func submit(t *testing.T, base string, signer *ticket.Signer, caps rc.Capabiliti
 // waitReceipt polls the receipt of attempt id until done says so.
 func waitReceipt(t *testing.T, base, id string, done func(rc.Receipt) bool) rc.Receipt {
 	t.Helper()
-	for i := 0; ; i++ {
-		var rec rc.Receipt
+	var rec rc.Receipt
+	testenv.Eventually(t, time.Minute, 20*time.Millisecond, "the receipt's state", func() error {
+		rec = rc.Receipt{}
 		getJSON(t, base+rc.APIRoot+"/executions/ra_"+id, &rec)
-		if done(rec) {
-			return rec
+		if !done(rec) {
+			return fmt.Errorf("receipt %+v", rec)
 		}
-		if i > 3000 {
-			t.Fatalf("receipt never reached the state: %+v", rec)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return rec
 }
 
 // attemptUsers are the user IDs of the processes under root.
