@@ -73,14 +73,14 @@ type assetOps struct {
 	s    *Server
 	st   *store.Store
 	svc  *content.Assets
-	kind Kind[store.Asset, content.AssetView]
+	kind Kind[content.Asset, content.AssetView]
 }
 
 func (s *Server) registerAssets(st *store.Store) {
-	h := &assetOps{s: s, st: st, svc: s.assets(st), kind: Kind[store.Asset, content.AssetView]{Rows: store.Assets,
+	h := &assetOps{s: s, st: st, svc: s.assets(st), kind: Kind[content.Asset, content.AssetView]{Rows: store.Bind(st, store.Assets),
 		Read: auth.AssetRead, Write: auth.AssetWrite, View: content.AssetOf, OwnList: true}}
 	k := h.kind
-	h.kind.Register(s, st)
+	h.kind.Register(s)
 	list := k.op("list-assets", http.MethodGet, k.collection(), "List assets", k.Read)
 	Scoped(s, list, h.list)
 	tags := k.op("list-asset-tags", http.MethodGet, k.collection()+"/tags", "Distinct tags of live assets, with counts", k.Read)
@@ -112,7 +112,7 @@ type listAssetsIn = struct {
 }
 
 func (h *assetOps) list(ctx context.Context, sc auth.Scope, in *listAssetsIn) (*Page[content.AssetView], error) {
-	f := store.AssetFilter{Tag: in.Tag}
+	f := content.AssetFilter{Tag: in.Tag}
 	if in.Kind != "" {
 		f.ContentTypes = cblob.TypesOf(cblob.Kind(in.Kind))
 	}
@@ -125,8 +125,8 @@ func (h *assetOps) listTags(ctx context.Context, sc auth.Scope, in *ListQuery) (
 	if err != nil {
 		return nil, err
 	}
-	return paginate(ts, in.Limit, func(t store.TagCount) string { return t.Tag },
-		plain(func(t store.TagCount) AssetTagCount { return AssetTagCount{Tag: t.Tag, Count: t.Count} }))
+	return paginate(ts, in.Limit, func(t content.TagCount) string { return t.Tag },
+		plain(func(t content.TagCount) AssetTagCount { return AssetTagCount{Tag: t.Tag, Count: t.Count} }))
 }
 
 type updateAssetIn = struct {

@@ -6,6 +6,7 @@ import (
 
 	"slidecells/cell/auth"
 	"slidecells/cell/authoring"
+	"slidecells/cell/content"
 	"slidecells/cell/jobs"
 	"slidecells/cell/store"
 )
@@ -13,12 +14,12 @@ import (
 // componentsAPI are the component operations: a draft changed through mutation jobs, published
 // as immutable versions.
 type componentsAPI struct {
-	*sources[store.Component, authoring.ComponentView]
+	*sources[content.Component, authoring.ComponentView]
 }
 
 func (s *Server) registerComponents(st *store.Store, svc *authoring.Service) {
-	h := &componentsAPI{&sources[store.Component, authoring.ComponentView]{st: st, svc: svc, src: store.Components, draft: authoring.DraftOf,
-		Kind: Kind[store.Component, authoring.ComponentView]{Rows: store.Components.Table, Read: auth.ComponentRead, Write: auth.ComponentWrite, View: authoring.ComponentOf}}}
+	h := &componentsAPI{&sources[content.Component, authoring.ComponentView]{st: st, svc: svc, src: store.Components, draft: authoring.DraftOf,
+		Kind: Kind[content.Component, authoring.ComponentView]{Rows: store.Bind(st, store.Components.Table), Read: auth.ComponentRead, Write: auth.ComponentWrite, View: authoring.ComponentOf}}}
 	h.register(s, sourceDocs{source: "A component's draft source, or a published version (?version=N)",
 		versions:     "Published versions of a component, newest first",
 		dependencies: "Components the latest published version uses, recursively, with the versions resolved"})

@@ -152,8 +152,8 @@ func (h *fonts) listFamilies(ctx context.Context, sc auth.Scope, in *ListQuery) 
 	if err != nil {
 		return nil, err
 	}
-	return paginate(ms, in.Limit, func(m store.FontFamily) string { return m.ID },
-		func(m store.FontFamily) (design.FontFamilyView, error) { return design.FamilyOf(sc, m) })
+	return paginate(ms, in.Limit, func(m design.FontFamily) string { return m.ID },
+		func(m design.FontFamily) (design.FontFamilyView, error) { return design.FamilyOf(sc, m) })
 }
 
 func (h *fonts) getFamily(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[design.FontFamilyView], error) {

@@ -5,18 +5,19 @@ import (
 
 	"slidecells/cell/auth"
 	"slidecells/cell/authoring"
+	"slidecells/cell/content"
 	"slidecells/cell/jobs"
 	"slidecells/cell/store"
 )
 
 // pagesAPI are the page operations: their source changes only through mutation jobs.
 type pagesAPI struct {
-	*sources[store.Page, authoring.PageView]
+	*sources[content.Page, authoring.PageView]
 }
 
 func (s *Server) registerPages(st *store.Store, svc *authoring.Service) {
-	h := &pagesAPI{&sources[store.Page, authoring.PageView]{st: st, svc: svc, src: store.Pages,
-		Kind: Kind[store.Page, authoring.PageView]{Rows: store.Pages.Table, Read: auth.PageRead, Write: auth.PageWrite, View: authoring.PageOf}}}
+	h := &pagesAPI{&sources[content.Page, authoring.PageView]{st: st, svc: svc, src: store.Pages,
+		Kind: Kind[content.Page, authoring.PageView]{Rows: store.Bind(st, store.Pages.Table), Read: auth.PageRead, Write: auth.PageWrite, View: authoring.PageOf}}}
 	h.register(s, sourceDocs{source: "Current source of a page, or one version of it (?version=N)",
 		versions:     "History of a page's source versions, newest first",
 		dependencies: "Components the current version uses, recursively, with the versions resolved"})

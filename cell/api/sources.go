@@ -27,7 +27,7 @@ type sourceDocs struct{ source, versions, dependencies string }
 
 // register adds the kind's standard operations and its source reads.
 func (h *sources[R, V]) register(s *Server, docs sourceDocs) {
-	h.Register(s, h.st)
+	h.Register(s)
 	one := h.Rows.Singular()
 	read := func(id, suffix, summary string) Operation {
 		return h.op(id, http.MethodGet, h.item()+suffix, summary, h.Read)
@@ -52,7 +52,7 @@ type sourceIn = struct {
 
 func (h *sources[R, V]) source(ctx context.Context, sc auth.Scope, in *sourceIn) (*Single[authoring.VersionView], error) {
 	if in.Version == 0 && h.draft != nil {
-		r, err := h.Rows.Get(ctx, h.st, sc, in.ID())
+		r, err := h.Rows.Get(ctx, sc, in.ID())
 		return single(h.draft(r), err)
 	}
 	v, err := h.src.Version(ctx, h.st, sc, in.ID(), in.Version)

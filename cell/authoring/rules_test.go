@@ -14,8 +14,8 @@ import (
 	"slidecells/cell/compile"
 	"slidecells/cell/content"
 	"slidecells/cell/jobs"
+	"slidecells/cell/object"
 	"slidecells/cell/render"
-	"slidecells/cell/store"
 	"slidecells/shared/problem"
 	rc "slidecells/shared/rendercontract"
 )
@@ -209,24 +209,24 @@ func TestKitItems(t *testing.T) {
 // TestViews: lists in views are never null, history entries carry no source.
 func TestViews(t *testing.T) {
 	now := time.Now()
-	pv, _ := PageOf(auth.Scope{}, store.Page{Object: store.Object{ID: "pg_x"}, ProjectID: "prj_x", Labels: store.Labels{Key: "k"}, Version: 3})
+	pv, _ := PageOf(auth.Scope{}, content.Page{Object: object.Object{ID: "pg_x"}, ProjectID: "prj_x", Labels: content.Labels{Key: "k"}, Version: 3})
 	if pv.Tags == nil || pv.Version != 3 || pv.ID != "pg_x" || pv.ProjectID != "prj_x" {
 		t.Fatalf("page view %+v", pv)
 	}
-	cv, _ := ComponentOf(auth.Scope{}, store.Component{Object: store.Object{ID: "cmp_x"}, DraftHash: "sha256:d", PublishedVersion: 2})
+	cv, _ := ComponentOf(auth.Scope{}, content.Component{Object: object.Object{ID: "cmp_x"}, DraftHash: "sha256:d", PublishedVersion: 2})
 	if cv.Tags == nil || cv.DraftHash != "sha256:d" || cv.PublishedVersion != 2 {
 		t.Fatalf("component view %+v", cv)
 	}
-	v := store.SourceVersion{Version: 2, NewSource: store.NewSource{FileType: "tsx", Source: "src", SourceDigest: "sha256:s",
-		Dependencies: []store.Dependency{{ComponentID: "cmp_x", Key: "card", Version: 1, Depth: 1}}}, CreatedAt: now}
+	v := content.SourceVersion{Version: 2, NewSource: content.NewSource{FileType: "tsx", Source: "src", SourceDigest: "sha256:s",
+		Dependencies: []content.Dependency{{ComponentID: "cmp_x", Key: "card", Version: 1, Depth: 1}}}, CreatedAt: now}
 	full, hist := VersionOf(v, true), VersionOf(v, false)
 	if full.Source != "src" || hist.Source != "" || len(full.Dependencies) != 1 || full.Dependencies[0] != (DependencyView{ComponentID: "cmp_x", Key: "card", Version: 1, Depth: 1}) {
 		t.Fatalf("version views %+v / %+v", full, hist)
 	}
-	if none := VersionOf(store.SourceVersion{}, false); none.Dependencies == nil {
+	if none := VersionOf(content.SourceVersion{}, false); none.Dependencies == nil {
 		t.Fatal("dependencies are null")
 	}
-	if d := DraftOf(store.Component{FileType: "tsx", DraftSource: "d", DraftHash: "sha256:h", Stamps: store.Stamps{UpdatedAt: now}}); d.Source != "d" ||
+	if d := DraftOf(content.Component{FileType: "tsx", DraftSource: "d", DraftHash: "sha256:h", Stamps: object.Stamps{UpdatedAt: now}}); d.Source != "d" ||
 		d.SourceDigest != "sha256:h" || d.Version != 0 || d.Dependencies == nil || !d.CreatedAt.Equal(now) {
 		t.Fatalf("draft view %+v", d)
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"slidecells/cell/design"
-	"slidecells/cell/store"
 )
 
 // Standard is the page or component standard the backend enforces: what a client must produce.
@@ -111,7 +110,7 @@ type AgentConfigView struct {
 }
 
 // ConfigOf is a workspace's configuration of an agent: the stored one, or the defaults.
-func ConfigOf(a Agent, stored map[string]store.AgentConfig) AgentConfigView {
+func ConfigOf(a Agent, stored map[string]AgentConfig) AgentConfigView {
 	if c, ok := stored[a.Key]; ok {
 		at := c.UpdatedAt
 		return AgentConfigView{AgentKey: a.Key, Enabled: c.Enabled, Settings: c.Settings, Version: c.Version, UpdatedAt: &at}

@@ -11,7 +11,6 @@ import (
 	"slidecells/cell/catalog"
 	"slidecells/cell/compile"
 	"slidecells/cell/design"
-	"slidecells/cell/store"
 	"slidecells/shared/directory"
 )
 
@@ -174,13 +173,13 @@ func TestConfigOf(t *testing.T) {
 	writer, _ := catalog.AgentByKey("deck-writer")
 	reviewer, _ := catalog.AgentByKey("layout-reviewer")
 	at := time.Date(2025, 2, 3, 4, 5, 6, 0, time.UTC)
-	stored := map[string]store.AgentConfig{
+	stored := map[string]catalog.AgentConfig{
 		"deck-writer": {AgentKey: "deck-writer", Enabled: false, Settings: json.RawMessage(`{"tone":"formal"}`), Version: 4, UpdatedBy: "usr_x", UpdatedAt: at},
 	}
 	for _, c := range []struct {
 		name     string
 		agent    catalog.Agent
-		stored   map[string]store.AgentConfig
+		stored   map[string]catalog.AgentConfig
 		enabled  bool
 		settings string
 		version  int64

@@ -1,8 +1,8 @@
 package design
 
 import (
-	"slidecells/cell/auth"
-	"slidecells/cell/store"
+	"slidecells/cell/auth/scope"
+	"slidecells/cell/object"
 )
 
 // The design system's objects as the API shows them.
@@ -19,11 +19,11 @@ type ThemeView struct {
 	CSSVariables map[string]string `json:"css_variables" doc:"the theme as CSS custom properties"`
 	CSS          string            `json:"css" doc:"a :root rule declaring css_variables"`
 	Version      int64             `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
-	store.Stamps
+	object.Stamps
 }
 
 // ThemeOf shows a stored theme, with its typography and CSS.
-func ThemeOf(sc auth.Scope, t store.Theme) (ThemeView, error) {
+func ThemeOf(sc scope.Scope, t Theme) (ThemeView, error) {
 	typo := Typography(sc.WorkspaceID(), t)
 	vars, css := ThemeCSS(t, typo)
 	return ThemeView{ID: t.ID, Key: t.Key, Name: t.Name, Colors: t.Colors, Spacing: t.Spacing, Radius: t.Radius,
@@ -38,11 +38,11 @@ type StyleView struct {
 	SnapshotDigest string            `json:"snapshot_digest" doc:"sha256 of the snapshot's canonical JSON"`
 	CSSVariables   map[string]string `json:"css_variables" doc:"the style as CSS custom properties"`
 	Version        int64             `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
-	store.Stamps
+	object.Stamps
 }
 
 // StyleOf shows a stored style.
-func StyleOf(_ auth.Scope, y store.Style) (StyleView, error) {
+func StyleOf(_ scope.Scope, y Style) (StyleView, error) {
 	snap, err := DecodeSnapshot(y.Snapshot)
 	if err != nil {
 		return StyleView{}, err
@@ -64,7 +64,7 @@ type FontFaceView struct {
 	UnicodeRange string `json:"unicode_range,omitempty" doc:"normalised, e.g. \"U+0000-00FF, U+0131\"; absent means all code points"`
 	Enabled      bool   `json:"enabled" doc:"only enabled faces are in the family's bundle"`
 	Version      int64  `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
-	store.Stamps
+	object.Stamps
 }
 
 // FontFamilyView is a workspace font family with all of its faces.
@@ -75,18 +75,18 @@ type FontFamilyView struct {
 	Version   int64          `json:"version" doc:"optimistic-lock baseline of a rename"`
 	Faces     []FontFaceView `json:"faces" doc:"every face, enabled or not"`
 	BundleURL string         `json:"bundle_url" doc:"the family's @font-face stylesheet (enabled faces only)"`
-	store.Stamps
+	object.Stamps
 }
 
 // FaceOf shows a stored face.
-func FaceOf(_ auth.Scope, f store.FontFace) (FontFaceView, error) {
+func FaceOf(_ scope.Scope, f FontFace) (FontFaceView, error) {
 	return FontFaceView{ID: f.ID, FamilyID: f.FamilyID, FontFamily: f.FamilyName, AssetID: f.AssetID,
 		FontWeight: FontWeightText(f.WeightMin, f.WeightMax), FontStyle: f.Style, FontDisplay: f.Display,
 		UnicodeRange: f.UnicodeRange, Enabled: f.Enabled, Version: f.Version, Stamps: f.Stamps}, nil
 }
 
 // FamilyOf shows a stored family with its faces.
-func FamilyOf(sc auth.Scope, m store.FontFamily) (FontFamilyView, error) {
+func FamilyOf(sc scope.Scope, m FontFamily) (FontFamilyView, error) {
 	v := FontFamilyView{ID: m.ID, FamilyID: m.ID, Name: m.Name, Version: m.Version, Faces: []FontFaceView{},
 		BundleURL: FontBundlePath(sc.WorkspaceID(), m.ID), Stamps: m.Stamps}
 	for _, f := range m.Faces {
