@@ -9,8 +9,8 @@ import (
 )
 
 func (s *Server) registerProjects(st *store.Store) {
-	RegisterKind(s, st, Kind[content.Project, content.ProjectView]{Rows: store.Bind(st, store.Projects), Read: auth.ProjectRead, Write: auth.ProjectWrite,
-		View: content.ProjectOf, CreateSummary: "Create a project", UpdateSummary: "Rename or describe a project (version-locked)"}, createProject, updateProject)
+	RegisterKind(s, st, Kind[content.Project, ProjectView]{Rows: store.Bind(st, store.Projects), Read: auth.ProjectRead, Write: auth.ProjectWrite,
+		View: ProjectOf, CreateSummary: "Create a project", UpdateSummary: "Rename or describe a project (version-locked)"}, createProject, updateProject)
 }
 
 type createProjectIn = struct {

@@ -136,8 +136,8 @@ func (b *StyleUpdateBody) Resolve(huma.Context) []error { return b.resolve(true)
 func (b *StyleUpdateBody) Baseline() int64 { return b.req.Version() }
 
 func (s *Server) registerStyles(st *store.Store) {
-	RegisterKind(s, st, Kind[design.Style, design.StyleView]{Rows: store.Bind(st, store.Styles), Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite,
-		View: design.StyleOf, CreateSummary: "Create a style (two accepted body forms, one snapshot)",
+	RegisterKind(s, st, Kind[design.Style, StyleView]{Rows: store.Bind(st, store.Styles), Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite,
+		View: StyleOf, CreateSummary: "Create a style (two accepted body forms, one snapshot)",
 		UpdateSummary: "Change a style's name or presentation fields (either body form; version-locked)"}, createStyle, updateStyle)
 }
 

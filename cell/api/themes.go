@@ -66,8 +66,8 @@ func themeErr(err error) error {
 }
 
 func (s *Server) registerThemes(st *store.Store) {
-	RegisterKind(s, st, Kind[design.Theme, design.ThemeView]{Rows: store.Bind(st, store.Themes), Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite,
-		View: design.ThemeOf, CreateSummary: "Create a theme", UpdateSummary: "Change a theme (version-locked)"}, createTheme, updateTheme)
+	RegisterKind(s, st, Kind[design.Theme, ThemeView]{Rows: store.Bind(st, store.Themes), Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite,
+		View: ThemeOf, CreateSummary: "Create a theme", UpdateSummary: "Change a theme (version-locked)"}, createTheme, updateTheme)
 }
 
 type createThemeIn = struct {

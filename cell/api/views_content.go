@@ -1,7 +1,8 @@
-package content
+package api
 
 import (
 	"encoding/json"
+	"slidecells/cell/content"
 
 	"slidecells/cell/auth/scope"
 	cblob "slidecells/cell/blob"
@@ -20,7 +21,7 @@ type ProjectView struct {
 }
 
 // ProjectOf shows a stored project.
-func ProjectOf(_ scope.Scope, p Project) (ProjectView, error) {
+func ProjectOf(_ scope.Scope, p content.Project) (ProjectView, error) {
 	return ProjectView{ID: p.ID, Name: p.Name, Description: p.Description, Version: p.Version,
 		Stamps: p.Stamps}, nil
 }
@@ -41,7 +42,7 @@ type AssetView struct {
 }
 
 // AssetOf shows a stored asset.
-func AssetOf(_ scope.Scope, a Asset) (AssetView, error) {
+func AssetOf(_ scope.Scope, a content.Asset) (AssetView, error) {
 	meta := map[string]any{}
 	_ = json.Unmarshal(a.Metadata, &meta)
 	tags := a.Tags
@@ -50,5 +51,5 @@ func AssetOf(_ scope.Scope, a Asset) (AssetView, error) {
 	}
 	return AssetView{ID: a.ID, Name: a.Name, ContentType: a.ContentType, Kind: string(cblob.KindOf(a.ContentType)),
 		ByteSize: a.ByteSize, SHA256: a.SHA256, Tags: tags, Metadata: meta, Version: a.Version,
-		ContentURL: ContentURLOf(a), Stamps: a.Stamps}, nil
+		ContentURL: content.ContentURLOf(a), Stamps: a.Stamps}, nil
 }
