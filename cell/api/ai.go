@@ -24,7 +24,7 @@ type (
 	}
 	agentConfigList = struct {
 		Body struct {
-			Items []catalog.AgentConfigView `json:"items"`
+			Items []AgentConfigView `json:"items"`
 		}
 	}
 )
@@ -56,13 +56,13 @@ func (s *Server) registerAI(st *store.Store) {
 			}
 			out := &agentConfigList{}
 			for _, a := range catalog.Agents {
-				out.Body.Items = append(out.Body.Items, catalog.ConfigOf(a, stored))
+				out.Body.Items = append(out.Body.Items, ConfigOf(a, stored))
 			}
 			return out, nil
 		})
 	Scoped(s, Operation{ID: "get-agent-config", Method: http.MethodGet, Path: "/ai/agent-configs/{agent_key}",
 		Summary: "The workspace's configuration of one agent", Tags: tags, Scopes: []auth.Permission{auth.WorkspaceRead}, ReadOnly: true},
-		func(ctx context.Context, sc auth.Scope, in *AgentKeyPath) (*struct{ Body catalog.AgentConfigView }, error) {
+		func(ctx context.Context, sc auth.Scope, in *AgentKeyPath) (*struct{ Body AgentConfigView }, error) {
 			a, ok := catalog.AgentByKey(in.AgentKey)
 			if !ok {
 				return nil, problem.ErrNotFound()
@@ -71,6 +71,6 @@ func (s *Server) registerAI(st *store.Store) {
 			if err != nil {
 				return nil, err
 			}
-			return &struct{ Body catalog.AgentConfigView }{Body: catalog.ConfigOf(a, stored)}, nil
+			return &struct{ Body AgentConfigView }{Body: ConfigOf(a, stored)}, nil
 		})
 }

@@ -73,14 +73,14 @@ type assetOps struct {
 	s    *Server
 	st   *store.Store
 	svc  *content.Assets
-	kind Kind[store.Asset, content.AssetView]
+	kind Kind[content.Asset, AssetView]
 }
 
 func (s *Server) registerAssets(st *store.Store) {
-	h := &assetOps{s: s, st: st, svc: s.assets(st), kind: Kind[store.Asset, content.AssetView]{Rows: store.Assets,
-		Read: auth.AssetRead, Write: auth.AssetWrite, View: content.AssetOf, OwnList: true}}
+	h := &assetOps{s: s, st: st, svc: s.assets(st), kind: Kind[content.Asset, AssetView]{Rows: store.Bind(st, store.Assets),
+		Read: auth.AssetRead, Write: auth.AssetWrite, View: AssetOf, OwnList: true}}
 	k := h.kind
-	h.kind.Register(s, st)
+	h.kind.Register(s)
 	list := k.op("list-assets", http.MethodGet, k.collection(), "List assets", k.Read)
 	Scoped(s, list, h.list)
 	tags := k.op("list-asset-tags", http.MethodGet, k.collection()+"/tags", "Distinct tags of live assets, with counts", k.Read)
@@ -111,8 +111,8 @@ type listAssetsIn = struct {
 	Kind string `query:"kind" enum:"image,font,document" doc:"only assets of this kind"`
 }
 
-func (h *assetOps) list(ctx context.Context, sc auth.Scope, in *listAssetsIn) (*Page[content.AssetView], error) {
-	f := store.AssetFilter{Tag: in.Tag}
+func (h *assetOps) list(ctx context.Context, sc auth.Scope, in *listAssetsIn) (*Page[AssetView], error) {
+	f := content.AssetFilter{Tag: in.Tag}
 	if in.Kind != "" {
 		f.ContentTypes = cblob.TypesOf(cblob.Kind(in.Kind))
 	}
@@ -125,8 +125,8 @@ func (h *assetOps) listTags(ctx context.Context, sc auth.Scope, in *ListQuery) (
 	if err != nil {
 		return nil, err
 	}
-	return paginate(ts, in.Limit, func(t store.TagCount) string { return t.Tag },
-		plain(func(t store.TagCount) AssetTagCount { return AssetTagCount{Tag: t.Tag, Count: t.Count} }))
+	return paginate(ts, in.Limit, func(t content.TagCount) string { return t.Tag },
+		plain(func(t content.TagCount) AssetTagCount { return AssetTagCount{Tag: t.Tag, Count: t.Count} }))
 }
 
 type updateAssetIn = struct {
@@ -139,7 +139,7 @@ type updateAssetIn = struct {
 	}
 }
 
-func (h *assetOps) update(ctx context.Context, sc auth.Scope, in *updateAssetIn) (*Single[content.AssetView], error) {
+func (h *assetOps) update(ctx context.Context, sc auth.Scope, in *updateAssetIn) (*Single[AssetView], error) {
 	c, err := content.Changes(in.Body.Name, in.Body.Tags, in.Body.Metadata)
 	if err != nil {
 		return nil, err
@@ -155,7 +155,7 @@ type uploadAssetIn = struct {
 	StreamedBody
 }
 
-func (h *assetOps) upload(ctx context.Context, sc auth.Scope, in *uploadAssetIn) (*Created[content.AssetView], error) {
+func (h *assetOps) upload(ctx context.Context, sc auth.Scope, in *uploadAssetIn) (*Created[AssetView], error) {
 	a, err := h.svc.Upload(ctx, sc, content.Upload{Body: in.r, ContentType: in.ContentType, Name: in.Name, Tags: in.Tags})
 	return h.kind.Created(sc, a, err)
 }
@@ -211,7 +211,7 @@ type replaceAssetIn = struct {
 	StreamedBody
 }
 
-func (h *assetOps) replace(ctx context.Context, sc auth.Scope, in *replaceAssetIn) (*Single[content.AssetView], error) {
+func (h *assetOps) replace(ctx context.Context, sc auth.Scope, in *replaceAssetIn) (*Single[AssetView], error) {
 	a, err := h.svc.Replace(ctx, sc, in.ID(), in.IfMatch, in.r, in.ContentType)
 	return h.kind.One(sc)(a, err)
 }
@@ -239,7 +239,7 @@ type copyAssetIn = struct {
 	}
 }
 
-func (h *assetOps) copy(ctx context.Context, sc auth.Scope, in *copyAssetIn) (*Created[content.AssetView], error) {
+func (h *assetOps) copy(ctx context.Context, sc auth.Scope, in *copyAssetIn) (*Created[AssetView], error) {
 	var name *string
 	if in.Body != nil && in.Body.Name != nil {
 		if err := content.CheckName("body.name", *in.Body.Name, false); err != nil {

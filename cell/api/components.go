@@ -6,19 +6,19 @@ import (
 
 	"slidecells/cell/auth"
 	"slidecells/cell/authoring"
-	"slidecells/cell/jobs"
+	"slidecells/cell/content"
 	"slidecells/cell/store"
 )
 
 // componentsAPI are the component operations: a draft changed through mutation jobs, published
 // as immutable versions.
 type componentsAPI struct {
-	*sources[store.Component, authoring.ComponentView]
+	*sources[content.Component, ComponentView]
 }
 
 func (s *Server) registerComponents(st *store.Store, svc *authoring.Service) {
-	h := &componentsAPI{&sources[store.Component, authoring.ComponentView]{st: st, svc: svc, src: store.Components, draft: authoring.DraftOf,
-		Kind: Kind[store.Component, authoring.ComponentView]{Rows: store.Components.Table, Read: auth.ComponentRead, Write: auth.ComponentWrite, View: authoring.ComponentOf}}}
+	h := &componentsAPI{&sources[content.Component, ComponentView]{st: st, svc: svc, src: store.Components, draft: DraftOf,
+		Kind: Kind[content.Component, ComponentView]{Rows: store.Bind(st, store.Components.Table), Read: auth.ComponentRead, Write: auth.ComponentWrite, View: ComponentOf}}}
 	h.register(s, sourceDocs{source: "A component's draft source, or a published version (?version=N)",
 		versions:     "Published versions of a component, newest first",
 		dependencies: "Components the latest published version uses, recursively, with the versions resolved"})
@@ -39,7 +39,7 @@ type publishIn = struct {
 	IfMatch string `header:"If-Match" maxLength:"80" doc:"the draft_hash you read; a stale one is 409 VERSION_CONFLICT"`
 }
 
-func (h *componentsAPI) publish(ctx context.Context, sc auth.Scope, in *publishIn) (*Single[authoring.ComponentView], error) {
+func (h *componentsAPI) publish(ctx context.Context, sc auth.Scope, in *publishIn) (*Single[ComponentView], error) {
 	return h.One(sc)(h.svc.Publish(ctx, sc, in.ID(), unquote(in.IfMatch)))
 }
 
@@ -53,7 +53,7 @@ type createComponentIn = struct {
 	}
 }
 
-func (h *componentsAPI) create(ctx context.Context, sc auth.Scope, in *createComponentIn) (*Accepted[jobs.JobView], error) {
+func (h *componentsAPI) create(ctx context.Context, sc auth.Scope, in *createComponentIn) (*Accepted[JobView], error) {
 	b := in.Body
 	return accepted(h.svc.SubmitComponentCreate(ctx, sc, authoring.ComponentCreate{Key: b.Key, Title: b.Title, FileType: b.FileType, Source: b.Source}, b.MaxAttempts))
 }
@@ -71,7 +71,7 @@ type editComponentIn = struct {
 	Body    ComponentEditBody
 }
 
-func (h *componentsAPI) edit(ctx context.Context, sc auth.Scope, in *editComponentIn) (*Accepted[jobs.JobView], error) {
+func (h *componentsAPI) edit(ctx context.Context, sc auth.Scope, in *editComponentIn) (*Accepted[JobView], error) {
 	return h.submitEdit(ctx, sc, in.ID(), in.IfMatch, in.Body)
 }
 
@@ -83,11 +83,11 @@ type editComponentJobIn = struct {
 	}
 }
 
-func (h *componentsAPI) editJob(ctx context.Context, sc auth.Scope, in *editComponentJobIn) (*Accepted[jobs.JobView], error) {
+func (h *componentsAPI) editJob(ctx context.Context, sc auth.Scope, in *editComponentJobIn) (*Accepted[JobView], error) {
 	return h.submitEdit(ctx, sc, in.Body.ComponentID, in.IfMatch, in.Body.ComponentEditBody)
 }
 
-func (h *componentsAPI) submitEdit(ctx context.Context, sc auth.Scope, id, ifMatch string, b ComponentEditBody) (*Accepted[jobs.JobView], error) {
+func (h *componentsAPI) submitEdit(ctx context.Context, sc auth.Scope, id, ifMatch string, b ComponentEditBody) (*Accepted[JobView], error) {
 	return accepted(h.svc.SubmitComponentEdit(ctx, sc, authoring.ComponentEdit{ComponentID: id, DraftHash: unquote(ifMatch),
 		FileType: b.FileType, Source: b.Source}, b.MaxAttempts))
 }
@@ -100,7 +100,7 @@ type componentMetadataIn = struct {
 	}
 }
 
-func (h *componentsAPI) metadata(ctx context.Context, sc auth.Scope, in *componentMetadataIn) (*Accepted[jobs.JobView], error) {
+func (h *componentsAPI) metadata(ctx context.Context, sc auth.Scope, in *componentMetadataIn) (*Accepted[JobView], error) {
 	b := in.Body
 	return accepted(h.svc.SubmitComponentMetadata(ctx, sc, authoring.ComponentMetadata{ComponentID: b.ComponentID, MetadataVersion: b.Version,
 		Title: b.Title, Description: b.Description, Tags: b.Tags}, b.MaxAttempts))

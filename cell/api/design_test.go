@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"slidecells/cell/design"
+	"slidecells/cell/api"
 	"slidecells/shared/ids"
 )
 
@@ -38,7 +38,7 @@ func init() {
 
 func uniqueKey() string { return "k" + strings.TrimPrefix(ids.New("x"), "x_")[:12] }
 
-type themeOut = design.ThemeView
+type themeOut = api.ThemeView
 
 type styleOut struct {
 	ID             string            `json:"id"`

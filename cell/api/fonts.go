@@ -147,17 +147,17 @@ func (s *Server) registerFonts(st *store.Store) {
 	Scoped(s, fontOp("delete-font-face", http.MethodDelete, face, "Delete a font face; the last face takes its family along unless a theme binds the family", write), h.deleteFace)
 }
 
-func (h *fonts) listFamilies(ctx context.Context, sc auth.Scope, in *ListQuery) (*Page[design.FontFamilyView], error) {
+func (h *fonts) listFamilies(ctx context.Context, sc auth.Scope, in *ListQuery) (*Page[FontFamilyView], error) {
 	ms, err := h.st.ListFontFamilies(ctx, sc, in.Cursor, in.Limit+1)
 	if err != nil {
 		return nil, err
 	}
-	return paginate(ms, in.Limit, func(m store.FontFamily) string { return m.ID },
-		func(m store.FontFamily) (design.FontFamilyView, error) { return design.FamilyOf(sc, m) })
+	return paginate(ms, in.Limit, func(m design.FontFamily) string { return m.ID },
+		func(m design.FontFamily) (FontFamilyView, error) { return FamilyOf(sc, m) })
 }
 
-func (h *fonts) getFamily(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[design.FontFamilyView], error) {
-	return one(sc, design.FamilyOf)(h.st.GetFontFamily(ctx, sc, in.ID()))
+func (h *fonts) getFamily(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[FontFamilyView], error) {
+	return one(sc, FamilyOf)(h.st.GetFontFamily(ctx, sc, in.ID()))
 }
 
 type renameFamilyIn = struct {
@@ -168,12 +168,12 @@ type renameFamilyIn = struct {
 	}
 }
 
-func (h *fonts) renameFamily(ctx context.Context, sc auth.Scope, in *renameFamilyIn) (*Single[design.FontFamilyView], error) {
+func (h *fonts) renameFamily(ctx context.Context, sc auth.Scope, in *renameFamilyIn) (*Single[FontFamilyView], error) {
 	name, msg := design.CheckFamilyName(in.Body.Name)
 	if msg != "" {
 		return nil, problem.Invalid(problem.FieldError{Field: "body.name", Message: msg})
 	}
-	return one(sc, design.FamilyOf)(h.st.RenameFontFamily(ctx, sc, in.ID(), in.Body.Version, name))
+	return one(sc, FamilyOf)(h.st.RenameFontFamily(ctx, sc, in.ID(), in.Body.Version, name))
 }
 
 func (h *fonts) deleteFamily(ctx context.Context, sc auth.Scope, in *ObjectID) (*FontFamilyDeleted, error) {
@@ -198,7 +198,7 @@ type createFaceIn = struct {
 	Body FontFaceCreateBody
 }
 
-func (h *fonts) createFace(ctx context.Context, sc auth.Scope, in *createFaceIn) (*Created[design.FontFaceView], error) {
+func (h *fonts) createFace(ctx context.Context, sc auth.Scope, in *createFaceIn) (*Created[FontFaceView], error) {
 	f, err := in.Body.descriptors(&in.Body.FamilyName).NewFace(in.Body.AssetID)
 	if err != nil {
 		return nil, err
@@ -207,12 +207,12 @@ func (h *fonts) createFace(ctx context.Context, sc auth.Scope, in *createFaceIn)
 	if err != nil {
 		return nil, design.FaceErr(err)
 	}
-	v, _ := design.FaceOf(sc, face)
-	return &Created[design.FontFaceView]{Location: "/workspaces/" + sc.WorkspaceID() + "/fonts/" + face.ID, Body: v}, nil
+	v, _ := FaceOf(sc, face)
+	return &Created[FontFaceView]{Location: "/workspaces/" + sc.WorkspaceID() + "/fonts/" + face.ID, Body: v}, nil
 }
 
-func (h *fonts) getFace(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[design.FontFaceView], error) {
-	return one(sc, design.FaceOf)(h.st.GetFontFace(ctx, sc, in.ID()))
+func (h *fonts) getFace(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[FontFaceView], error) {
+	return one(sc, FaceOf)(h.st.GetFontFace(ctx, sc, in.ID()))
 }
 
 type updateFaceIn = struct {
@@ -220,7 +220,7 @@ type updateFaceIn = struct {
 	Body FontFaceUpdateBody
 }
 
-func (h *fonts) updateFace(ctx context.Context, sc auth.Scope, in *updateFaceIn) (*Single[design.FontFaceView], error) {
+func (h *fonts) updateFace(ctx context.Context, sc auth.Scope, in *updateFaceIn) (*Single[FontFaceView], error) {
 	// The face must be the caller's before anything about the request is judged.
 	if _, err := h.st.GetFontFace(ctx, sc, in.ID()); err != nil {
 		return nil, err
@@ -231,7 +231,7 @@ func (h *fonts) updateFace(ctx context.Context, sc auth.Scope, in *updateFaceIn)
 	}
 	p.AssetID = in.Body.AssetID
 	f, err := h.st.UpdateFontFace(ctx, sc, in.ID(), in.Body.Version, p)
-	return one(sc, design.FaceOf)(f, design.FaceErr(err))
+	return one(sc, FaceOf)(f, design.FaceErr(err))
 }
 
 func (h *fonts) deleteFace(ctx context.Context, sc auth.Scope, in *ObjectID) (*FontFaceDeleted, error) {

@@ -12,11 +12,11 @@ import (
 const jobsPath = "/api/v1/jobs/mutations"
 
 // accepted answers a submitted job: 202 with the job and its address.
-func accepted(j jobs.Job, err error) (*Accepted[jobs.JobView], error) {
+func accepted(j jobs.Job, err error) (*Accepted[JobView], error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Accepted[jobs.JobView]{Location: jobsPath + "/" + j.ID, Body: jobs.ViewOf(j)}, nil
+	return &Accepted[JobView]{Location: jobsPath + "/" + j.ID, Body: JobOf(j)}, nil
 }
 
 type jobsAPI struct {
@@ -38,22 +38,22 @@ func (s *Server) registerJobs(q *jobs.Queue, svc *authoring.Service) {
 	Scoped(s, retry, h.retry)
 }
 
-func (h *jobsAPI) get(ctx context.Context, sc auth.Scope, in *jobIn) (*Single[jobs.JobView], error) {
+func (h *jobsAPI) get(ctx context.Context, sc auth.Scope, in *jobIn) (*Single[JobView], error) {
 	return jobView(h.svc.Job(ctx, sc, in.ID(), false))
 }
 
-func (h *jobsAPI) cancel(ctx context.Context, sc auth.Scope, in *jobIn) (*Single[jobs.JobView], error) {
+func (h *jobsAPI) cancel(ctx context.Context, sc auth.Scope, in *jobIn) (*Single[JobView], error) {
 	if _, err := h.svc.Job(ctx, sc, in.ID(), true); err != nil {
 		return nil, err
 	}
 	return jobView(h.q.Cancel(ctx, sc, in.ID()))
 }
 
-func jobView(j jobs.Job, err error) (*Single[jobs.JobView], error) {
-	return single(jobs.ViewOf(j), err)
+func jobView(j jobs.Job, err error) (*Single[JobView], error) {
+	return single(JobOf(j), err)
 }
 
-func (h *jobsAPI) retry(ctx context.Context, sc auth.Scope, in *jobIn) (*Accepted[jobs.JobView], error) {
+func (h *jobsAPI) retry(ctx context.Context, sc auth.Scope, in *jobIn) (*Accepted[JobView], error) {
 	if _, err := h.svc.Job(ctx, sc, in.ID(), true); err != nil {
 		return nil, err
 	}

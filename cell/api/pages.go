@@ -5,18 +5,18 @@ import (
 
 	"slidecells/cell/auth"
 	"slidecells/cell/authoring"
-	"slidecells/cell/jobs"
+	"slidecells/cell/content"
 	"slidecells/cell/store"
 )
 
 // pagesAPI are the page operations: their source changes only through mutation jobs.
 type pagesAPI struct {
-	*sources[store.Page, authoring.PageView]
+	*sources[content.Page, PageView]
 }
 
 func (s *Server) registerPages(st *store.Store, svc *authoring.Service) {
-	h := &pagesAPI{&sources[store.Page, authoring.PageView]{st: st, svc: svc, src: store.Pages,
-		Kind: Kind[store.Page, authoring.PageView]{Rows: store.Pages.Table, Read: auth.PageRead, Write: auth.PageWrite, View: authoring.PageOf}}}
+	h := &pagesAPI{&sources[content.Page, PageView]{st: st, svc: svc, src: store.Pages,
+		Kind: Kind[content.Page, PageView]{Rows: store.Bind(st, store.Pages.Table), Read: auth.PageRead, Write: auth.PageWrite, View: PageOf}}}
 	h.register(s, sourceDocs{source: "Current source of a page, or one version of it (?version=N)",
 		versions:     "History of a page's source versions, newest first",
 		dependencies: "Components the current version uses, recursively, with the versions resolved"})
@@ -39,7 +39,7 @@ type createPageIn = struct {
 	}
 }
 
-func (h *pagesAPI) create(ctx context.Context, sc auth.Scope, in *createPageIn) (*Accepted[jobs.JobView], error) {
+func (h *pagesAPI) create(ctx context.Context, sc auth.Scope, in *createPageIn) (*Accepted[JobView], error) {
 	b := in.Body
 	return accepted(h.svc.SubmitPageCreate(ctx, sc, authoring.PageCreate{ProjectID: b.ProjectID, Key: b.Key, Title: b.Title,
 		FileType: b.FileType, Source: b.Source, RenderCheck: b.RenderCheck}, b.MaxAttempts))
@@ -58,7 +58,7 @@ type editPageIn = struct {
 	Body PageEditBody
 }
 
-func (h *pagesAPI) edit(ctx context.Context, sc auth.Scope, in *editPageIn) (*Accepted[jobs.JobView], error) {
+func (h *pagesAPI) edit(ctx context.Context, sc auth.Scope, in *editPageIn) (*Accepted[JobView], error) {
 	return h.submitEdit(ctx, sc, in.ID(), in.Body)
 }
 
@@ -69,11 +69,11 @@ type editPageJobIn = struct {
 	}
 }
 
-func (h *pagesAPI) editJob(ctx context.Context, sc auth.Scope, in *editPageJobIn) (*Accepted[jobs.JobView], error) {
+func (h *pagesAPI) editJob(ctx context.Context, sc auth.Scope, in *editPageJobIn) (*Accepted[JobView], error) {
 	return h.submitEdit(ctx, sc, in.Body.PageID, in.Body.PageEditBody)
 }
 
-func (h *pagesAPI) submitEdit(ctx context.Context, sc auth.Scope, pageID string, b PageEditBody) (*Accepted[jobs.JobView], error) {
+func (h *pagesAPI) submitEdit(ctx context.Context, sc auth.Scope, pageID string, b PageEditBody) (*Accepted[JobView], error) {
 	return accepted(h.svc.SubmitPageEdit(ctx, sc, authoring.PageEdit{PageID: pageID, Version: b.Version, FileType: b.FileType,
 		Source: b.Source, RenderCheck: b.RenderCheck}, b.MaxAttempts))
 }
@@ -88,7 +88,7 @@ type copyPageIn = struct {
 	}
 }
 
-func (h *pagesAPI) copy(ctx context.Context, sc auth.Scope, in *copyPageIn) (*Accepted[jobs.JobView], error) {
+func (h *pagesAPI) copy(ctx context.Context, sc auth.Scope, in *copyPageIn) (*Accepted[JobView], error) {
 	b := in.Body
 	return accepted(h.svc.SubmitPageCopy(ctx, sc, in.ID(), b.ProjectID, b.Key, b.Title, b.MaxAttempts))
 }
@@ -98,7 +98,7 @@ type updatePageIn = struct {
 	Body struct{ MetadataEdit }
 }
 
-func (h *pagesAPI) updateMetadata(ctx context.Context, sc auth.Scope, in *updatePageIn) (*Single[authoring.PageView], error) {
+func (h *pagesAPI) updateMetadata(ctx context.Context, sc auth.Scope, in *updatePageIn) (*Single[PageView], error) {
 	b := in.Body
 	return h.One(sc)(store.Pages.UpdateMetadata(ctx, h.st, sc, in.ID(), b.Version, b.Title, b.Description, b.Tags))
 }

@@ -156,8 +156,8 @@ func (h *projectStructure) listPages(ctx context.Context, sc auth.Scope, in *lis
 	if err != nil {
 		return nil, err
 	}
-	return paginate(ps, in.Limit, func(p store.PageSummary) string { return p.Key },
-		plain(func(p store.PageSummary) PageSummaryView {
+	return paginate(ps, in.Limit, func(p content.PageSummary) string { return p.Key },
+		plain(func(p content.PageSummary) PageSummaryView {
 			return PageSummaryView{ID: p.ID, Key: p.Key, Title: p.Title, FileType: p.FileType, Version: p.Version}
 		}))
 }

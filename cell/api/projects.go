@@ -9,8 +9,8 @@ import (
 )
 
 func (s *Server) registerProjects(st *store.Store) {
-	RegisterKind(s, st, Kind[store.Project, content.ProjectView]{Rows: store.Projects, Read: auth.ProjectRead, Write: auth.ProjectWrite,
-		View: content.ProjectOf, CreateSummary: "Create a project", UpdateSummary: "Rename or describe a project (version-locked)"}, createProject, updateProject)
+	RegisterKind(s, st, Kind[content.Project, ProjectView]{Rows: store.Bind(st, store.Projects), Read: auth.ProjectRead, Write: auth.ProjectWrite,
+		View: ProjectOf, CreateSummary: "Create a project", UpdateSummary: "Rename or describe a project (version-locked)"}, createProject, updateProject)
 }
 
 type createProjectIn = struct {
@@ -20,7 +20,7 @@ type createProjectIn = struct {
 	}
 }
 
-func createProject(ctx context.Context, st *store.Store, sc auth.Scope, in *createProjectIn) (store.Project, error) {
+func createProject(ctx context.Context, st *store.Store, sc auth.Scope, in *createProjectIn) (content.Project, error) {
 	return st.CreateProject(ctx, sc, in.Body.Name, in.Body.Description)
 }
 
@@ -33,6 +33,6 @@ type updateProjectIn = struct {
 	}
 }
 
-func updateProject(ctx context.Context, st *store.Store, sc auth.Scope, in *updateProjectIn) (store.Project, error) {
+func updateProject(ctx context.Context, st *store.Store, sc auth.Scope, in *updateProjectIn) (content.Project, error) {
 	return st.UpdateProject(ctx, sc, in.ID(), in.Body.Version, in.Body.Name, in.Body.Description)
 }

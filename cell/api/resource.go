@@ -100,11 +100,21 @@ func (o *ObjectID) Resolve(ctx huma.Context) []error {
 	return nil
 }
 
-// Kind declares a standard resource kind under /api/v1/<plural>: R is the stored row, V the view.
-// Its table (store.Table: plural and singular names, ID prefix, reads) gives the get and list
-// operations their reads.
-type Kind[R store.Row, V any] struct {
-	Rows  store.Table[R]
+// Table is what the resource layer needs of a kind's storage (store.Bind makes one of a
+// store's table): its names, an object's ID, and the reads and the archive of live objects.
+type Table[R any] interface {
+	Plural() string   // e.g. "projects": the collection's path segment
+	Singular() string // e.g. "project"
+	ID(r R) string    // the object's ID, also the cursor of lists
+	Get(ctx context.Context, sc auth.Scope, id string) (R, error)
+	List(ctx context.Context, sc auth.Scope, cursor string, limit int) ([]R, error)
+	Archive(ctx context.Context, sc auth.Scope, ids []string) error
+}
+
+// Kind declares a standard resource kind under /api/v1/<plural>: R is the domain object, V the
+// view. Its table gives the get, list and archive operations their reads and writes.
+type Kind[R, V any] struct {
+	Rows  Table[R]
 	Read  auth.Permission
 	Write auth.Permission
 	View  func(sc auth.Scope, r R) (V, error)
@@ -116,9 +126,9 @@ type Kind[R store.Row, V any] struct {
 
 // RegisterKind registers a kind's standard operations (Register) with its create (201 with
 // Location) and its versioned update. Their handlers get the store and return the row written.
-func RegisterKind[R store.Row, V, C, U any](s *Server, st *store.Store, k Kind[R, V],
+func RegisterKind[R, V, C, U any](s *Server, st *store.Store, k Kind[R, V],
 	create func(context.Context, *store.Store, auth.Scope, *C) (R, error), update func(context.Context, *store.Store, auth.Scope, *U) (R, error)) {
-	k.Register(s, st)
+	k.Register(s)
 	Scoped(s, k.CreateOp(k.CreateSummary), func(ctx context.Context, sc auth.Scope, in *C) (*Created[V], error) {
 		r, err := create(ctx, st, sc, in)
 		return k.Created(sc, r, err)
@@ -128,11 +138,11 @@ func RegisterKind[R store.Row, V, C, U any](s *Server, st *store.Store, k Kind[R
 	})
 }
 
-func (k Kind[R, V]) collection() string { return "/api/v1/" + k.Rows.Name }
+func (k Kind[R, V]) collection() string { return "/api/v1/" + k.Rows.Plural() }
 func (k Kind[R, V]) item() string       { return k.collection() + "/{" + k.Rows.Singular() + "_id}" }
 
 func (k Kind[R, V]) op(id, method, path, summary string, scope auth.Permission) Operation {
-	return Op(id, method, path, summary, k.Rows.Name, scope)
+	return Op(id, method, path, summary, k.Rows.Plural(), scope)
 }
 
 // CreateOp declares the kind's create: POST /api/v1/<plural>, 201 with Location.
@@ -175,29 +185,29 @@ func (k Kind[R, V]) Page(sc auth.Scope, rows []R, limit int, err error) (*Page[V
 }
 
 // Register adds the standard operations: list (unless OwnList), get, archive, batch archive.
-func (k Kind[R, V]) Register(s *Server, st *store.Store) {
-	one, many := k.Rows.Singular(), k.Rows.Name
+func (k Kind[R, V]) Register(s *Server) {
+	one, many := k.Rows.Singular(), k.Rows.Plural()
 	if !k.OwnList {
 		Scoped(s, k.op("list-"+many, http.MethodGet, k.collection(), "List "+many, k.Read),
 			func(ctx context.Context, sc auth.Scope, in *ListQuery) (*Page[V], error) {
-				rows, err := k.Rows.List(ctx, st, sc, in.Cursor, in.Limit+1)
+				rows, err := k.Rows.List(ctx, sc, in.Cursor, in.Limit+1)
 				return k.Page(sc, rows, in.Limit, err)
 			})
 	}
 	Scoped(s, k.op("get-"+one, http.MethodGet, k.item(), strings.ToUpper(one[:1])+one[1:]+" detail", k.Read),
 		func(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[V], error) {
-			return k.One(sc)(k.Rows.Get(ctx, st, sc, in.ID()))
+			return k.One(sc)(k.Rows.Get(ctx, sc, in.ID()))
 		})
 	Scoped(s, k.op("archive-"+one, http.MethodPost, k.item()+"/archive", "Archive a "+one+" (no restore, no hard delete)", k.Write),
 		func(ctx context.Context, sc auth.Scope, in *ObjectID) (*ArchiveOutput, error) {
-			return archived(st.Archive(ctx, sc, k.Rows.Kind, []string{in.ID()}), []string{in.ID()})
+			return archived(k.Rows.Archive(ctx, sc, []string{in.ID()}), []string{in.ID()})
 		})
 	Scoped(s, k.op("archive-"+many, http.MethodPost, k.collection()+"/archive", "Archive up to 100 "+many+" at once, all or nothing", k.Write),
 		func(ctx context.Context, sc auth.Scope, in *ArchiveBatch) (*ArchiveOutput, error) {
 			if !in.Body.Confirm {
 				return nil, problem.Invalid(problem.FieldError{Field: "body.confirm", Message: "must be true: archived objects cannot be restored"})
 			}
-			return archived(st.Archive(ctx, sc, k.Rows.Kind, in.Body.IDs), in.Body.IDs)
+			return archived(k.Rows.Archive(ctx, sc, in.Body.IDs), in.Body.IDs)
 		})
 }
 

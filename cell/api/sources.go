@@ -19,7 +19,7 @@ type sources[R store.Row, V any] struct {
 	st  *store.Store
 	svc *authoring.Service
 	// draft shows the current source when it is not a version (a component's draft).
-	draft func(R) authoring.VersionView
+	draft func(R) VersionView
 }
 
 // sourceDocs are the summaries of a kind's source reads.
@@ -27,7 +27,7 @@ type sourceDocs struct{ source, versions, dependencies string }
 
 // register adds the kind's standard operations and its source reads.
 func (h *sources[R, V]) register(s *Server, docs sourceDocs) {
-	h.Register(s, h.st)
+	h.Register(s)
 	one := h.Rows.Singular()
 	read := func(id, suffix, summary string) Operation {
 		return h.op(id, http.MethodGet, h.item()+suffix, summary, h.Read)
@@ -50,13 +50,13 @@ type sourceIn = struct {
 	Version int64 `query:"version" minimum:"0" doc:"a version number; 0 or absent: the current one"`
 }
 
-func (h *sources[R, V]) source(ctx context.Context, sc auth.Scope, in *sourceIn) (*Single[authoring.VersionView], error) {
+func (h *sources[R, V]) source(ctx context.Context, sc auth.Scope, in *sourceIn) (*Single[VersionView], error) {
 	if in.Version == 0 && h.draft != nil {
-		r, err := h.Rows.Get(ctx, h.st, sc, in.ID())
+		r, err := h.Rows.Get(ctx, sc, in.ID())
 		return single(h.draft(r), err)
 	}
 	v, err := h.src.Version(ctx, h.st, sc, in.ID(), in.Version)
-	return single(authoring.VersionOf(v, true), err)
+	return single(VersionOf(v, true), err)
 }
 
 type versionsIn = struct {
@@ -68,8 +68,8 @@ type versionsIn = struct {
 // VersionPage is one page of a history.
 type VersionPage struct {
 	Body struct {
-		Items      []authoring.VersionView `json:"items"`
-		NextBefore int64                   `json:"next_before,omitempty"`
+		Items      []VersionView `json:"items"`
+		NextBefore int64         `json:"next_before,omitempty"`
 	}
 }
 
@@ -79,20 +79,20 @@ func (h *sources[R, V]) versions(ctx context.Context, sc auth.Scope, in *version
 		return nil, err
 	}
 	out := &VersionPage{}
-	out.Body.Items = []authoring.VersionView{}
+	out.Body.Items = []VersionView{}
 	for i, v := range vs {
 		if i == in.Limit {
 			out.Body.NextBefore = vs[i-1].Version
 			break
 		}
-		out.Body.Items = append(out.Body.Items, authoring.VersionOf(v, false))
+		out.Body.Items = append(out.Body.Items, VersionOf(v, false))
 	}
 	return out, nil
 }
 
-func (h *sources[R, V]) dependencies(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[authoring.DependenciesView], error) {
+func (h *sources[R, V]) dependencies(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[DependenciesView], error) {
 	v, err := h.src.Version(ctx, h.st, sc, in.ID(), 0)
-	return single(authoring.DependenciesOf(in.ID(), v), err)
+	return single(DependenciesOf(in.ID(), v), err)
 }
 
 // MetadataEdit changes the safe metadata of a page or a component (never its source), locked by

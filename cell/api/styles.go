@@ -136,8 +136,8 @@ func (b *StyleUpdateBody) Resolve(huma.Context) []error { return b.resolve(true)
 func (b *StyleUpdateBody) Baseline() int64 { return b.req.Version() }
 
 func (s *Server) registerStyles(st *store.Store) {
-	RegisterKind(s, st, Kind[store.Style, design.StyleView]{Rows: store.Styles, Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite,
-		View: design.StyleOf, CreateSummary: "Create a style (two accepted body forms, one snapshot)",
+	RegisterKind(s, st, Kind[design.Style, StyleView]{Rows: store.Bind(st, store.Styles), Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite,
+		View: StyleOf, CreateSummary: "Create a style (two accepted body forms, one snapshot)",
 		UpdateSummary: "Change a style's name or presentation fields (either body form; version-locked)"}, createStyle, updateStyle)
 }
 
@@ -145,7 +145,7 @@ type createStyleIn = struct {
 	Body StyleCreateBody
 }
 
-func createStyle(ctx context.Context, st *store.Store, sc auth.Scope, in *createStyleIn) (store.Style, error) {
+func createStyle(ctx context.Context, st *store.Store, sc auth.Scope, in *createStyleIn) (design.Style, error) {
 	req := &in.Body.req
 	y, err := req.NewStyle()
 	if err != nil {
@@ -160,7 +160,7 @@ type updateStyleIn = struct {
 	Body StyleUpdateBody
 }
 
-func updateStyle(ctx context.Context, st *store.Store, sc auth.Scope, in *updateStyleIn) (store.Style, error) {
+func updateStyle(ctx context.Context, st *store.Store, sc auth.Scope, in *updateStyleIn) (design.Style, error) {
 	req := &in.Body.req
 	y, err := st.UpdateStyle(ctx, sc, in.ID(), req.Version(), req.Change)
 	return y, req.StoreErr(err)

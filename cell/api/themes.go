@@ -58,7 +58,7 @@ func (ThemeUpdateBody) TransformSchema(_ huma.Registry, s *huma.Schema) *huma.Sc
 
 // themeErr answers an unknown family binding at the fields that named it.
 func themeErr(err error) error {
-	var uf *store.UnknownFamilyError
+	var uf *design.UnknownFamilyError
 	if errors.As(err, &uf) {
 		return design.UnknownFamilyFields(uf.Roles)
 	}
@@ -66,15 +66,15 @@ func themeErr(err error) error {
 }
 
 func (s *Server) registerThemes(st *store.Store) {
-	RegisterKind(s, st, Kind[store.Theme, design.ThemeView]{Rows: store.Themes, Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite,
-		View: design.ThemeOf, CreateSummary: "Create a theme", UpdateSummary: "Change a theme (version-locked)"}, createTheme, updateTheme)
+	RegisterKind(s, st, Kind[design.Theme, ThemeView]{Rows: store.Bind(st, store.Themes), Read: auth.DesignSystemRead, Write: auth.DesignSystemWrite,
+		View: ThemeOf, CreateSummary: "Create a theme", UpdateSummary: "Change a theme (version-locked)"}, createTheme, updateTheme)
 }
 
 type createThemeIn = struct {
 	Body ThemeCreateBody
 }
 
-func createTheme(ctx context.Context, st *store.Store, sc auth.Scope, in *createThemeIn) (store.Theme, error) {
+func createTheme(ctx context.Context, st *store.Store, sc auth.Scope, in *createThemeIn) (design.Theme, error) {
 	b := in.Body
 	t, err := design.ThemeChange{Key: b.Key, Name: &b.Name, ThemeScales: b.ThemeScales, ThemeFontBindings: b.ThemeFontBindings}.NewTheme()
 	if err != nil {
@@ -89,11 +89,11 @@ type updateThemeIn = struct {
 	Body ThemeUpdateBody
 }
 
-func updateTheme(ctx context.Context, st *store.Store, sc auth.Scope, in *updateThemeIn) (store.Theme, error) {
+func updateTheme(ctx context.Context, st *store.Store, sc auth.Scope, in *updateThemeIn) (design.Theme, error) {
 	c := design.ThemeChange{Name: in.Body.Name, ThemeScales: in.Body.ThemeScales, ThemeFontBindings: in.Body.ThemeFontBindings}
 	// Pure checks first; the bindings themselves are resolved against the stored theme.
 	if _, errs := c.Check(); len(errs) > 0 {
-		return store.Theme{}, problem.Invalid(errs...)
+		return design.Theme{}, problem.Invalid(errs...)
 	}
 	t, err := st.UpdateTheme(ctx, sc, in.ID(), in.Body.Version, c.Apply)
 	return t, themeErr(err)

@@ -9,66 +9,20 @@ package auth
 import (
 	"context"
 	"errors"
-	"sort"
 	"strings"
 	"time"
 
+	"slidecells/cell/auth/internal/mint"
+	"slidecells/cell/auth/scope"
 	"slidecells/shared/directory"
 	"slidecells/shared/problem"
 )
 
-// Principal is an authenticated token holder.
-type Principal struct {
-	UserID    string
-	Email     string
-	Name      string
-	TokenID   string
-	TokenName string
-	Scopes    []string // the token's scopes
-	ExpiresAt time.Time
-}
+// Principal is an authenticated token holder (scope.Principal).
+type Principal = scope.Principal
 
-// Scope is an authorized workspace context: the workspace, the caller and the effective scopes
-// (token scopes ∩ role scopes). Its fields are unexported so only Authorize can make one.
-type Scope struct {
-	workspaceID string
-	principal   Principal
-	role        string
-	scopes      map[string]bool
-}
-
-// WorkspaceID is the authorized workspace.
-func (s Scope) WorkspaceID() string { return s.workspaceID }
-
-// Principal is the caller.
-func (s Scope) Principal() Principal { return s.principal }
-
-// Role is the caller's role in the workspace.
-func (s Scope) Role() string { return s.role }
-
-// Has reports whether the effective scopes include name.
-func (s Scope) Has(name string) bool { return s.scopes[name] }
-
-// Scopes lists the effective scopes, sorted.
-func (s Scope) Scopes() []string {
-	out := make([]string, 0, len(s.scopes))
-	for k := range s.scopes {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// Require returns a 403 naming the first missing scope.
-func (s Scope) Require(names ...Permission) error {
-	for _, n := range names {
-		if !s.scopes[string(n)] {
-			e := problem.New(problem.ScopeRequired, "this operation needs the %s scope in this workspace", n)
-			return e
-		}
-	}
-	return nil
-}
+// Scope is an authorized workspace context (scope.Scope): only Authorize makes one.
+type Scope = scope.Scope
 
 // Directory is what auth needs from the directory (satisfied by *directory.Cached).
 type Directory interface {
@@ -131,7 +85,7 @@ func (a *Authenticator) Authorize(ctx context.Context, p Principal, workspaceID 
 			eff[s] = true
 		}
 	}
-	return Scope{workspaceID: workspaceID, principal: p, role: role, scopes: eff}, nil
+	return scope.New(mint.Key{}, workspaceID, p, role, eff), nil
 }
 
 func directoryDown(err error) error { return problem.ErrDirectoryUnavailable(err) }

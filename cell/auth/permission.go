@@ -1,8 +1,10 @@
 package auth
 
-// Permission is a scope name an operation requires, as the specification lists them
-// (directory.Scopes). Operations declare these constants, never free strings.
-type Permission string
+import "slidecells/cell/auth/scope"
+
+// Permission is a scope name an operation requires (scope.Permission), as the specification
+// lists them (directory.Scopes). Operations declare these constants, never free strings.
+type Permission = scope.Permission
 
 // The scopes of the specification.
 const (

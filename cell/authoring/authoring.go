@@ -25,6 +25,7 @@ import (
 	"slidecells/cell/blob"
 	"slidecells/cell/catalog"
 	"slidecells/cell/compile"
+	"slidecells/cell/content"
 	"slidecells/cell/jobs"
 	"slidecells/cell/render"
 	"slidecells/cell/snapshot"
@@ -230,8 +231,8 @@ type Result struct {
 }
 
 // pageResult is the result of a page job that wrote src.
-func pageResult(src store.NewSource) func(store.Page) any {
-	return func(p store.Page) any {
+func pageResult(src content.NewSource) func(content.Page) any {
+	return func(p content.Page) any {
 		return Result{ObjectID: p.ID, Version: p.Version, CompiledDigest: src.CompiledDigest}
 	}
 }
@@ -256,7 +257,7 @@ func (s *Service) runPageCreate(ctx context.Context, r *jobs.Run, in PageCreate)
 	if err := s.failpoint(BeforeCommit); err != nil {
 		return nil, err
 	}
-	return commit(ctx, r, func(ctx context.Context, sc auth.Scope) (store.Page, error) {
+	return commit(ctx, r, func(ctx context.Context, sc auth.Scope) (content.Page, error) {
 		return s.Store.CreatePage(ctx, sc, in.ProjectID, in.Key, in.Title, src)
 	}, pageResult(src))
 }
@@ -266,27 +267,27 @@ func (s *Service) runPageEdit(ctx context.Context, r *jobs.Run, in PageEdit) (js
 	if err != nil {
 		return nil, err
 	}
-	return commit(ctx, r, func(ctx context.Context, sc auth.Scope) (store.Page, error) {
+	return commit(ctx, r, func(ctx context.Context, sc auth.Scope) (content.Page, error) {
 		return s.Store.EditPage(ctx, sc, in.PageID, in.Version, src)
 	}, pageResult(src))
 }
 
 // build compiles a page source against the workspace's published components and stores the
 // module by its content address; compile errors fail the job (not retried).
-func (s *Service) build(ctx context.Context, r *jobs.Run, t Target, fileType, source string, renderCheck bool) (store.NewSource, error) {
+func (s *Service) build(ctx context.Context, r *jobs.Run, t Target, fileType, source string, renderCheck bool) (content.NewSource, error) {
 	sc, err := r.Scope(ctx)
 	if err != nil {
-		return store.NewSource{}, commitFailure(err)
+		return content.NewSource{}, commitFailure(err)
 	}
 	if err := r.Progress(ctx, "compile", 20); err != nil {
-		return store.NewSource{}, err
+		return content.NewSource{}, err
 	}
 	res, ids, err := s.compilePage(ctx, sc, fileType, source)
 	if err != nil {
-		return store.NewSource{}, err // infrastructure: retried
+		return content.NewSource{}, err // infrastructure: retried
 	}
 	if !res.OK() {
-		return store.NewSource{}, jobs.Fail(CodeCompileFailed, "%s", diagnostics(res))
+		return content.NewSource{}, jobs.Fail(CodeCompileFailed, "%s", diagnostics(res))
 	}
 	if renderCheck {
 		if t.ID != "" && t.ProjectID == "" {
@@ -295,28 +296,28 @@ func (s *Service) build(ctx context.Context, r *jobs.Run, t Target, fileType, so
 			}
 		}
 		if err := r.Progress(ctx, "render-check", 40); err != nil {
-			return store.NewSource{}, err
+			return content.NewSource{}, err
 		}
 		if err := s.jobRenderCheck(ctx, r, sc, t, fileType, res, ids); err != nil {
-			return store.NewSource{}, err
+			return content.NewSource{}, err
 		}
 	}
 	if err := r.Progress(ctx, "store", 60); err != nil {
-		return store.NewSource{}, err
+		return content.NewSource{}, err
 	}
 	if s.Modules != nil {
 		if _, err := s.Modules.PutModule(ctx, sc, res.Digest, res.Code); err != nil {
-			return store.NewSource{}, err
+			return content.NewSource{}, err
 		}
 	}
-	deps := make([]store.Dependency, 0, len(res.Dependencies))
+	deps := make([]content.Dependency, 0, len(res.Dependencies))
 	for _, d := range res.Dependencies {
-		deps = append(deps, store.Dependency{ComponentID: ids[d.Key], Key: d.Key, Version: d.Version, Depth: d.Depth})
+		deps = append(deps, content.Dependency{ComponentID: ids[d.Key], Key: d.Key, Version: d.Version, Depth: d.Depth})
 	}
 	if err := r.Progress(ctx, "commit", 80); err != nil {
-		return store.NewSource{}, err
+		return content.NewSource{}, err
 	}
-	return store.NewSource{FileType: fileType, Source: source, SourceDigest: digest.Bytes([]byte(source)),
+	return content.NewSource{FileType: fileType, Source: source, SourceDigest: digest.Bytes([]byte(source)),
 		CompiledDigest: res.Digest, Dependencies: deps, JobID: r.Job.ID}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"slidecells/cell/auth"
 	"slidecells/cell/catalog"
 	"slidecells/cell/compile"
+	"slidecells/cell/content"
 	"slidecells/cell/jobs"
 	"slidecells/cell/store"
 	"slidecells/shared/digest"
@@ -107,17 +108,17 @@ func (s *Service) checkDraft(ctx context.Context, r *jobs.Run, key, fileType, so
 // commitDraft compiles a draft (compile errors fail the job) and commits write, which stores it
 // under its hash.
 func (s *Service) commitDraft(ctx context.Context, r *jobs.Run, key, fileType, source string,
-	write func(ctx context.Context, sc auth.Scope, hash string) (store.Component, error)) (json.RawMessage, error) {
+	write func(ctx context.Context, sc auth.Scope, hash string) (content.Component, error)) (json.RawMessage, error) {
 	if err := s.checkDraft(ctx, r, key, fileType, source); err != nil {
 		return nil, err
 	}
-	return commit(ctx, r, func(ctx context.Context, sc auth.Scope) (store.Component, error) {
+	return commit(ctx, r, func(ctx context.Context, sc auth.Scope) (content.Component, error) {
 		return write(ctx, sc, DraftHash(fileType, source))
-	}, func(c store.Component) any { return map[string]string{"object_id": c.ID, "draft_hash": c.DraftHash} })
+	}, func(c content.Component) any { return map[string]string{"object_id": c.ID, "draft_hash": c.DraftHash} })
 }
 
 func (s *Service) runComponentCreate(ctx context.Context, r *jobs.Run, in ComponentCreate) (json.RawMessage, error) {
-	return s.commitDraft(ctx, r, in.Key, in.FileType, in.Source, func(ctx context.Context, sc auth.Scope, hash string) (store.Component, error) {
+	return s.commitDraft(ctx, r, in.Key, in.FileType, in.Source, func(ctx context.Context, sc auth.Scope, hash string) (content.Component, error) {
 		return s.Store.CreateComponent(ctx, sc, in.Key, in.Title, in.FileType, in.Source, hash)
 	})
 }
@@ -131,15 +132,15 @@ func (s *Service) runComponentEdit(ctx context.Context, r *jobs.Run, in Componen
 	if err != nil {
 		return nil, commitFailure(err)
 	}
-	return s.commitDraft(ctx, r, c.Key, in.FileType, in.Source, func(ctx context.Context, sc auth.Scope, hash string) (store.Component, error) {
+	return s.commitDraft(ctx, r, c.Key, in.FileType, in.Source, func(ctx context.Context, sc auth.Scope, hash string) (content.Component, error) {
 		return s.Store.EditComponentDraft(ctx, sc, in.ComponentID, in.DraftHash, in.FileType, in.Source, hash)
 	})
 }
 
 func (s *Service) runComponentMetadata(ctx context.Context, r *jobs.Run, in ComponentMetadata) (json.RawMessage, error) {
-	return commit(ctx, r, func(ctx context.Context, sc auth.Scope) (store.Component, error) {
+	return commit(ctx, r, func(ctx context.Context, sc auth.Scope) (content.Component, error) {
 		return store.Components.UpdateMetadata(ctx, s.Store, sc, in.ComponentID, in.MetadataVersion, in.Title, in.Description, in.Tags)
-	}, func(c store.Component) any {
+	}, func(c content.Component) any {
 		return map[string]any{"object_id": c.ID, "metadata_version": c.MetadataVersion}
 	})
 }
@@ -147,7 +148,7 @@ func (s *Service) runComponentMetadata(ctx context.Context, r *jobs.Run, in Comp
 // Publish freezes a component's draft, whose hash the caller read, as its next published
 // version: the draft must compile (422 with the diagnostics otherwise). Pages compiled after it
 // use the new version. It changes no source, so it is a direct operation rather than a job.
-func (s *Service) Publish(ctx context.Context, sc auth.Scope, id, draftHash string) (store.Component, error) {
+func (s *Service) Publish(ctx context.Context, sc auth.Scope, id, draftHash string) (content.Component, error) {
 	c, err := s.Store.CheckComponentDraft(ctx, sc, id, draftHash)
 	if err != nil {
 		return c, err
@@ -171,11 +172,11 @@ func (s *Service) Publish(ctx context.Context, sc auth.Scope, id, draftHash stri
 			return c, err
 		}
 	}
-	deps := make([]store.Dependency, 0, len(res.Dependencies))
+	deps := make([]content.Dependency, 0, len(res.Dependencies))
 	for _, d := range res.Dependencies {
-		deps = append(deps, store.Dependency{ComponentID: ids[d.Key], Key: d.Key, Version: d.Version, Depth: d.Depth})
+		deps = append(deps, content.Dependency{ComponentID: ids[d.Key], Key: d.Key, Version: d.Version, Depth: d.Depth})
 	}
-	return s.Store.PublishComponent(ctx, sc, id, draftHash, store.NewSource{SourceDigest: c.DraftHash, CompiledDigest: res.Digest, Dependencies: deps})
+	return s.Store.PublishComponent(ctx, sc, id, draftHash, content.NewSource{SourceDigest: c.DraftHash, CompiledDigest: res.Digest, Dependencies: deps})
 }
 
 // compileComponent compiles a component source against the workspace's published components.

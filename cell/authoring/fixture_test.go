@@ -12,6 +12,7 @@ import (
 	"slidecells/cell/auth/authtest"
 	"slidecells/cell/blob"
 	"slidecells/cell/compile"
+	"slidecells/cell/content"
 	"slidecells/cell/jobs"
 	"slidecells/cell/store"
 	"slidecells/migrations"
@@ -149,7 +150,7 @@ func (f *fixture) user(t *testing.T, email, role string, tokenScopes []string) a
 }
 
 // createPage submits a page create and runs it to success (the pool must run).
-func (f *fixture) createPage(t *testing.T, sc auth.Scope, projectID, key, source string) store.Page {
+func (f *fixture) createPage(t *testing.T, sc auth.Scope, projectID, key, source string) content.Page {
 	t.Helper()
 	j, err := f.svc.SubmitPageCreate(context.Background(), sc, PageCreate{ProjectID: projectID, Key: key, Title: key, FileType: "tsx", Source: source}, 1)
 	if err != nil {
@@ -171,7 +172,7 @@ func (f *fixture) createPage(t *testing.T, sc auth.Scope, projectID, key, source
 }
 
 // publish creates a component through its job and publishes its draft (the pool must run).
-func (f *fixture) publish(t *testing.T, sc auth.Scope, key, source string) store.Component {
+func (f *fixture) publish(t *testing.T, sc auth.Scope, key, source string) content.Component {
 	t.Helper()
 	ctx := context.Background()
 	j, err := f.svc.SubmitComponentCreate(ctx, sc, ComponentCreate{Key: key, Title: key, FileType: "tsx", Source: source}, 1)

@@ -12,10 +12,10 @@ import (
 
 	"slidecells/cell/auth"
 	"slidecells/cell/compile"
+	"slidecells/cell/content"
 	"slidecells/cell/design"
 	"slidecells/cell/render"
 	"slidecells/cell/snapshot"
-	"slidecells/cell/store"
 	"slidecells/shared/digest"
 	"slidecells/shared/problem"
 	rc "slidecells/shared/rendercontract"
@@ -96,7 +96,7 @@ func (s *Service) presentation(ctx context.Context, sc auth.Scope, projectID str
 	if projectID == "" {
 		return p, nil
 	}
-	raw, _, err := s.Store.GetPart(ctx, sc, projectID, store.Configuration)
+	raw, _, err := s.Store.GetPart(ctx, sc, projectID, content.PartConfiguration)
 	if err != nil {
 		return p, err
 	}
@@ -144,7 +144,7 @@ func (s *Service) stylesheet(ctx context.Context, sc auth.Scope, pres design.Sty
 				if err != nil {
 					return nil, nil, notReproducible("the theme's font family %s cannot be pinned", role.FontFamilyID)
 				}
-				assets := map[string]store.Asset{}
+				files := map[string]design.FontFile{}
 				for _, f := range fam.Faces {
 					if !f.Enabled {
 						continue
@@ -153,10 +153,10 @@ func (s *Service) stylesheet(ctx context.Context, sc auth.Scope, pres design.Sty
 					if err != nil {
 						continue // FontBundleCSS leaves a face without a live asset out
 					}
-					assets[a.ID] = a
+					files[a.ID] = design.FontFile{ContentType: a.ContentType, URL: "blobs/" + a.SHA256}
 					fonts = append(fonts, snapshot.Object{Key: a.BlobKey, Digest: "sha256:" + a.SHA256, Bytes: a.ByteSize, ContentType: a.ContentType})
 				}
-				b.Write(design.FontBundleCSS(fam, assets, func(a store.Asset) string { return "blobs/" + a.SHA256 }))
+				b.Write(design.FontBundleCSS(fam, files))
 			}
 		}
 	}
@@ -164,7 +164,7 @@ func (s *Service) stylesheet(ctx context.Context, sc auth.Scope, pres design.Sty
 	return []byte(b.String()), fonts, nil
 }
 
-func (s *Service) themeByKey(ctx context.Context, sc auth.Scope, key string) (store.Theme, bool, error) {
+func (s *Service) themeByKey(ctx context.Context, sc auth.Scope, key string) (design.Theme, bool, error) {
 	t, err := s.Store.ThemeByKey(ctx, sc, key)
 	if problem.As(err).Code == problem.NotFound {
 		return t, false, nil

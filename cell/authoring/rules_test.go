@@ -7,15 +7,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"slidecells/cell/auth"
 	"slidecells/cell/catalog"
 	"slidecells/cell/compile"
 	"slidecells/cell/content"
 	"slidecells/cell/jobs"
 	"slidecells/cell/render"
-	"slidecells/cell/store"
 	"slidecells/shared/problem"
 	rc "slidecells/shared/rendercontract"
 )
@@ -203,34 +200,5 @@ func TestKitItems(t *testing.T) {
 	}
 	if got := KitItems(); !slices.Equal(got, want) {
 		t.Fatalf("KitItems() = %v, want %v", got, want)
-	}
-}
-
-// TestViews: lists in views are never null, history entries carry no source.
-func TestViews(t *testing.T) {
-	now := time.Now()
-	pv, _ := PageOf(auth.Scope{}, store.Page{Object: store.Object{ID: "pg_x"}, ProjectID: "prj_x", Labels: store.Labels{Key: "k"}, Version: 3})
-	if pv.Tags == nil || pv.Version != 3 || pv.ID != "pg_x" || pv.ProjectID != "prj_x" {
-		t.Fatalf("page view %+v", pv)
-	}
-	cv, _ := ComponentOf(auth.Scope{}, store.Component{Object: store.Object{ID: "cmp_x"}, DraftHash: "sha256:d", PublishedVersion: 2})
-	if cv.Tags == nil || cv.DraftHash != "sha256:d" || cv.PublishedVersion != 2 {
-		t.Fatalf("component view %+v", cv)
-	}
-	v := store.SourceVersion{Version: 2, NewSource: store.NewSource{FileType: "tsx", Source: "src", SourceDigest: "sha256:s",
-		Dependencies: []store.Dependency{{ComponentID: "cmp_x", Key: "card", Version: 1, Depth: 1}}}, CreatedAt: now}
-	full, hist := VersionOf(v, true), VersionOf(v, false)
-	if full.Source != "src" || hist.Source != "" || len(full.Dependencies) != 1 || full.Dependencies[0] != (DependencyView{ComponentID: "cmp_x", Key: "card", Version: 1, Depth: 1}) {
-		t.Fatalf("version views %+v / %+v", full, hist)
-	}
-	if none := VersionOf(store.SourceVersion{}, false); none.Dependencies == nil {
-		t.Fatal("dependencies are null")
-	}
-	if d := DraftOf(store.Component{FileType: "tsx", DraftSource: "d", DraftHash: "sha256:h", Stamps: store.Stamps{UpdatedAt: now}}); d.Source != "d" ||
-		d.SourceDigest != "sha256:h" || d.Version != 0 || d.Dependencies == nil || !d.CreatedAt.Equal(now) {
-		t.Fatalf("draft view %+v", d)
-	}
-	if dv := DependenciesOf("pg_x", v); dv.ObjectID != "pg_x" || dv.Version != 2 || len(dv.Dependencies) != 1 {
-		t.Fatalf("dependencies view %+v", dv)
 	}
 }

@@ -44,7 +44,7 @@ func (f *fixture) assets() *content.Assets {
 }
 
 // uploadImage stores a PNG as an asset of sc's workspace.
-func (f *fixture) uploadImage(t *testing.T, sc auth.Scope, seed byte) store.Asset {
+func (f *fixture) uploadImage(t *testing.T, sc auth.Scope, seed byte) content.Asset {
 	t.Helper()
 	a, err := f.assets().Upload(context.Background(), sc, content.Upload{Body: bytes.NewReader(pngOf(t, seed)), ContentType: "image/png"})
 	if err != nil {
@@ -54,7 +54,7 @@ func (f *fixture) uploadImage(t *testing.T, sc auth.Scope, seed byte) store.Asse
 }
 
 // uploadFont stores a file with a WOFF2 signature as a font asset of sc's workspace.
-func (f *fixture) uploadFont(t *testing.T, sc auth.Scope) store.Asset {
+func (f *fixture) uploadFont(t *testing.T, sc auth.Scope) content.Asset {
 	t.Helper()
 	a, err := f.assets().Upload(context.Background(), sc, content.Upload{Body: strings.NewReader("wOF2" + ids.New("font")),
 		ContentType: "font/woff2", Kinds: []blob.Kind{blob.KindFont}})
@@ -87,17 +87,17 @@ func usingAssets(assetIDs ...string) string {
 
 // brand gives project A a 1920×1080 presentation with theme "brand", whose body role is bound
 // to a family of one enabled and one disabled face; it returns the two font assets.
-func (f *fixture) brand(t *testing.T) (enabled, disabled store.Asset, themeID string) {
+func (f *fixture) brand(t *testing.T) (enabled, disabled content.Asset, themeID string) {
 	t.Helper()
 	ctx := context.Background()
 	enabled, disabled = f.uploadFont(t, f.a), f.uploadFont(t, f.a)
 	var famID string
 	for _, c := range []struct {
-		asset  store.Asset
+		asset  content.Asset
 		weight int
 		on     bool
 	}{{enabled, 400, true}, {disabled, 700, false}} {
-		face, err := f.svc.Store.CreateFontFace(ctx, f.a, store.FontFaceInput{FamilyName: "Brand Sans", FaceFields: store.FaceFields{
+		face, err := f.svc.Store.CreateFontFace(ctx, f.a, design.FontFaceInput{FamilyName: "Brand Sans", FaceFields: design.FaceFields{
 			AssetID: c.asset.ID, WeightMin: c.weight, WeightMax: c.weight, Style: "normal", Display: "swap", Enabled: c.on}})
 		if err != nil {
 			t.Fatal(err)
@@ -120,7 +120,7 @@ func (f *fixture) brand(t *testing.T) (enabled, disabled store.Asset, themeID st
 	return enabled, disabled, th.ID
 }
 
-func pinned(a store.Asset) snapshot.Object {
+func pinned(a content.Asset) snapshot.Object {
 	return snapshot.Object{Key: a.BlobKey, Digest: "sha256:" + a.SHA256, Bytes: a.ByteSize, ContentType: a.ContentType}
 }
 
@@ -217,7 +217,7 @@ func TestBuildSnapshotInputChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	replaced, err := f.svc.Store.ReplaceAssetContent(ctx, f.a, img.ID, img.SHA256, store.AssetContent{ContentType: obj.ContentType, ByteSize: obj.Size, SHA256: obj.SHA256, BlobKey: obj.Key})
+	replaced, err := f.svc.Store.ReplaceAssetContent(ctx, f.a, img.ID, img.SHA256, content.AssetContent{ContentType: obj.ContentType, ByteSize: obj.Size, SHA256: obj.SHA256, BlobKey: obj.Key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,8 +250,8 @@ func TestBuildSnapshotRefusals(t *testing.T) {
 	for i := range MaxPinnedAssets {
 		sum := digest.Bytes([]byte(fmt.Sprint("asset ", i)))
 		sha := strings.TrimPrefix(sum, "sha256:")
-		a, err := f.svc.Store.CreateAsset(ctx, f.a, store.NewAsset{Name: fmt.Sprintf("a%d.png", i),
-			Content: store.AssetContent{ContentType: "image/png", ByteSize: 1, SHA256: sha, BlobKey: blob.Key(f.a.WorkspaceID(), sha)}})
+		a, err := f.svc.Store.CreateAsset(ctx, f.a, content.NewAsset{Name: fmt.Sprintf("a%d.png", i),
+			Content: content.AssetContent{ContentType: "image/png", ByteSize: 1, SHA256: sha, BlobKey: blob.Key(f.a.WorkspaceID(), sha)}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,8 +23,8 @@ import (
 	"slidecells/shared/problem"
 )
 
-// scope is a real workspace scope, authorized as a request's is.
-func scope(t *testing.T) auth.Scope {
+// workspaceScope is a real workspace scope, authorized as a request's is.
+func workspaceScope(t *testing.T) auth.Scope {
 	t.Helper()
 	return authtest.New(t, 1).Scopes[0]
 }
@@ -65,7 +65,7 @@ func pngBytes(t *testing.T, w, h int, c uint8) []byte {
 func codeOf(err error) problem.Code { return problem.As(err).Code }
 
 func TestPutStoresContentAddressed(t *testing.T) {
-	s, sc := newStore(t), scope(t)
+	s, sc := newStore(t), workspaceScope(t)
 	ctx := context.Background()
 	data := pngBytes(t, 3, 2, 9)
 	obj, err := s.Put(ctx, sc, bytes.NewReader(data), PutOptions{Declared: "image/png"})
@@ -94,7 +94,7 @@ func TestPutStoresContentAddressed(t *testing.T) {
 }
 
 func TestPutLimitWhileReading(t *testing.T) {
-	s, sc := newStore(t), scope(t)
+	s, sc := newStore(t), workspaceScope(t)
 	ctx := context.Background()
 	head := pngBytes(t, 1, 1, 0)
 	const limit = 4096
@@ -141,7 +141,7 @@ func (f *failing) Read(p []byte) (int, error) {
 
 func TestPutRejectsBeforeWriting(t *testing.T) {
 	ctx := context.Background()
-	sc := scope(t)
+	sc := workspaceScope(t)
 	png := pngBytes(t, 2, 2, 1)
 	cases := []struct {
 		name     string
@@ -224,7 +224,7 @@ func TestSniffAndCompatible(t *testing.T) {
 }
 
 func TestPutConcurrentSameContent(t *testing.T) {
-	s, sc := newStore(t), scope(t)
+	s, sc := newStore(t), workspaceScope(t)
 	data := pngBytes(t, 64, 64, 3)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -256,7 +256,7 @@ func TestPutConcurrentSameContent(t *testing.T) {
 
 func TestOpenStaysInWorkspace(t *testing.T) {
 	s := newStore(t)
-	a, b := scope(t), scope(t)
+	a, b := workspaceScope(t), workspaceScope(t)
 	obj, err := s.Put(context.Background(), a, bytes.NewReader(pngBytes(t, 1, 1, 1)), PutOptions{})
 	if err != nil {
 		t.Fatal(err)

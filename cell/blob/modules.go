@@ -10,7 +10,7 @@ import (
 	gcblob "gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 
-	"slidecells/cell/auth"
+	"slidecells/cell/auth/scope"
 	"slidecells/shared/digest"
 )
 
@@ -28,12 +28,12 @@ func DerivedKey(workspaceID, digest, ext string) string {
 
 // PutModule stores a compiled module under its content address, once: writing the same module
 // again (a retried job) finds it there and writes nothing.
-func (s *Store) PutModule(ctx context.Context, sc auth.Scope, digest string, code []byte) (string, error) {
+func (s *Store) PutModule(ctx context.Context, sc scope.Scope, digest string, code []byte) (string, error) {
 	return s.PutDerived(ctx, sc, digest, ".js", "text/javascript; charset=utf-8", code)
 }
 
 // PutDerived stores derived content under its content address, once.
-func (s *Store) PutDerived(ctx context.Context, sc auth.Scope, dg, ext, contentType string, data []byte) (string, error) {
+func (s *Store) PutDerived(ctx context.Context, sc scope.Scope, dg, ext, contentType string, data []byte) (string, error) {
 	if sc.WorkspaceID() == "" || !strings.HasPrefix(dg, "sha256:") {
 		return "", errors.New("blob: derived content needs a workspace scope and a sha256 digest")
 	}
@@ -52,7 +52,7 @@ func (s *Store) PutDerived(ctx context.Context, sc auth.Scope, dg, ext, contentT
 }
 
 // ReadDerived reads derived content of the scope's workspace, at most limit bytes.
-func (s *Store) ReadDerived(ctx context.Context, sc auth.Scope, dg, ext string, limit int64) ([]byte, error) {
+func (s *Store) ReadDerived(ctx context.Context, sc scope.Scope, dg, ext string, limit int64) ([]byte, error) {
 	if sc.WorkspaceID() == "" {
 		return nil, errors.New("blob: no workspace scope")
 	}

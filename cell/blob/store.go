@@ -15,7 +15,7 @@ import (
 	gcblob "gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 
-	"slidecells/cell/auth"
+	"slidecells/cell/auth/scope"
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
 )
@@ -64,7 +64,7 @@ type Object struct {
 // accepted or does not match the declared one, 422 VALIDATION_FAILED for an empty body, 400
 // when the body cannot be read. On every error nothing is left behind but, at worst (a crash),
 // a temporary key for SweepTemp.
-func (s *Store) Put(ctx context.Context, sc auth.Scope, r io.Reader, opts PutOptions) (Object, error) {
+func (s *Store) Put(ctx context.Context, sc scope.Scope, r io.Reader, opts PutOptions) (Object, error) {
 	ws := sc.WorkspaceID()
 	if ws == "" {
 		return Object{}, problem.Wrap(errors.New("blob: no workspace scope"), "internal error")
@@ -189,7 +189,7 @@ func (s *Store) remove(ctx context.Context, key string) {
 
 // Open reads the content at key, which must lie in the scope's workspace. A key outside it,
 // or a missing blob, is an integrity failure (500), never another workspace's bytes.
-func (s *Store) Open(ctx context.Context, sc auth.Scope, key string) (*gcblob.Reader, error) {
+func (s *Store) Open(ctx context.Context, sc scope.Scope, key string) (*gcblob.Reader, error) {
 	if sc.WorkspaceID() == "" || !strings.HasPrefix(key, "ws/"+sc.WorkspaceID()+"/sha256/") {
 		return nil, problem.Wrap(fmt.Errorf("blob: key %q outside workspace %q", key, sc.WorkspaceID()), "internal error")
 	}

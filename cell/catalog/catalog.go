@@ -4,10 +4,8 @@ package catalog
 
 import (
 	"encoding/json"
-	"time"
 
 	"slidecells/cell/design"
-	"slidecells/cell/store"
 )
 
 // Standard is the page or component standard the backend enforces: what a client must produce.
@@ -99,22 +97,4 @@ func AgentByKey(key string) (Agent, bool) {
 		}
 	}
 	return Agent{}, false
-}
-
-// AgentConfigView is a workspace's configuration of one agent (its defaults when never set).
-type AgentConfigView struct {
-	AgentKey  string          `json:"agent_key"`
-	Enabled   bool            `json:"enabled"`
-	Settings  json.RawMessage `json:"settings"`
-	Version   int64           `json:"version" doc:"0 when the workspace uses the catalogue defaults"`
-	UpdatedAt *time.Time      `json:"updated_at,omitempty"`
-}
-
-// ConfigOf is a workspace's configuration of an agent: the stored one, or the defaults.
-func ConfigOf(a Agent, stored map[string]store.AgentConfig) AgentConfigView {
-	if c, ok := stored[a.Key]; ok {
-		at := c.UpdatedAt
-		return AgentConfigView{AgentKey: a.Key, Enabled: c.Enabled, Settings: c.Settings, Version: c.Version, UpdatedAt: &at}
-	}
-	return AgentConfigView{AgentKey: a.Key, Enabled: true, Settings: a.DefaultSettings}
 }

@@ -5,13 +5,11 @@ import (
 	"regexp"
 	"slices"
 	"testing"
-	"time"
 
 	"slidecells/cell/api"
 	"slidecells/cell/catalog"
 	"slidecells/cell/compile"
 	"slidecells/cell/design"
-	"slidecells/cell/store"
 	"slidecells/shared/directory"
 )
 
@@ -164,49 +162,5 @@ func TestAgentByKey(t *testing.T) {
 		if got, ok := catalog.AgentByKey(key); ok || got.Key != "" {
 			t.Fatalf("AgentByKey(%q) found %+v", key, got)
 		}
-	}
-}
-
-// TestConfigOf: a workspace's view of an agent is its stored configuration, else the
-// catalogue's defaults (enabled, version 0, no update time); another agent's stored
-// configuration never applies.
-func TestConfigOf(t *testing.T) {
-	writer, _ := catalog.AgentByKey("deck-writer")
-	reviewer, _ := catalog.AgentByKey("layout-reviewer")
-	at := time.Date(2025, 2, 3, 4, 5, 6, 0, time.UTC)
-	stored := map[string]store.AgentConfig{
-		"deck-writer": {AgentKey: "deck-writer", Enabled: false, Settings: json.RawMessage(`{"tone":"formal"}`), Version: 4, UpdatedBy: "usr_x", UpdatedAt: at},
-	}
-	for _, c := range []struct {
-		name     string
-		agent    catalog.Agent
-		stored   map[string]store.AgentConfig
-		enabled  bool
-		settings string
-		version  int64
-		updated  *time.Time
-	}{
-		{"stored", writer, stored, false, `{"tone":"formal"}`, 4, &at},
-		{"never set", reviewer, stored, true, string(reviewer.DefaultSettings), 0, nil},
-		{"nothing stored", writer, nil, true, string(writer.DefaultSettings), 0, nil},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			v := catalog.ConfigOf(c.agent, c.stored)
-			if v.AgentKey != c.agent.Key || v.Enabled != c.enabled || string(v.Settings) != c.settings || v.Version != c.version {
-				t.Fatalf("view %+v", v)
-			}
-			if (v.UpdatedAt == nil) != (c.updated == nil) || (c.updated != nil && !v.UpdatedAt.Equal(*c.updated)) {
-				t.Fatalf("updated_at %v, want %v", v.UpdatedAt, c.updated)
-			}
-			raw, err := json.Marshal(v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var m map[string]any
-			_ = json.Unmarshal(raw, &m)
-			if _, ok := m["updated_at"]; ok != (c.updated != nil) {
-				t.Fatalf("updated_at shown %v: %s", ok, raw)
-			}
-		})
 	}
 }

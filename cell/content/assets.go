@@ -10,10 +10,9 @@ import (
 	"strings"
 	"unicode"
 
-	"slidecells/cell/auth"
+	"slidecells/cell/auth/scope"
 	cblob "slidecells/cell/blob"
 	"slidecells/cell/design"
-	"slidecells/cell/store"
 	"slidecells/shared/problem"
 )
 
@@ -31,7 +30,7 @@ var assetTagPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._:-]{0,63}$`)
 
 // Assets is the asset service of one cell: rows in the store, bytes in the blob store.
 type Assets struct {
-	Store *store.Store
+	Store AssetStore
 	Blobs *cblob.Store
 }
 
@@ -43,7 +42,7 @@ func ContentURL(assetID, sha256 string) string {
 }
 
 // ContentURLOf is ContentURL of an asset row.
-func ContentURLOf(a store.Asset) string { return ContentURL(a.ID, a.SHA256) }
+func ContentURLOf(a Asset) string { return ContentURL(a.ID, a.SHA256) }
 
 // Upload is one file to store as a new asset.
 type Upload struct {
@@ -65,28 +64,28 @@ type Upload struct {
 // then the row. It is what POST /api/v1/assets/content runs and what other resources call to
 // keep their files as assets. Errors are problem errors (413, 415, 422). Operations that call it
 // with a request body must declare MaxBodyBytes: cblob.MaxBytes.
-func (as *Assets) Upload(ctx context.Context, sc auth.Scope, up Upload) (store.Asset, error) {
+func (as *Assets) Upload(ctx context.Context, sc scope.Scope, up Upload) (Asset, error) {
 	if err := CheckName("query.name", up.Name, true); err != nil {
-		return store.Asset{}, err
+		return Asset{}, err
 	}
 	tags, err := CheckTags("query.tags", up.Tags)
 	if err != nil {
-		return store.Asset{}, err
+		return Asset{}, err
 	}
 	obj, err := as.Blobs.Put(ctx, sc, up.Body, cblob.PutOptions{Declared: up.ContentType, Kinds: up.Kinds})
 	if err != nil {
-		return store.Asset{}, err
+		return Asset{}, err
 	}
 	name := up.Name
 	if name == "" {
 		name = obj.SHA256[:12] + "." + assetExt[obj.ContentType]
 	}
-	return as.Store.CreateAsset(ctx, sc, store.NewAsset{Name: name, Tags: tags, Content: contentOf(obj)})
+	return as.Store.CreateAsset(ctx, sc, NewAsset{Name: name, Tags: tags, Content: contentOf(obj)})
 }
 
 // Open returns a live asset of the workspace and a reader of its bytes; the caller closes the
 // reader.
-func (as *Assets) Open(ctx context.Context, sc auth.Scope, id string) (store.Asset, io.ReadCloser, error) {
+func (as *Assets) Open(ctx context.Context, sc scope.Scope, id string) (Asset, io.ReadCloser, error) {
 	a, err := as.Store.GetAsset(ctx, sc, id)
 	if err != nil {
 		return a, nil, err
@@ -100,7 +99,7 @@ func (as *Assets) Open(ctx context.Context, sc auth.Scope, id string) (store.Ass
 
 // Pinned returns a live asset whose content is still sha256 (any content when sha256 is "");
 // a replaced content is a 409 naming the current one.
-func (as *Assets) Pinned(ctx context.Context, sc auth.Scope, id, sha256 string) (store.Asset, error) {
+func (as *Assets) Pinned(ctx context.Context, sc scope.Scope, id, sha256 string) (Asset, error) {
 	a, err := as.Store.GetAsset(ctx, sc, id)
 	if err == nil && sha256 != "" && sha256 != a.SHA256 {
 		err = staleContent(a.SHA256)
@@ -110,7 +109,7 @@ func (as *Assets) Pinned(ctx context.Context, sc auth.Scope, id, sha256 string) 
 
 // Replace puts new content under a live asset if ifMatch (the quoted sha256 the caller read)
 // is current; the content must keep the asset's kind. The same bytes change nothing.
-func (as *Assets) Replace(ctx context.Context, sc auth.Scope, id, ifMatch string, body io.Reader, declared string) (store.Asset, error) {
+func (as *Assets) Replace(ctx context.Context, sc scope.Scope, id, ifMatch string, body io.Reader, declared string) (Asset, error) {
 	a, err := as.Store.GetAsset(ctx, sc, id)
 	if err != nil {
 		return a, err
@@ -130,8 +129,8 @@ func (as *Assets) Replace(ctx context.Context, sc auth.Scope, id, ifMatch string
 }
 
 // Changes are the checked metadata edits of an update request; nil fields are absent.
-func Changes(name *string, tags *[]string, metadata *map[string]any) (store.AssetChanges, error) {
-	var c store.AssetChanges
+func Changes(name *string, tags *[]string, metadata *map[string]any) (AssetChanges, error) {
+	var c AssetChanges
 	if name != nil {
 		if err := CheckName("body.name", *name, false); err != nil {
 			return c, err
@@ -156,12 +155,12 @@ func Changes(name *string, tags *[]string, metadata *map[string]any) (store.Asse
 }
 
 // FontBundle renders a family's @font-face stylesheet from its enabled faces' live assets.
-func (as *Assets) FontBundle(ctx context.Context, sc auth.Scope, familyID string) ([]byte, error) {
+func (as *Assets) FontBundle(ctx context.Context, sc scope.Scope, familyID string) ([]byte, error) {
 	m, err := as.Store.GetFontFamily(ctx, sc, familyID)
 	if err != nil {
 		return nil, err
 	}
-	live := map[string]store.Asset{}
+	live := map[string]design.FontFile{}
 	for _, f := range m.Faces {
 		if !f.Enabled {
 			continue
@@ -171,14 +170,14 @@ func (as *Assets) FontBundle(ctx context.Context, sc auth.Scope, familyID string
 			return nil, err
 		}
 		if err == nil {
-			live[a.ID] = a
+			live[a.ID] = design.FontFile{ContentType: a.ContentType, URL: ContentURLOf(a)}
 		}
 	}
-	return design.FontBundleCSS(m, live, ContentURLOf), nil
+	return design.FontBundleCSS(m, live), nil
 }
 
-func contentOf(o cblob.Object) store.AssetContent {
-	return store.AssetContent{ContentType: o.ContentType, ByteSize: o.Size, SHA256: o.SHA256, BlobKey: o.Key}
+func contentOf(o cblob.Object) AssetContent {
+	return AssetContent{ContentType: o.ContentType, ByteSize: o.Size, SHA256: o.SHA256, BlobKey: o.Key}
 }
 
 var assetExt = map[string]string{

@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"slices"
 
-	"slidecells/cell/auth"
+	"slidecells/cell/auth/scope"
 	cblob "slidecells/cell/blob"
 	"slidecells/cell/design"
-	"slidecells/cell/store"
 	"slidecells/shared/problem"
 )
 
@@ -76,20 +75,20 @@ var roleKinds = map[string][]cblob.Kind{
 // Projects are the project structure writes: each part is written whole, version-locked, and
 // its references are judged inside the write.
 type Projects struct {
-	Store *store.Store
+	Store ProjectStore
 }
 
 // Configuration reads a project's configuration.
-func (ps *Projects) Configuration(ctx context.Context, sc auth.Scope, projectID string) (ProjectConfiguration, int64, error) {
+func (ps *Projects) Configuration(ctx context.Context, sc scope.Scope, projectID string) (ProjectConfiguration, int64, error) {
 	var cfg ProjectConfiguration
-	v, err := ps.read(ctx, sc, projectID, store.Configuration, &cfg)
+	v, err := ps.read(ctx, sc, projectID, PartConfiguration, &cfg)
 	return cfg, v, err
 }
 
 // RouteTree reads a project's route tree.
-func (ps *Projects) RouteTree(ctx context.Context, sc auth.Scope, projectID string) (RouteTree, int64, error) {
+func (ps *Projects) RouteTree(ctx context.Context, sc scope.Scope, projectID string) (RouteTree, int64, error) {
 	var t RouteTree
-	v, err := ps.read(ctx, sc, projectID, store.RouteTree, &t)
+	v, err := ps.read(ctx, sc, projectID, PartRouteTree, &t)
 	if t.Routes == nil {
 		t.Routes = []RouteNode{}
 	}
@@ -97,16 +96,16 @@ func (ps *Projects) RouteTree(ctx context.Context, sc auth.Scope, projectID stri
 }
 
 // BuildAssets reads a project's build assets.
-func (ps *Projects) BuildAssets(ctx context.Context, sc auth.Scope, projectID string) ([]BuildAsset, int64, error) {
+func (ps *Projects) BuildAssets(ctx context.Context, sc scope.Scope, projectID string) ([]BuildAsset, int64, error) {
 	list := []BuildAsset{}
-	v, err := ps.read(ctx, sc, projectID, store.BuildAssets, &list)
+	v, err := ps.read(ctx, sc, projectID, PartBuildAssets, &list)
 	if list == nil {
 		list = []BuildAsset{}
 	}
 	return list, v, err
 }
 
-func (ps *Projects) read(ctx context.Context, sc auth.Scope, projectID string, p store.Part, into any) (int64, error) {
+func (ps *Projects) read(ctx context.Context, sc scope.Scope, projectID string, p Part, into any) (int64, error) {
 	raw, v, err := ps.Store.GetPart(ctx, sc, projectID, p)
 	if err != nil {
 		return 0, err
@@ -119,7 +118,7 @@ func (ps *Projects) read(ctx context.Context, sc auth.Scope, projectID string, p
 
 // PutConfiguration replaces a configuration; its presentation takes the same fields, rules and
 // defaults as a style, and its theme key must name a live theme.
-func (ps *Projects) PutConfiguration(ctx context.Context, sc auth.Scope, projectID string, baseline int64,
+func (ps *Projects) PutConfiguration(ctx context.Context, sc scope.Scope, projectID string, baseline int64,
 	settings ProjectSettings, pres *design.StylePresentationFields) (ProjectConfiguration, int64, error) {
 	cfg := ProjectConfiguration{ProjectSettings: settings}
 	const prefix = "body.configuration.presentation."
@@ -135,8 +134,8 @@ func (ps *Projects) PutConfiguration(ctx context.Context, sc auth.Scope, project
 		cfg.Presentation = &ProjectPresentation{StylePresentation: p}
 		themeKey = design.ThemeKeyOf(p)
 	}
-	v, err := ps.Store.WritePart(ctx, sc, projectID, store.Configuration, baseline, store.Refs{ThemeKey: themeKey},
-		func(_ json.RawMessage, live store.Live) (any, error) {
+	v, err := ps.Store.WritePart(ctx, sc, projectID, PartConfiguration, baseline, Refs{ThemeKey: themeKey},
+		func(_ json.RawMessage, live Live) (any, error) {
 			return cfg, liveTheme(live, themeKey, prefix+"theme_key")
 		})
 	return cfg, v, err
@@ -145,7 +144,7 @@ func (ps *Projects) PutConfiguration(ctx context.Context, sc auth.Scope, project
 // ApplyStyle makes a style's snapshot the project's presentation. The project named answers
 // first, so a foreign project is the same 404 whatever the style; the style's theme must still
 // be live when it is applied.
-func (ps *Projects) ApplyStyle(ctx context.Context, sc auth.Scope, projectID, styleID string, baseline int64) (ProjectConfiguration, int64, error) {
+func (ps *Projects) ApplyStyle(ctx context.Context, sc scope.Scope, projectID, styleID string, baseline int64) (ProjectConfiguration, int64, error) {
 	var cfg ProjectConfiguration
 	if _, err := ps.Store.GetProject(ctx, sc, projectID); err != nil {
 		return cfg, 0, err
@@ -162,8 +161,8 @@ func (ps *Projects) ApplyStyle(ctx context.Context, sc auth.Scope, projectID, st
 		return cfg, 0, err
 	}
 	themeKey := design.ThemeKeyOf(snap.Presentation)
-	v, err := ps.Store.WritePart(ctx, sc, projectID, store.Configuration, baseline, store.Refs{ThemeKey: themeKey},
-		func(current json.RawMessage, live store.Live) (any, error) {
+	v, err := ps.Store.WritePart(ctx, sc, projectID, PartConfiguration, baseline, Refs{ThemeKey: themeKey},
+		func(current json.RawMessage, live Live) (any, error) {
 			if err := json.Unmarshal(current, &cfg); err != nil {
 				return nil, problem.Wrap(err, "stored configuration unreadable")
 			}
@@ -173,7 +172,7 @@ func (ps *Projects) ApplyStyle(ctx context.Context, sc auth.Scope, projectID, st
 	return cfg, v, err
 }
 
-func liveTheme(live store.Live, key, field string) error {
+func liveTheme(live Live, key, field string) error {
 	if key == "" || live.ThemeKey {
 		return nil
 	}
@@ -181,7 +180,7 @@ func liveTheme(live store.Live, key, field string) error {
 }
 
 // PutRouteTree replaces a route tree; every page it names must be a live page of the project.
-func (ps *Projects) PutRouteTree(ctx context.Context, sc auth.Scope, projectID string, baseline int64, tree RouteTree) (RouteTree, int64, error) {
+func (ps *Projects) PutRouteTree(ctx context.Context, sc scope.Scope, projectID string, baseline int64, tree RouteTree) (RouteTree, int64, error) {
 	if tree.Routes == nil {
 		tree.Routes = []RouteNode{}
 	}
@@ -193,8 +192,8 @@ func (ps *Projects) PutRouteTree(ctx context.Context, sc auth.Scope, projectID s
 	for id := range refs {
 		pages = append(pages, id)
 	}
-	v, err := ps.Store.WritePart(ctx, sc, projectID, store.RouteTree, baseline, store.Refs{Pages: pages},
-		func(_ json.RawMessage, live store.Live) (any, error) {
+	v, err := ps.Store.WritePart(ctx, sc, projectID, PartRouteTree, baseline, Refs{Pages: pages},
+		func(_ json.RawMessage, live Live) (any, error) {
 			var missing []problem.FieldError
 			for id, field := range refs {
 				if !live.Pages[id] {
@@ -212,7 +211,7 @@ func (ps *Projects) PutRouteTree(ctx context.Context, sc auth.Scope, projectID s
 // PutBuildAssets sets the assets a build ships. Assets are read inside the write, so a
 // concurrent archive or content replace is either seen (422) or serialised after this write;
 // the pinned hash is never stale at commit.
-func (ps *Projects) PutBuildAssets(ctx context.Context, sc auth.Scope, projectID string, baseline int64, list []BuildAsset) ([]BuildAsset, int64, error) {
+func (ps *Projects) PutBuildAssets(ctx context.Context, sc scope.Scope, projectID string, baseline int64, list []BuildAsset) ([]BuildAsset, int64, error) {
 	if list == nil {
 		list = []BuildAsset{}
 	}
@@ -220,8 +219,8 @@ func (ps *Projects) PutBuildAssets(ctx context.Context, sc auth.Scope, projectID
 	for i, b := range list {
 		assetIDs[i] = b.AssetID
 	}
-	v, err := ps.Store.WritePart(ctx, sc, projectID, store.BuildAssets, baseline, store.Refs{Assets: assetIDs},
-		func(_ json.RawMessage, live store.Live) (any, error) {
+	v, err := ps.Store.WritePart(ctx, sc, projectID, PartBuildAssets, baseline, Refs{Assets: assetIDs},
+		func(_ json.RawMessage, live Live) (any, error) {
 			var fe []problem.FieldError
 			paths := map[string]int{}
 			for i := range list {

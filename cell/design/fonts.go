@@ -11,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	cblob "slidecells/cell/blob"
-	"slidecells/cell/store"
 	"slidecells/shared/problem"
 )
 
@@ -160,10 +159,10 @@ func CSSString(s string) string {
 
 // FontBundleCSS renders the @font-face rules of a family's enabled faces, ordered by weight,
 // style and ID. A face whose asset is no longer a live font is left out with a comment.
-// assets holds the family's live assets by ID (an absent one is not live); contentURL is an
-// asset's immutable content address.
-func FontBundleCSS(m store.FontFamily, assets map[string]store.Asset, contentURL func(store.Asset) string) []byte {
-	faces := append([]store.FontFace(nil), m.Faces...)
+// files holds the family's live assets by ID (an absent one is not live): their content type
+// and their immutable content address.
+func FontBundleCSS(m FontFamily, files map[string]FontFile) []byte {
+	faces := append([]FontFace(nil), m.Faces...)
 	sort.SliceStable(faces, func(i, j int) bool {
 		a, b := faces[i], faces[j]
 		if a.WeightMin != b.WeightMin {
@@ -183,14 +182,14 @@ func FontBundleCSS(m store.FontFamily, assets map[string]store.Asset, contentURL
 		if !f.Enabled {
 			continue
 		}
-		a, live := assets[f.AssetID]
+		a, live := files[f.AssetID]
 		format, ok := FontFormats[a.ContentType]
 		if !live || !ok {
 			fmt.Fprintf(&b, "/* face %s left out: its asset is not a live font */\n", f.ID)
 			continue
 		}
 		fmt.Fprintf(&b, "@font-face {\n  font-family: %s;\n  src: url(%s) format(%s);\n  font-weight: %s;\n  font-style: %s;\n  font-display: %s;\n",
-			CSSString(m.Name), CSSString(contentURL(a)), CSSString(format),
+			CSSString(m.Name), CSSString(a.URL), CSSString(format),
 			FontWeightText(f.WeightMin, f.WeightMax), f.Style, f.Display)
 		if f.UnicodeRange != "" {
 			fmt.Fprintf(&b, "  unicode-range: %s;\n", f.UnicodeRange)
@@ -200,10 +199,16 @@ func FontBundleCSS(m store.FontFamily, assets map[string]store.Asset, contentURL
 	return []byte(b.String())
 }
 
+// FontFile is a live font asset as a bundle references it: its content type and its URL.
+type FontFile struct {
+	ContentType string
+	URL         string
+}
+
 // FaceErr answers a face whose asset is not a live font asset at body.asset_id; other errors
 // stay as they are.
 func FaceErr(err error) error {
-	var fa *store.FaceAssetError
+	var fa *FaceAssetError
 	switch {
 	case !errors.As(err, &fa):
 		return err
@@ -226,8 +231,8 @@ type FaceDescriptors struct {
 
 // Check validates the descriptors into a patch, collecting field errors. font_style and
 // font_display are enumerations the request schema already restricts.
-func (d FaceDescriptors) Check() (store.FontFacePatch, []problem.FieldError) {
-	var p store.FontFacePatch
+func (d FaceDescriptors) Check() (FontFacePatch, []problem.FieldError) {
+	var p FontFacePatch
 	var errs []problem.FieldError
 	if d.FamilyName != nil {
 		name, msg := CheckFamilyName(*d.FamilyName)
@@ -258,12 +263,12 @@ func (d FaceDescriptors) Check() (store.FontFacePatch, []problem.FieldError) {
 
 // NewFace is the face a create makes: the defaults (400, normal, swap, enabled) laid under the
 // checked descriptors.
-func (d FaceDescriptors) NewFace(assetID string) (store.FontFaceInput, error) {
+func (d FaceDescriptors) NewFace(assetID string) (FontFaceInput, error) {
 	p, errs := d.Check()
 	if len(errs) > 0 {
-		return store.FontFaceInput{}, problem.Invalid(errs...)
+		return FontFaceInput{}, problem.Invalid(errs...)
 	}
-	f := store.FontFaceInput{FamilyName: *p.FamilyName, FaceFields: store.FaceFields{AssetID: assetID, WeightMin: 400, WeightMax: 400,
+	f := FontFaceInput{FamilyName: *p.FamilyName, FaceFields: FaceFields{AssetID: assetID, WeightMin: 400, WeightMax: 400,
 		Style: "normal", Display: "swap", Enabled: true}}
 	if p.WeightMin != nil {
 		f.WeightMin, f.WeightMax = *p.WeightMin, *p.WeightMax

@@ -1,7 +1,5 @@
 package design
 
-import "slidecells/cell/store"
-
 // FontPreset is a platform font preset.
 type FontPreset struct {
 	Token    string   `json:"token"`
@@ -59,6 +57,3 @@ func DefaultPresets() map[string]string {
 	}
 	return out
 }
-
-// FontRoles are the typography roles of a theme, in output order.
-var FontRoles = store.FontRoles

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"slidecells/cell/store"
 	"slidecells/shared/digest"
 	"slidecells/shared/problem"
 )
@@ -414,20 +413,20 @@ func ThemeKeyOf(p StylePresentation) string {
 }
 
 // NewStyle is the style a create makes: the request laid over the default presentation.
-func (r *StyleRequest) NewStyle() (store.Style, error) {
+func (r *StyleRequest) NewStyle() (Style, error) {
 	if r.name == nil { // not a parsed object (the API's schema check answers that first)
-		return store.Style{}, problem.Invalid(fieldErr("body.name", "required"))
+		return Style{}, problem.Invalid(fieldErr("body.name", "required"))
 	}
 	p, errs := r.Apply(DefaultStylePresentation())
 	if len(errs) > 0 {
-		return store.Style{}, problem.Invalid(errs...)
+		return Style{}, problem.Invalid(errs...)
 	}
 	snap, dg, err := EncodeSnapshot(p)
-	return store.Style{Name: *r.name, Snapshot: snap, SnapshotDigest: dg, ThemeKey: ThemeKeyOf(p)}, err
+	return Style{Name: *r.name, Snapshot: snap, SnapshotDigest: dg, ThemeKey: ThemeKeyOf(p)}, err
 }
 
 // Change lays an update request over a stored style (the store runs it inside the write).
-func (r *StyleRequest) Change(cur store.Style) (store.Style, error) {
+func (r *StyleRequest) Change(cur Style) (Style, error) {
 	snap, err := DecodeSnapshot(cur.Snapshot)
 	if err != nil {
 		return cur, err
@@ -447,7 +446,7 @@ func (r *StyleRequest) Change(cur store.Style) (store.Style, error) {
 
 // StoreErr answers an unknown theme key at the field the request used.
 func (r *StyleRequest) StoreErr(err error) error {
-	if errors.Is(err, store.ErrUnknownThemeKey) {
+	if errors.Is(err, ErrUnknownThemeKey) {
 		return problem.Invalid(problem.FieldError{Field: r.prefix + "theme_key", Message: "no live theme with this key in the workspace"})
 	}
 	return err

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"slidecells/cell/store"
 	"slidecells/shared/problem"
 )
 
@@ -96,17 +95,17 @@ func (c ThemeChange) Check() (map[string]string, []problem.FieldError) {
 	if c.Radius != nil {
 		errs = append(errs, checkScale("radius", c.Radius, MaxRadiusPx)...)
 	}
-	_, e := resolveFonts(c.ThemeFontBindings, map[string]store.ThemeFont{})
+	_, e := resolveFonts(c.ThemeFontBindings, map[string]ThemeFont{})
 	return colors, append(errs, e...)
 }
 
 // NewTheme is the theme a create makes: defaults laid under the request.
-func (c ThemeChange) NewTheme() (store.Theme, error) {
+func (c ThemeChange) NewTheme() (Theme, error) {
 	colors, errs := c.Check()
 	if colors == nil {
 		colors, _ = checkColors(nil)
 	}
-	t := store.Theme{Key: c.Key, Colors: colors, Spacing: defaultSpacing, Radius: defaultRadius}
+	t := Theme{Key: c.Key, Colors: colors, Spacing: defaultSpacing, Radius: defaultRadius}
 	if c.Name != nil {
 		t.Name = *c.Name
 	}
@@ -124,7 +123,7 @@ func (c ThemeChange) NewTheme() (store.Theme, error) {
 }
 
 // Apply lays a checked change over a stored theme.
-func (c ThemeChange) Apply(t *store.Theme) {
+func (c ThemeChange) Apply(t *Theme) {
 	colors, _ := c.Check()
 	if c.Name != nil {
 		t.Name = *c.Name
@@ -189,8 +188,8 @@ func checkScale(field string, in []int, max int) []problem.FieldError {
 
 // resolveFonts resolves the typography fields over base (the current bindings; nil on create,
 // where a role with neither field gets its default preset).
-func resolveFonts(b ThemeFontBindings, base map[string]store.ThemeFont) (map[string]store.ThemeFont, []problem.FieldError) {
-	out := map[string]store.ThemeFont{}
+func resolveFonts(b ThemeFontBindings, base map[string]ThemeFont) (map[string]ThemeFont, []problem.FieldError) {
+	out := map[string]ThemeFont{}
 	var errs []problem.FieldError
 	for _, role := range FontRoles {
 		fam, preset := b.role(role)
@@ -200,7 +199,7 @@ func resolveFonts(b ThemeFontBindings, base map[string]store.ThemeFont) (map[str
 			msg := fmt.Sprintf("give either %s_font_family_id or %s_font_preset, not both", role, role)
 			errs = append(errs, problem.FieldError{Field: famField, Message: msg}, problem.FieldError{Field: presetField, Message: msg})
 		case fam != nil:
-			out[role] = store.ThemeFont{FamilyID: *fam}
+			out[role] = ThemeFont{FamilyID: *fam}
 		case preset != nil:
 			ok := false
 			for _, t := range PresetTokens(role) {
@@ -210,11 +209,11 @@ func resolveFonts(b ThemeFontBindings, base map[string]store.ThemeFont) (map[str
 				errs = append(errs, problem.FieldError{Field: presetField,
 					Message: fmt.Sprintf("the %s role accepts the presets %s", role, strings.Join(PresetTokens(role), ", "))})
 			}
-			out[role] = store.ThemeFont{Preset: *preset}
+			out[role] = ThemeFont{Preset: *preset}
 		case base != nil:
 			out[role] = base[role]
 		default:
-			out[role] = store.ThemeFont{Preset: DefaultPreset(role).Token}
+			out[role] = ThemeFont{Preset: DefaultPreset(role).Token}
 		}
 	}
 	return out, errs
@@ -252,7 +251,7 @@ func FontBundlePath(workspaceID, familyID string) string {
 	return "/workspaces/" + workspaceID + "/font-families/" + familyID + "/bundle.css"
 }
 
-func roleFont(workspaceID, role string, f store.ThemeFont) ThemeRoleFont {
+func roleFont(workspaceID, role string, f ThemeFont) ThemeRoleFont {
 	if f.FamilyID != "" {
 		return ThemeRoleFont{Source: "family", FontFamilyID: f.FamilyID, FontFamily: f.FamilyName,
 			CSSFontFamily: CSSString(f.FamilyName) + ", " + DefaultPreset(role).Family,
@@ -268,7 +267,7 @@ func roleFont(workspaceID, role string, f store.ThemeFont) ThemeRoleFont {
 }
 
 // Typography is a stored theme's typography.
-func Typography(workspaceID string, t store.Theme) ThemeTypography {
+func Typography(workspaceID string, t Theme) ThemeTypography {
 	return ThemeTypography{
 		Heading: roleFont(workspaceID, "heading", t.Fonts["heading"]),
 		Body:    roleFont(workspaceID, "body", t.Fonts["body"]),
@@ -277,7 +276,7 @@ func Typography(workspaceID string, t store.Theme) ThemeTypography {
 }
 
 // ThemeCSS renders a theme's custom properties and a :root rule declaring them in a fixed order.
-func ThemeCSS(t store.Theme, typo ThemeTypography) (map[string]string, string) {
+func ThemeCSS(t Theme, typo ThemeTypography) (map[string]string, string) {
 	vars := map[string]string{}
 	var order []string
 	add := func(k, v string) {

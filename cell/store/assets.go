@@ -7,50 +7,20 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"slidecells/cell/auth"
+	"slidecells/cell/content"
 	"slidecells/shared/ids"
 )
 
 // Assets is the kind of assets. Metadata edits are version-locked.
-var Assets = Table[Asset]{Kind: Kind{Name: "assets", Prefix: ids.Asset, LockColumn: "version"}, cols: assetCols, scan: scanAsset}
+var Assets = Table[content.Asset]{Kind: Kind{Name: "assets", Prefix: ids.Asset, LockColumn: "version"}, cols: assetCols, scan: scanAsset}
 
 // assetContent is the same table seen by a content replacement, which is locked by hash.
 var assetContent = Kind{Name: "assets", Prefix: ids.Asset, LockColumn: "sha256"}
 
-// Asset is an asset row. The bytes are in the cell's blob store under BlobKey (see cell/blob);
-// SHA256 is the lower-case hex digest of those bytes and the content's lock baseline.
-type Asset struct {
-	Object
-	Name        string
-	ContentType string // canonical, sniffed from the bytes (cell/blob allow-list)
-	ByteSize    int64
-	SHA256      string
-	BlobKey     string
-	Tags        []string
-	Metadata    json.RawMessage // a JSON object
-	Version     int64
-	Stamps
-}
-
-// AssetContent is stored content as cell/blob reports it, ready to be referenced by a row.
-type AssetContent struct {
-	ContentType string
-	ByteSize    int64
-	SHA256      string
-	BlobKey     string
-}
-
-// NewAsset is what CreateAsset inserts.
-type NewAsset struct {
-	Name     string
-	Content  AssetContent
-	Tags     []string
-	Metadata json.RawMessage // nil is {}
-}
-
 const assetCols = `id, name, content_type, byte_size, sha256, blob_key, tags, metadata, version, created_by, created_at, updated_at`
 
-func scanAsset(r pgx.Row) (Asset, error) {
-	var a Asset
+func scanAsset(r pgx.Row) (content.Asset, error) {
+	var a content.Asset
 	err := r.Scan(&a.ID, &a.Name, &a.ContentType, &a.ByteSize, &a.SHA256, &a.BlobKey, &a.Tags, &a.Metadata,
 		&a.Version, &a.CreatedBy, &a.CreatedAt, &a.UpdatedAt)
 	if a.Tags == nil {
@@ -74,13 +44,13 @@ func tagsOrEmpty(t []string) []string {
 }
 
 // GetAsset returns a live asset of the workspace, or the one 404.
-func (st *Store) GetAsset(ctx context.Context, s auth.Scope, id string) (Asset, error) {
+func (st *Store) GetAsset(ctx context.Context, s auth.Scope, id string) (content.Asset, error) {
 	return Assets.Get(ctx, st, s, id)
 }
 
 // CreateAsset inserts an asset row for content already in the blob store.
-func (st *Store) CreateAsset(ctx context.Context, s auth.Scope, n NewAsset) (Asset, error) {
-	return written(ctx, st, s, func(tx pgx.Tx) (Asset, error) {
+func (st *Store) CreateAsset(ctx context.Context, s auth.Scope, n content.NewAsset) (content.Asset, error) {
+	return written(ctx, st, s, func(tx pgx.Tx) (content.Asset, error) {
 		return scanAsset(tx.QueryRow(ctx, `
 			INSERT INTO assets (workspace_id, id, name, content_type, byte_size, sha256, blob_key, tags, metadata, created_by)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
@@ -91,22 +61,15 @@ func (st *Store) CreateAsset(ctx context.Context, s auth.Scope, n NewAsset) (Ass
 
 // ReplaceAssetContent points a live asset at new content if its current sha256 is still the
 // baseline; a stale baseline is a 409 naming the current hash. The old blob is left in place.
-func (st *Store) ReplaceAssetContent(ctx context.Context, s auth.Scope, id, baselineSHA256 string, c AssetContent) (Asset, error) {
-	return written(ctx, st, s, func(tx pgx.Tx) (Asset, error) {
+func (st *Store) ReplaceAssetContent(ctx context.Context, s auth.Scope, id, baselineSHA256 string, c content.AssetContent) (content.Asset, error) {
+	return written(ctx, st, s, func(tx pgx.Tx) (content.Asset, error) {
 		return Assets.update(ctx, tx, s, assetContent, id, baselineSHA256,
 			`content_type = $4, byte_size = $5, sha256 = $6, blob_key = $7, version = version + 1`, c.ContentType, c.ByteSize, c.SHA256, c.BlobKey)
 	})
 }
 
-// AssetChanges are the metadata edits of UpdateAsset; nil leaves a field as it is.
-type AssetChanges struct {
-	Name     *string
-	Tags     *[]string       // replaces the whole list
-	Metadata json.RawMessage // replaces the whole object; nil keeps it
-}
-
 // UpdateAsset edits name, tags and metadata if the version baseline is current.
-func (st *Store) UpdateAsset(ctx context.Context, s auth.Scope, id string, baseline int64, c AssetChanges) (Asset, error) {
+func (st *Store) UpdateAsset(ctx context.Context, s auth.Scope, id string, baseline int64, c content.AssetChanges) (content.Asset, error) {
 	var tags []string
 	if c.Tags != nil {
 		tags = tagsOrEmpty(*c.Tags)
@@ -115,7 +78,7 @@ func (st *Store) UpdateAsset(ctx context.Context, s auth.Scope, id string, basel
 	if c.Metadata != nil {
 		meta = metadataOrEmpty(c.Metadata)
 	}
-	return written(ctx, st, s, func(tx pgx.Tx) (Asset, error) {
+	return written(ctx, st, s, func(tx pgx.Tx) (content.Asset, error) {
 		return Assets.update(ctx, tx, s, Assets.Kind, id, baseline,
 			`name = COALESCE($4, name), tags = COALESCE($5, tags), metadata = COALESCE($6, metadata), version = version + 1`, c.Name, tags, meta)
 	})
@@ -124,8 +87,8 @@ func (st *Store) UpdateAsset(ctx context.Context, s auth.Scope, id string, basel
 // CopyAsset makes a new asset row that references the same blob as a live source asset (content
 // addressing makes a byte copy unnecessary). Tags and metadata are copied; name, when not nil,
 // replaces the source's name.
-func (st *Store) CopyAsset(ctx context.Context, s auth.Scope, id string, name *string) (Asset, error) {
-	return written(ctx, st, s, func(tx pgx.Tx) (Asset, error) {
+func (st *Store) CopyAsset(ctx context.Context, s auth.Scope, id string, name *string) (content.Asset, error) {
+	return written(ctx, st, s, func(tx pgx.Tx) (content.Asset, error) {
 		return row(ctx, tx, s, scanAsset, `
 			INSERT INTO assets (workspace_id, id, name, content_type, byte_size, sha256, blob_key, tags, metadata, created_by)
 			SELECT workspace_id, $3, COALESCE($4, name), content_type, byte_size, sha256, blob_key, tags, metadata, $5
@@ -134,14 +97,8 @@ func (st *Store) CopyAsset(ctx context.Context, s auth.Scope, id string, name *s
 	})
 }
 
-// AssetFilter narrows ListAssets; empty fields do not filter.
-type AssetFilter struct {
-	Tag          string
-	ContentTypes []string // any of these
-}
-
 // ListAssets pages through live assets ordered by ID, after cursor.
-func (st *Store) ListAssets(ctx context.Context, s auth.Scope, f AssetFilter, cursor string, limit int) ([]Asset, error) {
+func (st *Store) ListAssets(ctx context.Context, s auth.Scope, f content.AssetFilter, cursor string, limit int) ([]content.Asset, error) {
 	types := f.ContentTypes
 	if len(types) == 0 {
 		types = nil
@@ -153,16 +110,10 @@ func (st *Store) ListAssets(ctx context.Context, s auth.Scope, f AssetFilter, cu
 		ORDER BY id LIMIT $3`, cursor, limit, f.Tag, types)
 }
 
-// TagCount is one distinct tag of live assets and how many live assets carry it.
-type TagCount struct {
-	Tag   string
-	Count int64
-}
-
 // AssetTags lists the distinct tags of the workspace's live assets, ordered by tag, after cursor.
-func (st *Store) AssetTags(ctx context.Context, s auth.Scope, cursor string, limit int) ([]TagCount, error) {
-	return rows(ctx, st.DB.Q(ctx), s, func(r pgx.Row) (TagCount, error) {
-		var tc TagCount
+func (st *Store) AssetTags(ctx context.Context, s auth.Scope, cursor string, limit int) ([]content.TagCount, error) {
+	return rows(ctx, st.DB.Q(ctx), s, func(r pgx.Row) (content.TagCount, error) {
+		var tc content.TagCount
 		err := r.Scan(&tc.Tag, &tc.Count)
 		return tc, err
 	}, `SELECT t.tag, count(*) FROM assets, unnest(assets.tags) AS t(tag)

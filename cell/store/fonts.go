@@ -3,108 +3,40 @@ package store
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"slidecells/cell/auth"
 	cblob "slidecells/cell/blob"
+	"slidecells/cell/design"
 	"slidecells/shared/db"
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
 )
-
-// FontFamily is a workspace font family with its faces.
-type FontFamily struct {
-	ID      string
-	Name    string
-	Version int64
-	Faces   []FontFace // every face, enabled or not, ordered by ID
-	Stamps
-}
-
-// FontFace is one face: an uploaded font asset and its @font-face descriptors.
-type FontFace struct {
-	ID         string
-	FamilyID   string
-	FamilyName string
-	FaceFields
-	Version int64
-	Stamps
-}
-
-// FaceFields are a face's asset and descriptors.
-type FaceFields struct {
-	AssetID      string
-	WeightMin    int
-	WeightMax    int
-	Style        string
-	Display      string
-	UnicodeRange string
-	Enabled      bool
-}
-
-// FontFaceInput is a face to create. The caller has validated every field; FamilyName is found
-// or created (case-insensitively) in the workspace.
-type FontFaceInput struct {
-	FamilyName string
-	FaceFields
-}
-
-// FontFacePatch changes a face; nil fields keep their value. A FamilyName moves the face to
-// that family, found or created by name.
-type FontFacePatch struct {
-	FamilyName   *string
-	AssetID      *string
-	WeightMin    *int // set together with WeightMax
-	WeightMax    *int
-	Style        *string
-	Display      *string
-	UnicodeRange *string
-	Enabled      *bool
-}
-
-// FaceAssetError says the asset a face names is not a live font asset of the workspace: it is
-// Missing (absent, archived or foreign alike), or its content is of ContentType.
-type FaceAssetError struct {
-	Missing     bool
-	ContentType string
-}
-
-func (e *FaceAssetError) Error() string {
-	if e.Missing {
-		return "store: the face's asset is not a live asset of the workspace"
-	}
-	return "store: the face's asset is " + e.ContentType + ", not a font"
-}
 
 // checkFaceAsset reads a face's asset inside the write, so an asset archived or replaced
 // concurrently is seen (or the write retries).
 func checkFaceAsset(ctx context.Context, tx pgx.Tx, s auth.Scope, id string) error {
 	a, err := Assets.get(ctx, tx, s, id, false)
 	if problem.As(err).Code == problem.NotFound {
-		return &FaceAssetError{Missing: true}
+		return &design.FaceAssetError{Missing: true}
 	}
 	if err != nil {
 		return err
 	}
 	if cblob.KindOf(a.ContentType) != cblob.KindFont {
-		return &FaceAssetError{ContentType: a.ContentType}
+		return &design.FaceAssetError{ContentType: a.ContentType}
 	}
 	return nil
 }
-
-// FamilyNameKey is the key under which family names are unique in a workspace: names differing
-// only in letter case are the same family.
-func FamilyNameKey(name string) string { return strings.ToLower(name) }
 
 const faceCols = `f.id, f.family_id, m.name, f.asset_id, f.weight_min, f.weight_max, f.font_style, f.font_display,
 	f.unicode_range, f.enabled, f.version, f.created_by, f.created_at, f.updated_at`
 
 const faceFrom = ` FROM font_faces f JOIN font_families m ON m.workspace_id = f.workspace_id AND m.id = f.family_id `
 
-func scanFace(r pgx.Row) (FontFace, error) {
-	var f FontFace
+func scanFace(r pgx.Row) (design.FontFace, error) {
+	var f design.FontFace
 	err := r.Scan(&f.ID, &f.FamilyID, &f.FamilyName, &f.AssetID, &f.WeightMin, &f.WeightMax, &f.Style, &f.Display,
 		&f.UnicodeRange, &f.Enabled, &f.Version, &f.CreatedBy, &f.CreatedAt, &f.UpdatedAt)
 	return f, err
@@ -112,15 +44,15 @@ func scanFace(r pgx.Row) (FontFace, error) {
 
 const familyCols = `id, name, version, created_by, created_at, updated_at`
 
-func scanFamily(r pgx.Row) (FontFamily, error) {
-	var m FontFamily
+func scanFamily(r pgx.Row) (design.FontFamily, error) {
+	var m design.FontFamily
 	err := r.Scan(&m.ID, &m.Name, &m.Version, &m.CreatedBy, &m.CreatedAt, &m.UpdatedAt)
 	return m, err
 }
 
 // ListFontFamilies pages through the workspace's families ordered by ID, after cursor, each
 // with all of its faces.
-func (st *Store) ListFontFamilies(ctx context.Context, s auth.Scope, cursor string, limit int) ([]FontFamily, error) {
+func (st *Store) ListFontFamilies(ctx context.Context, s auth.Scope, cursor string, limit int) ([]design.FontFamily, error) {
 	fams, err := rows(ctx, st.DB.Q(ctx), s, scanFamily, `SELECT `+familyCols+` FROM font_families
 		WHERE workspace_id = $1 AND id > $2 ORDER BY id LIMIT $3`, cursor, limit)
 	if err != nil {
@@ -130,7 +62,7 @@ func (st *Store) ListFontFamilies(ctx context.Context, s auth.Scope, cursor stri
 }
 
 // withFaces fills in each family's faces, ordered by face ID.
-func withFaces(ctx context.Context, q querier, s auth.Scope, fams []FontFamily) ([]FontFamily, error) {
+func withFaces(ctx context.Context, q querier, s auth.Scope, fams []design.FontFamily) ([]design.FontFamily, error) {
 	famIDs := make([]string, len(fams))
 	for i, m := range fams {
 		famIDs[i] = m.ID
@@ -141,7 +73,7 @@ func withFaces(ctx context.Context, q querier, s auth.Scope, fams []FontFamily) 
 		return nil, err
 	}
 	for i := range fams {
-		fams[i].Faces = []FontFace{}
+		fams[i].Faces = []design.FontFace{}
 		for _, f := range list {
 			if f.FamilyID == fams[i].ID {
 				fams[i].Faces = append(fams[i].Faces, f)
@@ -152,16 +84,16 @@ func withFaces(ctx context.Context, q querier, s auth.Scope, fams []FontFamily) 
 }
 
 // GetFontFamily returns a family of the workspace with all its faces.
-func (st *Store) GetFontFamily(ctx context.Context, s auth.Scope, id string) (FontFamily, error) {
+func (st *Store) GetFontFamily(ctx context.Context, s auth.Scope, id string) (design.FontFamily, error) {
 	return getFamily(ctx, st.DB.Q(ctx), s, id)
 }
 
-func getFamily(ctx context.Context, q querier, s auth.Scope, id string) (FontFamily, error) {
+func getFamily(ctx context.Context, q querier, s auth.Scope, id string) (design.FontFamily, error) {
 	m, err := row(ctx, q, s, scanFamily, `SELECT `+familyCols+` FROM font_families WHERE workspace_id = $1 AND id = $2`, id)
 	if err != nil {
 		return m, err
 	}
-	fams, err := withFaces(ctx, q, s, []FontFamily{m})
+	fams, err := withFaces(ctx, q, s, []design.FontFamily{m})
 	if err != nil {
 		return m, err
 	}
@@ -174,8 +106,8 @@ func errFamilyName(name string) error {
 
 // RenameFontFamily renames a family if the version baseline is current. Names are unique per
 // workspace, case-insensitively: a clash is a 409 NAME_CONFLICT.
-func (st *Store) RenameFontFamily(ctx context.Context, s auth.Scope, id string, baseline int64, name string) (FontFamily, error) {
-	var m FontFamily
+func (st *Store) RenameFontFamily(ctx context.Context, s auth.Scope, id string, baseline int64, name string) (design.FontFamily, error) {
+	var m design.FontFamily
 	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
 		current, err := lockFamily(ctx, tx, s, id)
 		if err == nil {
@@ -186,7 +118,7 @@ func (st *Store) RenameFontFamily(ctx context.Context, s auth.Scope, id string, 
 		}
 		var clash string
 		err = tx.QueryRow(ctx, `SELECT id FROM font_families WHERE workspace_id = $1 AND name_key = $2 AND id <> $3`,
-			s.WorkspaceID(), FamilyNameKey(name), id).Scan(&clash)
+			s.WorkspaceID(), design.FamilyNameKey(name), id).Scan(&clash)
 		if err == nil {
 			return errFamilyName(name)
 		}
@@ -194,7 +126,7 @@ func (st *Store) RenameFontFamily(ctx context.Context, s auth.Scope, id string, 
 			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE font_families SET name = $3, name_key = $4, version = version + 1, updated_at = now()
-			WHERE workspace_id = $1 AND id = $2`, s.WorkspaceID(), id, name, FamilyNameKey(name)); err != nil {
+			WHERE workspace_id = $1 AND id = $2`, s.WorkspaceID(), id, name, design.FamilyNameKey(name)); err != nil {
 			if db.IsUniqueViolation(err) {
 				return errFamilyName(name)
 			}
@@ -256,13 +188,13 @@ func (st *Store) DeleteFontFamily(ctx context.Context, s auth.Scope, id string) 
 func familyByName(ctx context.Context, tx pgx.Tx, s auth.Scope, name string) (string, error) {
 	var id string
 	err := tx.QueryRow(ctx, `SELECT id FROM font_families WHERE workspace_id = $1 AND name_key = $2`,
-		s.WorkspaceID(), FamilyNameKey(name)).Scan(&id)
+		s.WorkspaceID(), design.FamilyNameKey(name)).Scan(&id)
 	if err == nil || !errors.Is(err, pgx.ErrNoRows) {
 		return id, err
 	}
 	id = ids.New(ids.FontFamily)
 	_, err = tx.Exec(ctx, `INSERT INTO font_families (workspace_id, id, name, name_key, created_by) VALUES ($1, $2, $3, $4, $5)`,
-		s.WorkspaceID(), id, name, FamilyNameKey(name), s.Principal().UserID)
+		s.WorkspaceID(), id, name, design.FamilyNameKey(name), s.Principal().UserID)
 	return id, err
 }
 
@@ -285,19 +217,19 @@ func removeIfOrphan(ctx context.Context, tx pgx.Tx, s auth.Scope, familyID strin
 	return err == nil, err
 }
 
-func getFace(ctx context.Context, q querier, s auth.Scope, id string) (FontFace, error) {
+func getFace(ctx context.Context, q querier, s auth.Scope, id string) (design.FontFace, error) {
 	return row(ctx, q, s, scanFace, `SELECT `+faceCols+faceFrom+` WHERE f.workspace_id = $1 AND f.id = $2`, id)
 }
 
 // GetFontFace returns a face of the workspace.
-func (st *Store) GetFontFace(ctx context.Context, s auth.Scope, id string) (FontFace, error) {
+func (st *Store) GetFontFace(ctx context.Context, s auth.Scope, id string) (design.FontFace, error) {
 	return getFace(ctx, st.DB.Q(ctx), s, id)
 }
 
 // CreateFontFace adds a face to the family named in.FamilyName, creating the family when the
 // workspace has none of that name, in one transaction.
-func (st *Store) CreateFontFace(ctx context.Context, s auth.Scope, in FontFaceInput) (FontFace, error) {
-	var f FontFace
+func (st *Store) CreateFontFace(ctx context.Context, s auth.Scope, in design.FontFaceInput) (design.FontFace, error) {
+	var f design.FontFace
 	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
 		if err := checkFaceAsset(ctx, tx, s, in.AssetID); err != nil {
 			return err
@@ -322,8 +254,8 @@ func (st *Store) CreateFontFace(ctx context.Context, s auth.Scope, in FontFaceIn
 // UpdateFontFace changes a face if the version baseline is current. A move to another family
 // (p.FamilyName) finds or creates the target and removes the old family when it is left without
 // faces and no live theme binds it.
-func (st *Store) UpdateFontFace(ctx context.Context, s auth.Scope, id string, baseline int64, p FontFacePatch) (FontFace, error) {
-	var f FontFace
+func (st *Store) UpdateFontFace(ctx context.Context, s auth.Scope, id string, baseline int64, p design.FontFacePatch) (design.FontFace, error) {
+	var f design.FontFace
 	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
 		cur, err := getFace(ctx, tx, s, id)
 		if err == nil {

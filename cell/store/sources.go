@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"slidecells/cell/auth"
+	"slidecells/cell/content"
 	"slidecells/shared/db"
 	"slidecells/shared/ids"
 )
@@ -35,44 +35,10 @@ func sourced[T Row](t Table[T], currentCol string, taken func(string) error) Sou
 	return Sourced[T]{Table: t, versions: t.Singular() + "_versions", idCol: t.Singular() + "_id", currentCol: currentCol, metadata: meta, taken: taken}
 }
 
-// Labels name and describe a page or a component: its key and its metadata.
-type Labels struct {
-	Key         string   `json:"key"`
-	Title       string   `json:"title"`
-	Description string   `json:"description"`
-	Tags        []string `json:"tags"`
-}
-
-// Dependency is a component a version was compiled with, at the version resolved.
-type Dependency struct {
-	ComponentID string `json:"component_id"`
-	Key         string `json:"key"`
-	Version     int64  `json:"version"`
-	Depth       int    `json:"depth"`
-}
-
-// NewSource is a compiled source to store as a version.
-type NewSource struct {
-	FileType       string
-	Source         string
-	SourceDigest   string
-	CompiledDigest string
-	Dependencies   []Dependency
-	JobID          string
-}
-
-// SourceVersion is one immutable version of a page's or component's source.
-type SourceVersion struct {
-	Version int64
-	NewSource
-	CreatedBy string
-	CreatedAt time.Time
-}
-
 const versionCols = `v.version, v.file_type, v.source, v.source_digest, v.compiled_digest, v.dependencies, v.job_id, v.created_by, v.created_at`
 
-func scanVersion(r pgx.Row) (SourceVersion, error) {
-	var v SourceVersion
+func scanVersion(r pgx.Row) (content.SourceVersion, error) {
+	var v content.SourceVersion
 	var deps []byte
 	err := r.Scan(&v.Version, &v.FileType, &v.Source, &v.SourceDigest, &v.CompiledDigest, &deps, &v.JobID, &v.CreatedBy, &v.CreatedAt)
 	if err == nil {
@@ -82,7 +48,7 @@ func scanVersion(r pgx.Row) (SourceVersion, error) {
 }
 
 // Version returns one version of a live object (0: its current one).
-func (k Sourced[T]) Version(ctx context.Context, st *Store, s auth.Scope, id string, version int64) (SourceVersion, error) {
+func (k Sourced[T]) Version(ctx context.Context, st *Store, s auth.Scope, id string, version int64) (content.SourceVersion, error) {
 	return row(ctx, st.DB.Q(ctx), s, scanVersion, `SELECT `+versionCols+` FROM `+k.versions+` v
 		JOIN `+k.Name+` o ON o.workspace_id = v.workspace_id AND o.id = v.`+k.idCol+` AND o.archived_at IS NULL
 		WHERE v.workspace_id = $1 AND v.`+k.idCol+` = $2 AND v.version = CASE WHEN $3::INT8 = 0 THEN o.`+k.currentCol+` ELSE $3::INT8 END`, id, version)
@@ -90,7 +56,7 @@ func (k Sourced[T]) Version(ctx context.Context, st *Store, s auth.Scope, id str
 
 // Versions pages through a live object's versions, newest first, below before (0: from the
 // top).
-func (k Sourced[T]) Versions(ctx context.Context, st *Store, s auth.Scope, id string, before int64, limit int) ([]SourceVersion, error) {
+func (k Sourced[T]) Versions(ctx context.Context, st *Store, s auth.Scope, id string, before int64, limit int) ([]content.SourceVersion, error) {
 	if _, err := k.Get(ctx, st, s, id); err != nil {
 		return nil, err
 	}
@@ -99,7 +65,7 @@ func (k Sourced[T]) Versions(ctx context.Context, st *Store, s auth.Scope, id st
 }
 
 // insertVersion stores one immutable version of the object id.
-func (k Sourced[T]) insertVersion(ctx context.Context, tx pgx.Tx, s auth.Scope, id string, version int64, src NewSource) error {
+func (k Sourced[T]) insertVersion(ctx context.Context, tx pgx.Tx, s auth.Scope, id string, version int64, src content.NewSource) error {
 	deps, err := json.Marshal(src.Dependencies)
 	if err != nil {
 		return err

@@ -5,13 +5,15 @@
 // It also holds the shared mechanisms of all content: optimistic locking (a version or hash
 // baseline; a stale one is a 409, never a silent overwrite) and archive-only removal (archived
 // rows leave default queries; there is no hard delete and no restore).
+//
+// The objects it stores are the domain packages' (cell/design, cell/content, cell/catalog,
+// cell/object): this package imports them and only reads and writes SQL.
 package store
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -33,14 +35,6 @@ type Kind struct {
 	Prefix string // ID prefix
 	// LockColumn is the optimistic-lock baseline column: "version" or a hash column.
 	LockColumn string
-}
-
-// Stamps say who created an object, when, and when it last changed. Rows and the views of the
-// API carry them alike.
-type Stamps struct {
-	CreatedBy string    `json:"created_by"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // ErrNoScope guards against a zero Scope reaching a query.

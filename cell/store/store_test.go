@@ -27,7 +27,7 @@ func setup(t *testing.T) (*store.Store, []auth.Scope) {
 	return st, tn.Scopes
 }
 
-func createTheme(t *testing.T, st *store.Store, sc auth.Scope, key string) store.Theme {
+func createTheme(t *testing.T, st *store.Store, sc auth.Scope, key string) design.Theme {
 	t.Helper()
 	name := "Theme " + key
 	th, err := design.ThemeChange{Key: key, Name: &name}.NewTheme()

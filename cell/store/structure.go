@@ -9,30 +9,43 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"slidecells/cell/auth"
+	"slidecells/cell/content"
 	"slidecells/shared/problem"
 )
 
-// Part is one structured, separately versioned part of a project.
-type Part struct {
+// part is where a project part (content.Part) is stored; column names come only from here.
+type part struct {
 	column        string
 	versionColumn string
 	name          string
 }
 
-// Project parts; column names come only from here.
-var (
-	Configuration = Part{"configuration", "configuration_version", "configuration"}
-	RouteTree     = Part{"route_tree", "route_tree_version", "route tree"}
-	BuildAssets   = Part{"build_assets", "build_assets_version", "build assets"}
-)
+var parts = map[content.Part]part{
+	content.PartConfiguration: {"configuration", "configuration_version", "configuration"},
+	content.PartRouteTree:     {"route_tree", "route_tree_version", "route tree"},
+	content.PartBuildAssets:   {"build_assets", "build_assets_version", "build assets"},
+}
+
+// columns are a part's columns; a part this package does not know is an internal error.
+func columns(name content.Part) (part, error) {
+	p, ok := parts[name]
+	if !ok {
+		return p, problem.Wrap(fmt.Errorf("store: unknown project part %q", name), "internal error")
+	}
+	return p, nil
+}
 
 // GetPart returns a part's JSON and version.
-func (st *Store) GetPart(ctx context.Context, s auth.Scope, projectID string, p Part) (json.RawMessage, int64, error) {
-	type part struct {
+func (st *Store) GetPart(ctx context.Context, s auth.Scope, projectID string, name content.Part) (json.RawMessage, int64, error) {
+	p, err := columns(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	type value struct {
 		raw     []byte
 		version int64
 	}
-	got, err := row(ctx, st.DB.Q(ctx), s, func(r pgx.Row) (p part, err error) {
+	got, err := row(ctx, st.DB.Q(ctx), s, func(r pgx.Row) (p value, err error) {
 		err = r.Scan(&p.raw, &p.version)
 		return p, err
 	},
@@ -40,32 +53,18 @@ func (st *Store) GetPart(ctx context.Context, s auth.Scope, projectID string, p 
 	return got.raw, got.version, err
 }
 
-// Name is the part's name in messages ("route tree").
-func (p Part) Name() string { return p.name }
-
-// Refs are the references a part's new value makes; WritePart reads them inside the write.
-type Refs struct {
-	ThemeKey string   // a theme key; "" for none
-	Pages    []string // page IDs of the project
-	Assets   []string // asset IDs of the workspace
-}
-
-// Live is what WritePart found of Refs, read in the write transaction: whether the theme key
-// is live, which pages are live pages of the project, and the live assets by ID.
-type Live struct {
-	ThemeKey bool
-	Pages    map[string]bool
-	Assets   map[string]Asset
-}
-
 // WritePart replaces a part in one transaction, only if its version baseline is current: the
 // project is read under lock (404, then 409 on a stale baseline), the references are read, and
 // value computes the new value from the current one and what is live (its error aborts the
 // write). value is a pure function: the composed check is this transaction.
-func (st *Store) WritePart(ctx context.Context, s auth.Scope, projectID string, p Part, baseline int64, refs Refs,
-	value func(current json.RawMessage, live Live) (any, error)) (int64, error) {
+func (st *Store) WritePart(ctx context.Context, s auth.Scope, projectID string, name content.Part, baseline int64, refs content.Refs,
+	value func(current json.RawMessage, live content.Live) (any, error)) (int64, error) {
+	p, err := columns(name)
+	if err != nil {
+		return 0, err
+	}
 	var v int64
-	err := st.WriteTx(ctx, s, func(tx pgx.Tx) error {
+	err = st.WriteTx(ctx, s, func(tx pgx.Tx) error {
 		var current int64
 		var raw []byte
 		err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT %s, %s FROM projects WHERE workspace_id = $1 AND id = $2 AND archived_at IS NULL FOR UPDATE`,
@@ -98,8 +97,8 @@ func (st *Store) WritePart(ctx context.Context, s auth.Scope, projectID string, 
 	return v, err
 }
 
-func readRefs(ctx context.Context, tx pgx.Tx, s auth.Scope, projectID string, refs Refs) (Live, error) {
-	live := Live{Pages: map[string]bool{}, Assets: map[string]Asset{}}
+func readRefs(ctx context.Context, tx pgx.Tx, s auth.Scope, projectID string, refs content.Refs) (content.Live, error) {
+	live := content.Live{Pages: map[string]bool{}, Assets: map[string]content.Asset{}}
 	var err error
 	if refs.ThemeKey != "" {
 		if live.ThemeKey, err = themeKeyExists(ctx, tx, s, refs.ThemeKey); err != nil {
@@ -124,22 +123,13 @@ func readRefs(ctx context.Context, tx pgx.Tx, s auth.Scope, projectID string, re
 	return live, nil
 }
 
-// PageSummary is a page as listed under its project.
-type PageSummary struct {
-	ID       string
-	Key      string
-	Title    string
-	FileType string
-	Version  int64
-}
-
 // ListProjectPages pages through a live project's live pages, ordered by key.
-func (st *Store) ListProjectPages(ctx context.Context, s auth.Scope, projectID, afterKey string, limit int) ([]PageSummary, error) {
+func (st *Store) ListProjectPages(ctx context.Context, s auth.Scope, projectID, afterKey string, limit int) ([]content.PageSummary, error) {
 	if _, err := st.GetProject(ctx, s, projectID); err != nil {
 		return nil, err
 	}
-	return rows(ctx, st.DB.Q(ctx), s, func(r pgx.Row) (PageSummary, error) {
-		var p PageSummary
+	return rows(ctx, st.DB.Q(ctx), s, func(r pgx.Row) (content.PageSummary, error) {
+		var p content.PageSummary
 		err := r.Scan(&p.ID, &p.Key, &p.Title, &p.FileType, &p.Version)
 		return p, err
 	}, `SELECT id, key, title, file_type, version FROM pages

@@ -9,14 +9,7 @@ import (
 	"slidecells/cell/auth"
 )
 
-// Object is what every row of a Table starts with: its ID, which is also the cursor of its
-// lists. A row type embeds it, and so tells its Table its ID.
-type Object struct{ ID string }
-
-// ObjectID is the row's ID.
-func (o Object) ObjectID() string { return o.ID }
-
-// Row is the row type of a Table: a struct embedding Object.
+// Row is the row type of a Table: a domain type embedding object.Object.
 type Row interface{ ObjectID() string }
 
 // Table is a kind with its row type: the columns a read selects and how a row is scanned. The
@@ -102,4 +95,38 @@ func written[T any](ctx context.Context, st *Store, s auth.Scope, fn func(pgx.Tx
 		return zero, err
 	}
 	return out, nil
+}
+
+// Bound is a Table bound to a store: the reads and the archive of the kind's live rows, as
+// cell/api's resource layer uses them (it names no row type of this package).
+type Bound[T Row] struct {
+	t  Table[T]
+	st *Store
+}
+
+// Bind binds a table to a store.
+func Bind[T Row](st *Store, t Table[T]) Bound[T] { return Bound[T]{t: t, st: st} }
+
+// Plural is the kind's plural name, e.g. "projects" (its table and its collection's path).
+func (b Bound[T]) Plural() string { return b.t.Name }
+
+// Singular is the kind's singular name, e.g. "project".
+func (b Bound[T]) Singular() string { return b.t.Singular() }
+
+// ID is a row's ID (the cursor of lists).
+func (b Bound[T]) ID(r T) string { return r.ObjectID() }
+
+// Get returns a live row of the workspace, or the one 404.
+func (b Bound[T]) Get(ctx context.Context, s auth.Scope, id string) (T, error) {
+	return b.t.Get(ctx, b.st, s, id)
+}
+
+// List pages through the workspace's live rows ordered by ID, after cursor.
+func (b Bound[T]) List(ctx context.Context, s auth.Scope, cursor string, limit int) ([]T, error) {
+	return b.t.List(ctx, b.st, s, cursor, limit)
+}
+
+// Archive archives live rows of the workspace, all or nothing (Store.Archive).
+func (b Bound[T]) Archive(ctx context.Context, s auth.Scope, ids []string) error {
+	return b.st.Archive(ctx, s, b.t.Kind, ids)
 }

@@ -5,52 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"slidecells/cell/auth"
+	"slidecells/cell/design"
 	"slidecells/shared/db"
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
 )
 
 // Themes is the kind of themes.
-var Themes = Table[Theme]{Kind: Kind{Name: "themes", Prefix: ids.Theme, LockColumn: "version"},
-	cols: themeCols, from: themeFrom, scan: scanTheme, version: func(t Theme) int64 { return t.Version }}
-
-// FontRoles are the typography roles of a theme, in output order.
-var FontRoles = []string{"heading", "body", "code"}
-
-// ThemeFont is a theme's typography for one role: a workspace font family (FamilyID) or a
-// platform preset token (Preset), exactly one of them.
-type ThemeFont struct {
-	FamilyID   string
-	FamilyName string // read only: the bound family's current name
-	Preset     string
-}
-
-// Theme is a theme row. Colors, Spacing and Radius are stored as validated by the API.
-type Theme struct {
-	Object
-	Key     string
-	Name    string
-	Colors  map[string]string
-	Spacing []int
-	Radius  []int
-	Fonts   map[string]ThemeFont // by role; every role is present
-	Version int64
-	Stamps
-}
-
-// UnknownFamilyError names the roles whose font family does not exist in the workspace.
-type UnknownFamilyError struct {
-	Roles []string
-}
-
-func (e *UnknownFamilyError) Error() string {
-	return "unknown font family for roles " + strings.Join(e.Roles, ", ")
-}
+var Themes = Table[design.Theme]{Kind: Kind{Name: "themes", Prefix: ids.Theme, LockColumn: "version"},
+	cols: themeCols, from: themeFrom, scan: scanTheme, version: func(t design.Theme) int64 { return t.Version }}
 
 func errThemeKey(key string) error {
 	return problem.New(problem.NameConflict, "a theme with key %q already exists in this workspace", key)
@@ -67,8 +34,8 @@ const themeFrom = ` FROM themes t
 	LEFT JOIN font_families b ON b.workspace_id = t.workspace_id AND b.id = t.body_font_family_id
 	LEFT JOIN font_families c ON c.workspace_id = t.workspace_id AND c.id = t.code_font_family_id `
 
-func scanTheme(r pgx.Row) (Theme, error) {
-	var t Theme
+func scanTheme(r pgx.Row) (design.Theme, error) {
+	var t design.Theme
 	var colors, spacing, radius []byte
 	var hf, hn, hp, bf, bn, bp, cf, cn, cp string
 	err := r.Scan(&t.ID, &t.Key, &t.Name, &colors, &spacing, &radius, &hf, &hn, &hp, &bf, &bn, &bp, &cf, &cn, &cp,
@@ -79,7 +46,7 @@ func scanTheme(r pgx.Row) (Theme, error) {
 	if err := errors.Join(json.Unmarshal(colors, &t.Colors), json.Unmarshal(spacing, &t.Spacing), json.Unmarshal(radius, &t.Radius)); err != nil {
 		return t, problem.Wrap(err, "cannot decode theme")
 	}
-	t.Fonts = map[string]ThemeFont{
+	t.Fonts = map[string]design.ThemeFont{
 		"heading": {FamilyID: hf, FamilyName: hn, Preset: hp},
 		"body":    {FamilyID: bf, FamilyName: bn, Preset: bp},
 		"code":    {FamilyID: cf, FamilyName: cn, Preset: cp},
@@ -88,19 +55,19 @@ func scanTheme(r pgx.Row) (Theme, error) {
 }
 
 // GetTheme returns a live theme of the workspace.
-func (st *Store) GetTheme(ctx context.Context, s auth.Scope, id string) (Theme, error) {
+func (st *Store) GetTheme(ctx context.Context, s auth.Scope, id string) (design.Theme, error) {
 	return Themes.Get(ctx, st, s, id)
 }
 
 // ThemeByKey returns the live theme with key, or the one 404.
-func (st *Store) ThemeByKey(ctx context.Context, s auth.Scope, key string) (Theme, error) {
+func (st *Store) ThemeByKey(ctx context.Context, s auth.Scope, key string) (design.Theme, error) {
 	return row(ctx, st.DB.Q(ctx), s, scanTheme, Themes.selectLive(` AND t.key = $2`), key)
 }
 
 // checkThemeFamilies returns an *UnknownFamilyError when a bound family is not in the workspace.
-func checkThemeFamilies(ctx context.Context, tx pgx.Tx, s auth.Scope, t Theme) error {
+func checkThemeFamilies(ctx context.Context, tx pgx.Tx, s auth.Scope, t design.Theme) error {
 	var missing []string
-	for _, role := range FontRoles {
+	for _, role := range design.FontRoles {
 		id := t.Fonts[role].FamilyID
 		if id == "" {
 			continue
@@ -114,7 +81,7 @@ func checkThemeFamilies(ctx context.Context, tx pgx.Tx, s auth.Scope, t Theme) e
 		}
 	}
 	if len(missing) > 0 {
-		return &UnknownFamilyError{Roles: missing}
+		return &design.UnknownFamilyError{Roles: missing}
 	}
 	return nil
 }
@@ -126,7 +93,7 @@ func nullable(s string) *string {
 	return &s
 }
 
-func themeArgs(t Theme) ([]any, error) {
+func themeArgs(t design.Theme) ([]any, error) {
 	colors, err1 := json.Marshal(t.Colors)
 	spacing, err2 := json.Marshal(t.Spacing)
 	radius, err3 := json.Marshal(t.Radius)
@@ -134,7 +101,7 @@ func themeArgs(t Theme) ([]any, error) {
 		return nil, problem.Wrap(err, "cannot encode theme")
 	}
 	args := []any{colors, spacing, radius}
-	for _, role := range FontRoles {
+	for _, role := range design.FontRoles {
 		f := t.Fonts[role]
 		args = append(args, nullable(f.FamilyID), nullable(f.Preset))
 	}
@@ -143,20 +110,20 @@ func themeArgs(t Theme) ([]any, error) {
 
 // CreateTheme inserts a theme. Its key must be free among the workspace's live themes (409
 // NAME_CONFLICT) and its bound families must exist (*UnknownFamilyError).
-func (st *Store) CreateTheme(ctx context.Context, s auth.Scope, t Theme) (Theme, error) {
+func (st *Store) CreateTheme(ctx context.Context, s auth.Scope, t design.Theme) (design.Theme, error) {
 	args, err := themeArgs(t)
 	if err != nil {
-		return Theme{}, err
+		return design.Theme{}, err
 	}
-	return written(ctx, st, s, func(tx pgx.Tx) (Theme, error) {
+	return written(ctx, st, s, func(tx pgx.Tx) (design.Theme, error) {
 		if ok, err := themeKeyExists(ctx, tx, s, t.Key); err != nil || ok {
 			if ok {
-				return Theme{}, errThemeKey(t.Key)
+				return design.Theme{}, errThemeKey(t.Key)
 			}
-			return Theme{}, err
+			return design.Theme{}, err
 		}
 		if err := checkThemeFamilies(ctx, tx, s, t); err != nil {
-			return Theme{}, err
+			return design.Theme{}, err
 		}
 		id := ids.New(ids.Theme)
 		_, err := tx.Exec(ctx, `INSERT INTO themes (workspace_id, id, key, name, colors, spacing, radius,
@@ -164,10 +131,10 @@ func (st *Store) CreateTheme(ctx context.Context, s auth.Scope, t Theme) (Theme,
 			created_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 			append(append([]any{s.WorkspaceID(), id, t.Key, t.Name}, args...), s.Principal().UserID)...)
 		if db.IsUniqueViolation(err) {
-			return Theme{}, errThemeKey(t.Key)
+			return design.Theme{}, errThemeKey(t.Key)
 		}
 		if err != nil {
-			return Theme{}, err
+			return design.Theme{}, err
 		}
 		return Themes.get(ctx, tx, s, id, false)
 	})
@@ -176,8 +143,8 @@ func (st *Store) CreateTheme(ctx context.Context, s auth.Scope, t Theme) (Theme,
 // UpdateTheme applies change to a live theme if the version baseline is current, in one
 // transaction: the theme is read, changed, its bound families checked, and written. The key is
 // not changeable (styles refer to it).
-func (st *Store) UpdateTheme(ctx context.Context, s auth.Scope, id string, baseline int64, change func(*Theme)) (Theme, error) {
-	return written(ctx, st, s, func(tx pgx.Tx) (Theme, error) {
+func (st *Store) UpdateTheme(ctx context.Context, s auth.Scope, id string, baseline int64, change func(*design.Theme)) (design.Theme, error) {
+	return written(ctx, st, s, func(tx pgx.Tx) (design.Theme, error) {
 		cur, err := Themes.locked(ctx, tx, s, id, baseline)
 		if err != nil {
 			return cur, err

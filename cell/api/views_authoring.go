@@ -1,10 +1,11 @@
-package authoring
+package api
 
 import (
 	"time"
 
 	"slidecells/cell/auth"
-	"slidecells/cell/store"
+	"slidecells/cell/content"
+	"slidecells/cell/object"
 )
 
 // The views of pages and components: what the API shows of them.
@@ -13,15 +14,15 @@ import (
 type PageView struct {
 	ID        string `json:"id"`
 	ProjectID string `json:"project_id"`
-	store.Labels
+	content.Labels
 	FileType        string `json:"file_type" enum:"tsx,jsx,html"`
 	Version         int64  `json:"version" doc:"current source version: the baseline a page edit carries"`
 	MetadataVersion int64  `json:"metadata_version"`
-	store.Stamps
+	object.Stamps
 }
 
 // PageOf is the view of a page.
-func PageOf(_ auth.Scope, p store.Page) (PageView, error) {
+func PageOf(_ auth.Scope, p content.Page) (PageView, error) {
 	return PageView{ID: p.ID, ProjectID: p.ProjectID, Labels: labels(p.Labels), FileType: p.FileType, Version: p.Version,
 		MetadataVersion: p.MetadataVersion, Stamps: p.Stamps}, nil
 }
@@ -30,16 +31,16 @@ func PageOf(_ auth.Scope, p store.Page) (PageView, error) {
 // identity and last published version.
 type ComponentView struct {
 	ID string `json:"id"`
-	store.Labels
+	content.Labels
 	FileType         string `json:"file_type" enum:"tsx,jsx"`
 	DraftHash        string `json:"draft_hash" doc:"identifies the draft: the baseline a draft edit or a publish carries in If-Match"`
 	PublishedVersion int64  `json:"published_version" doc:"0 until the first publish; pages compile against it"`
 	MetadataVersion  int64  `json:"metadata_version"`
-	store.Stamps
+	object.Stamps
 }
 
 // ComponentOf is the view of a component.
-func ComponentOf(_ auth.Scope, c store.Component) (ComponentView, error) {
+func ComponentOf(_ auth.Scope, c content.Component) (ComponentView, error) {
 	return ComponentView{ID: c.ID, Labels: labels(c.Labels), FileType: c.FileType, DraftHash: c.DraftHash,
 		PublishedVersion: c.PublishedVersion, MetadataVersion: c.MetadataVersion, Stamps: c.Stamps}, nil
 }
@@ -66,7 +67,7 @@ type VersionView struct {
 }
 
 // VersionOf is the view of a version, with its source or without.
-func VersionOf(v store.SourceVersion, withSource bool) VersionView {
+func VersionOf(v content.SourceVersion, withSource bool) VersionView {
 	out := VersionView{Version: v.Version, FileType: v.FileType, SourceDigest: v.SourceDigest, CompiledDigest: v.CompiledDigest,
 		JobID: v.JobID, CreatedBy: v.CreatedBy, CreatedAt: v.CreatedAt, Dependencies: []DependencyView{}}
 	if withSource {
@@ -79,7 +80,7 @@ func VersionOf(v store.SourceVersion, withSource bool) VersionView {
 }
 
 // DraftOf shows a component's draft as a version view (no version number, no job).
-func DraftOf(c store.Component) VersionView {
+func DraftOf(c content.Component) VersionView {
 	return VersionView{FileType: c.FileType, Source: c.DraftSource, SourceDigest: c.DraftHash, Dependencies: []DependencyView{},
 		CreatedBy: c.CreatedBy, CreatedAt: c.UpdatedAt}
 }
@@ -93,12 +94,12 @@ type DependenciesView struct {
 }
 
 // DependenciesOf is the dependencies view of an object's version.
-func DependenciesOf(id string, v store.SourceVersion) DependenciesView {
+func DependenciesOf(id string, v content.SourceVersion) DependenciesView {
 	return DependenciesView{ObjectID: id, Version: v.Version, Dependencies: VersionOf(v, false).Dependencies}
 }
 
 // labels are an object's key and metadata as the API shows them: tags are a list, never null.
-func labels(l store.Labels) store.Labels {
+func labels(l content.Labels) content.Labels {
 	if l.Tags == nil {
 		l.Tags = []string{}
 	}

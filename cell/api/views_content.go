@@ -1,11 +1,12 @@
-package content
+package api
 
 import (
 	"encoding/json"
+	"slidecells/cell/content"
 
-	"slidecells/cell/auth"
+	"slidecells/cell/auth/scope"
 	cblob "slidecells/cell/blob"
-	"slidecells/cell/store"
+	"slidecells/cell/object"
 )
 
 // The content objects as the API shows them.
@@ -16,11 +17,11 @@ type ProjectView struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
 	Version     int64  `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
-	store.Stamps
+	object.Stamps
 }
 
 // ProjectOf shows a stored project.
-func ProjectOf(_ auth.Scope, p store.Project) (ProjectView, error) {
+func ProjectOf(_ scope.Scope, p content.Project) (ProjectView, error) {
 	return ProjectView{ID: p.ID, Name: p.Name, Description: p.Description, Version: p.Version,
 		Stamps: p.Stamps}, nil
 }
@@ -37,11 +38,11 @@ type AssetView struct {
 	Metadata    map[string]any `json:"metadata"`
 	Version     int64          `json:"version" doc:"optimistic-lock baseline of metadata edits: send it back with PATCH"`
 	ContentURL  string         `json:"content_url" doc:"this content, immutable: /api/v1/assets/{id}/content?sha256=…"`
-	store.Stamps
+	object.Stamps
 }
 
 // AssetOf shows a stored asset.
-func AssetOf(_ auth.Scope, a store.Asset) (AssetView, error) {
+func AssetOf(_ scope.Scope, a content.Asset) (AssetView, error) {
 	meta := map[string]any{}
 	_ = json.Unmarshal(a.Metadata, &meta)
 	tags := a.Tags
@@ -50,5 +51,5 @@ func AssetOf(_ auth.Scope, a store.Asset) (AssetView, error) {
 	}
 	return AssetView{ID: a.ID, Name: a.Name, ContentType: a.ContentType, Kind: string(cblob.KindOf(a.ContentType)),
 		ByteSize: a.ByteSize, SHA256: a.SHA256, Tags: tags, Metadata: meta, Version: a.Version,
-		ContentURL: ContentURLOf(a), Stamps: a.Stamps}, nil
+		ContentURL: content.ContentURLOf(a), Stamps: a.Stamps}, nil
 }

@@ -1,54 +1,55 @@
-package design
+package api
 
 import (
-	"slidecells/cell/auth"
-	"slidecells/cell/store"
+	"slidecells/cell/auth/scope"
+	"slidecells/cell/design"
+	"slidecells/cell/object"
 )
 
 // The design system's objects as the API shows them.
 
 // ThemeView is a theme as the API shows it.
 type ThemeView struct {
-	ID           string            `json:"id"`
-	Key          string            `json:"key"`
-	Name         string            `json:"name"`
-	Colors       map[string]string `json:"colors"`
-	Spacing      []int             `json:"spacing"`
-	Radius       []int             `json:"radius"`
-	Typography   ThemeTypography   `json:"typography"`
-	CSSVariables map[string]string `json:"css_variables" doc:"the theme as CSS custom properties"`
-	CSS          string            `json:"css" doc:"a :root rule declaring css_variables"`
-	Version      int64             `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
-	store.Stamps
+	ID           string                 `json:"id"`
+	Key          string                 `json:"key"`
+	Name         string                 `json:"name"`
+	Colors       map[string]string      `json:"colors"`
+	Spacing      []int                  `json:"spacing"`
+	Radius       []int                  `json:"radius"`
+	Typography   design.ThemeTypography `json:"typography"`
+	CSSVariables map[string]string      `json:"css_variables" doc:"the theme as CSS custom properties"`
+	CSS          string                 `json:"css" doc:"a :root rule declaring css_variables"`
+	Version      int64                  `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
+	object.Stamps
 }
 
 // ThemeOf shows a stored theme, with its typography and CSS.
-func ThemeOf(sc auth.Scope, t store.Theme) (ThemeView, error) {
-	typo := Typography(sc.WorkspaceID(), t)
-	vars, css := ThemeCSS(t, typo)
+func ThemeOf(sc scope.Scope, t design.Theme) (ThemeView, error) {
+	typo := design.Typography(sc.WorkspaceID(), t)
+	vars, css := design.ThemeCSS(t, typo)
 	return ThemeView{ID: t.ID, Key: t.Key, Name: t.Name, Colors: t.Colors, Spacing: t.Spacing, Radius: t.Radius,
 		Typography: typo, CSSVariables: vars, CSS: css, Version: t.Version, Stamps: t.Stamps}, nil
 }
 
 // StyleView is a style as the API shows it.
 type StyleView struct {
-	ID             string            `json:"id"`
-	Name           string            `json:"name"`
-	Snapshot       StyleSnapshot     `json:"snapshot" doc:"the normalised presentation; identical for both request forms"`
-	SnapshotDigest string            `json:"snapshot_digest" doc:"sha256 of the snapshot's canonical JSON"`
-	CSSVariables   map[string]string `json:"css_variables" doc:"the style as CSS custom properties"`
-	Version        int64             `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
-	store.Stamps
+	ID             string               `json:"id"`
+	Name           string               `json:"name"`
+	Snapshot       design.StyleSnapshot `json:"snapshot" doc:"the normalised presentation; identical for both request forms"`
+	SnapshotDigest string               `json:"snapshot_digest" doc:"sha256 of the snapshot's canonical JSON"`
+	CSSVariables   map[string]string    `json:"css_variables" doc:"the style as CSS custom properties"`
+	Version        int64                `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
+	object.Stamps
 }
 
 // StyleOf shows a stored style.
-func StyleOf(_ auth.Scope, y store.Style) (StyleView, error) {
-	snap, err := DecodeSnapshot(y.Snapshot)
+func StyleOf(_ scope.Scope, y design.Style) (StyleView, error) {
+	snap, err := design.DecodeSnapshot(y.Snapshot)
 	if err != nil {
 		return StyleView{}, err
 	}
 	return StyleView{ID: y.ID, Name: y.Name, Snapshot: snap, SnapshotDigest: y.SnapshotDigest,
-		CSSVariables: StyleCSSVariables(snap.Presentation),
+		CSSVariables: design.StyleCSSVariables(snap.Presentation),
 		Version:      y.Version, Stamps: y.Stamps}, nil
 }
 
@@ -64,7 +65,7 @@ type FontFaceView struct {
 	UnicodeRange string `json:"unicode_range,omitempty" doc:"normalised, e.g. \"U+0000-00FF, U+0131\"; absent means all code points"`
 	Enabled      bool   `json:"enabled" doc:"only enabled faces are in the family's bundle"`
 	Version      int64  `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
-	store.Stamps
+	object.Stamps
 }
 
 // FontFamilyView is a workspace font family with all of its faces.
@@ -75,20 +76,20 @@ type FontFamilyView struct {
 	Version   int64          `json:"version" doc:"optimistic-lock baseline of a rename"`
 	Faces     []FontFaceView `json:"faces" doc:"every face, enabled or not"`
 	BundleURL string         `json:"bundle_url" doc:"the family's @font-face stylesheet (enabled faces only)"`
-	store.Stamps
+	object.Stamps
 }
 
 // FaceOf shows a stored face.
-func FaceOf(_ auth.Scope, f store.FontFace) (FontFaceView, error) {
+func FaceOf(_ scope.Scope, f design.FontFace) (FontFaceView, error) {
 	return FontFaceView{ID: f.ID, FamilyID: f.FamilyID, FontFamily: f.FamilyName, AssetID: f.AssetID,
-		FontWeight: FontWeightText(f.WeightMin, f.WeightMax), FontStyle: f.Style, FontDisplay: f.Display,
+		FontWeight: design.FontWeightText(f.WeightMin, f.WeightMax), FontStyle: f.Style, FontDisplay: f.Display,
 		UnicodeRange: f.UnicodeRange, Enabled: f.Enabled, Version: f.Version, Stamps: f.Stamps}, nil
 }
 
 // FamilyOf shows a stored family with its faces.
-func FamilyOf(sc auth.Scope, m store.FontFamily) (FontFamilyView, error) {
+func FamilyOf(sc scope.Scope, m design.FontFamily) (FontFamilyView, error) {
 	v := FontFamilyView{ID: m.ID, FamilyID: m.ID, Name: m.Name, Version: m.Version, Faces: []FontFaceView{},
-		BundleURL: FontBundlePath(sc.WorkspaceID(), m.ID), Stamps: m.Stamps}
+		BundleURL: design.FontBundlePath(sc.WorkspaceID(), m.ID), Stamps: m.Stamps}
 	for _, f := range m.Faces {
 		fv, _ := FaceOf(sc, f)
 		v.Faces = append(v.Faces, fv)
