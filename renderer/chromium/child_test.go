@@ -407,6 +407,37 @@ func TestPageDiagnoseFindsLayoutProblems(t *testing.T) {
 	wantLayoutFindings(t, d)
 }
 
+// TestTruncatedDiagnosisKeepsErrorsAndCounts: 400 small-text warnings come
+// before one overflow error in DOM order. The diagnosis counts all 401, keeps
+// the error first and is marked truncated: validation (counts.error > 0)
+// fails.
+func TestTruncatedDiagnosisKeepsErrorsAndCounts(t *testing.T) {
+	h := setup(t)
+	job := h.job(fixture.Crowded, rc.OpPageDiagnose, rc.Viewport{Width: 360, Height: 270, DeviceScaleFactor: 1})
+	job.Budget = time.Minute // a loaded machine takes long to start a browser
+	d := decodeDiagnosis(t, h.run(t, job, 90*time.Second))
+	if d.Counts.Error != 1 || d.Counts.Warning < 400 {
+		t.Fatalf("counts = %+v, want 1 error and at least 400 warnings", d.Counts)
+	}
+	if !d.Truncated || len(d.Items) == 0 || d.Items[0].Code != rc.FindingTextOverflow || d.Items[0].Evidence.Selector != "#overflow" {
+		t.Fatalf("truncated %v, first item %+v: want the overflow error first", d.Truncated, d.Items[0])
+	}
+	last := d.Items[len(d.Items)-1]
+	if last.Code != rc.FindingItemsTruncated {
+		t.Fatalf("last item %+v: want the truncation marker", last)
+	}
+}
+
+// TestIncompleteAnalysisFailsInsteadOfPassing: a page with more text
+// elements than the analysis checks, none of them faulty, cannot be
+// reported free of problems: the execution fails.
+func TestIncompleteAnalysisFailsInsteadOfPassing(t *testing.T) {
+	h := setup(t)
+	job := h.job(fixture.Huge, rc.OpPageDiagnose, rc.Viewport{Width: 1280, Height: 720, DeviceScaleFactor: 1})
+	job.Budget = time.Minute
+	wantError(t, h.run(t, job, 90*time.Second), rc.CodeOutputLimitExceeded)
+}
+
 // TestLayoutAnalysisIgnoresPatchedPrototypes: content that replaces
 // getBoundingClientRect, getClientRects, getComputedStyle, scrollWidth,
 // querySelectorAll and JSON.stringify in its own world does not change the

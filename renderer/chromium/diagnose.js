@@ -1,19 +1,28 @@
 // Layout analysis of the current scene. Fixed script, embedded in the
 // renderer; its digest is part of the RenderProfile. Input: {scene, width,
-// height}. Output: JSON string {layout, findings, truncated}.
+// height}. Output: JSON string {layout, findings, counts, truncated,
+// incomplete}. Findings are counted before any is left out: counts are
+// complete; the kept findings are errors first, then warnings, then infos,
+// at most MAX_FIND; truncated says some were left out. incomplete says a
+// check could not look at everything (more elements than MAX_CHECK): the
+// result cannot claim that there is no problem.
 (function (opts) {
   "use strict";
   var W = opts.width, H = opts.height;
-  var MAX_TEXT = 200, MAX_GROUPS = 100, MAX_REL = 100, MAX_FIND = 300, TEXT_CHARS = 160;
+  var MAX_TEXT = 200, MAX_GROUPS = 100, MAX_REL = 100, MAX_FIND = 300, TEXT_CHARS = 160, MAX_CHECK = 2000;
   var SMALL_TEXT_PX = 12, BLANK_MIN_FRACTION = 0.12;
-  var findings = [], truncated = false;
+  var kept = { error: [], warning: [], info: [] }, counts = { error: 0, warning: 0, info: 0 };
+  var truncated = false, incomplete = false;
 
   function round(v) { return Math.round(v * 100) / 100; }
   function rect(r) { return { x: round(r.left), y: round(r.top), width: round(r.width), height: round(r.height) }; }
   function cut(s) { return s.length > TEXT_CHARS ? [s.slice(0, TEXT_CHARS), true] : [s, false]; }
+  // add counts every finding and keeps at most MAX_FIND of each severity
+  // (the first in DOM order); the output keeps errors first.
   function add(severity, code, message, evidence, cutEvidence) {
-    if (findings.length >= MAX_FIND) { truncated = true; return; }
-    findings.push({ severity: severity, code: code, scene: opts.scene, message: message, evidence: evidence, truncated: !!cutEvidence });
+    counts[severity]++;
+    if (kept[severity].length >= MAX_FIND) { truncated = true; return; }
+    kept[severity].push({ severity: severity, code: code, scene: opts.scene, message: message, evidence: evidence, truncated: !!cutEvidence });
   }
   function selector(el) {
     var parts = [], e = el;
@@ -63,7 +72,7 @@
 
   var canvas = { left: 0, top: 0, right: W, bottom: H, width: W, height: H };
   var all = document.body ? document.body.querySelectorAll("*") : [];
-  var texts = [], boxes = [], layoutTruncated = false;
+  var texts = [], checked = [], boxes = [], layoutTruncated = false;
   for (var i = 0; i < all.length; i++) {
     var el = all[i];
     if (el.tagName === "SCRIPT" || el.tagName === "STYLE" || el.tagName === "NOSCRIPT" || el.tagName === "TEMPLATE") continue;
@@ -93,9 +102,9 @@
     var overflow = !clipped && (spills || (!clipsX && overflowX && el.clientWidth > 0) || (!clipsY && overflowY && el.clientHeight > 0));
     var fontSize = parseFloat(cs.fontSize);
     var sel = selector(el);
-    if (texts.length < MAX_TEXT) {
-      texts.push({ el: el, r: r, block: { selector: sel, rect: rect(r), text: t[0], font_size_px: fontSize, lines: tr.lines, overflow: !!overflow, clipped: !!clipped, truncated: t[1] } });
-    } else { layoutTruncated = true; }
+    var tb = { el: el, r: r, block: { selector: sel, rect: rect(r), text: t[0], font_size_px: fontSize, lines: tr.lines, overflow: !!overflow, clipped: !!clipped, truncated: t[1] } };
+    if (texts.length < MAX_TEXT) { texts.push(tb); } else { layoutTruncated = true; }
+    if (checked.length < MAX_CHECK) { checked.push(tb); } else { incomplete = true; }
     if (overflow) add("error", "TEXT_OVERFLOW", "text does not fit its box", { selector: sel, rect: rect(r), text: t[0] }, t[1]);
     if (clipped) add("error", "TEXT_CLIPPED", "text is cut off by its box", { selector: sel, rect: rect(r), text: t[0] }, t[1]);
     if (fontSize < SMALL_TEXT_PX) add("warning", "TEXT_TOO_SMALL", "text is smaller than " + SMALL_TEXT_PX + "px", { selector: sel, rect: rect(r), text: t[0], value: String(fontSize) }, t[1]);
@@ -120,14 +129,15 @@
 
   // Spatial relations: overlapping text blocks that are not nested.
   var relations = [];
-  for (var a = 0; a < texts.length; a++) {
-    for (var b = a + 1; b < texts.length; b++) {
-      var A = texts[a], B = texts[b];
+  for (var a = 0; a < checked.length; a++) {
+    for (var b = a + 1; b < checked.length; b++) {
+      var A = checked[a], B = checked[b];
       if (A.el.contains(B.el) || B.el.contains(A.el)) continue;
       var area = intersect(A.r, B.r);
       if (area <= 4) continue;
-      if (relations.length >= MAX_REL) { layoutTruncated = true; continue; }
-      relations.push({ kind: "overlap", a: A.block.selector, b: B.block.selector, area: round(area) });
+      if (relations.length < MAX_REL) {
+        relations.push({ kind: "overlap", a: A.block.selector, b: B.block.selector, area: round(area) });
+      } else { layoutTruncated = true; }
       add("warning", "ELEMENT_OVERLAP", "two text blocks overlap", { selector: A.block.selector, related: B.block.selector, rect: rect(A.r) }, false);
     }
   }
@@ -175,6 +185,6 @@
       groups: groups, relations: relations, blank_areas: blanks,
       coverage: round(covered / (GX * GY)), truncated: layoutTruncated
     },
-    findings: findings, truncated: truncated
+    findings: kept.error.concat(kept.warning, kept.info), counts: counts, truncated: truncated, incomplete: incomplete
   });
 })
