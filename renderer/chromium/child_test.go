@@ -438,6 +438,42 @@ func TestIncompleteAnalysisFailsInsteadOfPassing(t *testing.T) {
 	wantError(t, h.run(t, job, 90*time.Second), rc.CodeOutputLimitExceeded)
 }
 
+// TestGraphicsAgainstTextAndContainers: a chart wider than its column runs
+// into the text beside it (the chart leaves its container; the text runs
+// over it) and a red box is painted over a line of 48 px text (an error):
+// each reported with its rectangles.
+func TestGraphicsAgainstTextAndContainers(t *testing.T) {
+	h := setup(t)
+	job := h.job(fixture.Graphics, rc.OpPageDiagnose, rc.Viewport{Width: 360, Height: 270, DeviceScaleFactor: 1})
+	job.Budget = time.Minute
+	d := decodeDiagnosis(t, h.run(t, job, 90*time.Second))
+	type key struct {
+		sev                rc.Severity
+		code, sel, related string
+	}
+	got := map[key]rc.Evidence{}
+	for _, f := range d.Items {
+		got[key{f.Severity, f.Code, f.Evidence.Selector, f.Evidence.Related}] = f.Evidence
+	}
+	for _, want := range []key{
+		{rc.SeverityError, rc.FindingGraphicOverlap, "#redbox", "#big"},
+		{rc.SeverityWarning, rc.FindingGraphicOverlap, "#chart", "#side"},
+		{rc.SeverityWarning, rc.FindingOutsideContainer, "#chart", "#chartcol"},
+	} {
+		ev, ok := got[want]
+		if !ok {
+			t.Errorf("no %+v; items: %+v", want, d.Items)
+			continue
+		}
+		if ev.Rect == nil || ev.Rect.Width <= 0 || ev.Rect.Height <= 0 {
+			t.Errorf("%+v without an evidence rectangle: %+v", want, ev)
+		}
+	}
+	if d.Counts.Error < 1 {
+		t.Fatalf("counts %+v: the box over the text must fail validation", d.Counts)
+	}
+}
+
 // TestLayoutAnalysisIgnoresPatchedPrototypes: content that replaces
 // getBoundingClientRect, getClientRects, getComputedStyle, scrollWidth,
 // querySelectorAll and JSON.stringify in its own world does not change the

@@ -5,7 +5,10 @@
 // complete; the kept findings are errors first, then warnings, then infos,
 // at most MAX_FIND; truncated says some were left out. incomplete says a
 // check could not look at everything (more elements than MAX_CHECK): the
-// result cannot claim that there is no problem.
+// result cannot claim that there is no problem. Graphics (media, SVGs,
+// painted boxes) are checked against text (GRAPHIC_OVERLAP) and graphics and
+// text blocks against their container (CONTENT_OUTSIDE_CONTAINER), with the
+// rectangles as evidence.
 (function (opts) {
   "use strict";
   var W = opts.width, H = opts.height;
@@ -72,7 +75,7 @@
 
   var canvas = { left: 0, top: 0, right: W, bottom: H, width: W, height: H };
   var all = document.body ? document.body.querySelectorAll("*") : [];
-  var texts = [], checked = [], boxes = [], layoutTruncated = false;
+  var texts = [], checked = [], boxes = [], graphics = [], layoutTruncated = false;
   for (var i = 0; i < all.length; i++) {
     var el = all[i];
     if (el.tagName === "SCRIPT" || el.tagName === "STYLE" || el.tagName === "NOSCRIPT" || el.tagName === "TEMPLATE") continue;
@@ -86,6 +89,25 @@
     var replaced = /^(IMG|CANVAS|VIDEO|PICTURE|svg|SVG|OBJECT|EMBED)$/.test(el.tagName);
     var covers = r.width * r.height >= 0.9 * W * H;
     if ((direct || replaced || painted(cs)) && !covers) boxes.push(r);
+    // Graphics: media and outermost SVGs, and painted boxes without text of
+    // their own (their SVG insides are the SVG's).
+    if (!direct && !covers && !el.ownerSVGElement && (replaced || painted(cs))) {
+      if (graphics.length < MAX_CHECK) { graphics.push({ el: el, r: r, media: replaced }); } else { incomplete = true; }
+    }
+    // Content leaving its container: a graphic or a block of text that
+    // sticks out of its parent's box while the parent does not clip it (a
+    // positioned element placed itself; the canvas edge is OUT_OF_CANVAS).
+    if ((direct || replaced) && !el.ownerSVGElement && cs.position !== "absolute" && cs.position !== "fixed" && cs.display.indexOf("inline") !== 0) {
+      var par = el.parentElement;
+      if (par && par !== document.body && par !== document.documentElement) {
+        var pcs = getComputedStyle(par), pr = par.getBoundingClientRect();
+        var outX = r.left < pr.left - 2 || r.right > pr.right + 2, outY = r.top < pr.top - 2 || r.bottom > pr.bottom + 2;
+        if (((outX && pcs.overflowX === "visible") || (outY && pcs.overflowY === "visible")) && pr.width > 0 && pr.height > 0) {
+          var tc = cut(direct);
+          add("warning", "CONTENT_OUTSIDE_CONTAINER", "content sticks out of its container", { selector: selector(el), related: selector(par), rect: rect(r), text: tc[0] }, tc[1]);
+        }
+      }
+    }
     if (r.right > W + 0.5 || r.bottom > H + 0.5 || r.left < -0.5 || r.top < -0.5) {
       if (direct || replaced) {
         var t0 = cut(direct);
@@ -141,6 +163,30 @@
       add("warning", "ELEMENT_OVERLAP", "two text blocks overlap", { selector: A.block.selector, related: B.block.selector, rect: rect(A.r) }, false);
     }
   }
+
+  // Graphics against text: a graphic painted over text hides it (error);
+  // text over media or a chart it is not part of is a collision (warning);
+  // text over a painted box (a card) is what cards are for.
+  function topmost(x, y, A, B) {
+    var stack = document.elementsFromPoint(x, y);
+    for (var i = 0; i < stack.length; i++) {
+      if (A.contains(stack[i])) return A;
+      if (B.contains(stack[i])) return B;
+    }
+    return null;
+  }
+  graphics.forEach(function (G) {
+    checked.forEach(function (T) {
+      if (G.el.contains(T.el) || T.el.contains(G.el)) return;
+      var ir = { left: Math.max(G.r.left, T.r.left), top: Math.max(G.r.top, T.r.top), right: Math.min(G.r.right, T.r.right), bottom: Math.min(G.r.bottom, T.r.bottom) };
+      if (ir.right - ir.left <= 2 || ir.bottom - ir.top <= 2) return;
+      ir.width = ir.right - ir.left; ir.height = ir.bottom - ir.top;
+      var top = topmost((ir.left + ir.right) / 2, (ir.top + ir.bottom) / 2, G.el, T.el);
+      var ev = { selector: selector(G.el), related: T.block.selector, rect: rect(ir), text: T.block.text };
+      if (top === G.el) add("error", "GRAPHIC_OVERLAP", "a graphic is painted over text", ev, T.block.truncated);
+      else if (G.media) add("warning", "GRAPHIC_OVERLAP", "text runs over a graphic", ev, T.block.truncated);
+    });
+  });
 
   // Coverage and blank areas on a coarse grid.
   var GX = 32, GY = 18, cw = W / GX, ch = H / GY, grid = [], covered = 0;
