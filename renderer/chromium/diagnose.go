@@ -37,20 +37,21 @@ type scriptOutput struct {
 
 // sceneList is the scenes a diagnosis runs: default alone for a page;
 // for a component default plus the requested scenes, or, when none were
-// requested, default plus every scene the host declares (at most
-// rc.MaxScenes in all).
-func (a *attempt) sceneList(first *rc.ReadyState) ([]string, *rc.Error) {
+// requested, default plus every scene the host declares, at most
+// rc.MaxScenes in all: declared is how many there were (the host allows
+// more than one request may run; the diagnosis then reports the scenes it
+// did not run as an error finding, so it neither passes nor stays
+// unavailable).
+func (a *attempt) sceneList(first *rc.ReadyState) (scenes []string, declared int) {
 	if a.job.Operation != rc.OpComponentDiagnose {
-		return []string{rc.DefaultScene}, nil
+		return []string{rc.DefaultScene}, 1
 	}
 	if len(a.job.Scenes) > 0 {
-		return rc.OperationOptions{Scenes: a.job.Scenes}.SceneList(), nil
+		scenes = rc.OperationOptions{Scenes: a.job.Scenes}.SceneList()
+		return scenes, len(scenes)
 	}
-	scenes := rc.OperationOptions{Scenes: first.Scenes}.SceneList()
-	if len(scenes) > rc.MaxScenes {
-		return nil, rc.NewError(rc.CodeOutputLimitExceeded, rc.StageDiagnose, "the component declares %d scenes, at most %d including default", len(scenes), rc.MaxScenes)
-	}
-	return scenes, nil
+	scenes = rc.OperationOptions{Scenes: first.Scenes}.SceneList()
+	return scenes[:min(len(scenes), rc.MaxScenes)], len(scenes)
 }
 
 // sceneSwitchExpr dispatches a scene switch request to the host.
@@ -60,10 +61,7 @@ func sceneSwitchExpr(req rc.SceneSwitchRequest) string {
 }
 
 func (a *attempt) diagnose(ctx context.Context, first *rc.ReadyState) *rc.Error {
-	scenes, e := a.sceneList(first)
-	if e != nil {
-		return e
-	}
+	scenes, declared := a.sceneList(first)
 	d := rc.Diagnosis{
 		SchemaVersion: rc.DiagnosisSchemaVersion,
 		Operation:     a.job.Operation,
@@ -87,6 +85,15 @@ func (a *attempt) diagnose(ctx context.Context, first *rc.ReadyState) *rc.Error 
 		}
 	}
 	incomplete := false
+	if declared > len(scenes) {
+		f := rc.Finding{Severity: rc.SeverityError, Code: rc.FindingScenesOverLimit, Scene: rc.DefaultScene,
+			Message: fmt.Sprintf("the component declares %d scenes; one diagnosis runs at most %d (default and the first %d declared): name the scenes to check the others",
+				declared, rc.MaxScenes, rc.MaxScenes-1),
+			Evidence: rc.Evidence{Value: fmt.Sprint(declared)}}
+		all = append(all, f)
+		count(f)
+		d.Truncated = true
+	}
 	st := first
 	for i, scene := range scenes {
 		report := rc.SceneReport{Scene: scene, RuntimeErrors: []rc.RuntimeError{}, ContentFaults: []rc.ContentFault{}}

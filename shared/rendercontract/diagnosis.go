@@ -31,6 +31,9 @@ const (
 	FindingTextTooSmall     = "TEXT_TOO_SMALL"
 	FindingEmptyCanvas      = "EMPTY_CANVAS"
 	FindingItemsTruncated   = "ITEMS_TRUNCATED"
+	// FindingScenesOverLimit: the component declares more scenes than one
+	// diagnosis runs (MaxScenes); those beyond were not checked (error).
+	FindingScenesOverLimit = "SCENES_OVER_LIMIT"
 )
 
 // Diagnosis is the diagnosis.json artifact of page.diagnose and
