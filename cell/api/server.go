@@ -12,6 +12,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
 
@@ -85,6 +86,8 @@ type Config struct {
 	// Renderer is the cell's render coordinator; nil when no renderer is configured (render
 	// health is then unavailable and every render stage answers unavailable).
 	Renderer *render.Coordinator
+	// Collectors are further metrics of the cell's background work (the render retention).
+	Collectors []prometheus.Collector
 	// PublicURL, TicketSigner and PreviewTTL make preview URLs (CELL_PUBLIC_URL,
 	// RENDER_TICKET_SIGNING_KEY_FILE, CELL_PREVIEW_TTL); without URL or signer previews answer 503.
 	PublicURL    *url.URL
@@ -147,6 +150,7 @@ func New(c Config) *Server {
 	if c.Renderer != nil {
 		s.metrics.reg.MustRegister(c.Renderer.Collectors()...)
 	}
+	s.metrics.reg.MustRegister(c.Collectors...)
 	if c.DB != nil {
 		c.DB.OnRetry = s.metrics.txRetry
 	}

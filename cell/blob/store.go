@@ -309,3 +309,23 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// Remove deletes the blob at key and returns its size; an absent blob is no error (ok false),
+// so that concurrent or repeated deletes of the same key are harmless.
+func Remove(ctx context.Context, b *gcblob.Bucket, key string) (size int64, ok bool, err error) {
+	attrs, err := b.Attributes(ctx, key)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	err = b.Delete(ctx, key)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return attrs.Size, true, nil
+}

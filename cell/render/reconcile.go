@@ -146,7 +146,7 @@ func (c *Coordinator) attemptsWhere(ctx context.Context, where string, args ...a
 }
 
 // reconcile expires what waited past its deadline, takes over attempts whose driver's lease
-// ended, and releases the artifact references of finished requests.
+// ended.
 func (c *Coordinator) reconcile(ctx context.Context) {
 	now := c.now().UTC()
 	rows, err := c.db.Q(ctx).Query(ctx, `UPDATE render_requests SET state = 'expired', finished_at = $1, updated_at = $1,
@@ -178,10 +178,7 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 		}
 		c.startDriver(ctx, a.attemptID, &reservation{req: a.req, workerID: a.workerID, epoch: a.epoch, url: a.url, slotGeneration: a.slotGeneration}, false)
 	}
-	// The cleaner: finished requests release their artifact reference once their result was
-	// consumed or its retention ended.
-	_, _ = c.db.Exec(ctx, `UPDATE render_requests SET artifact_released = true
-		WHERE artifact_released = false AND finished_at IS NOT NULL AND finished_at < $1`, now.Add(-10*time.Minute))
+	// Artifact references, results and requests are released by Retention (retention.go).
 }
 
 // Cancel persists a new cancel version first; a waiting request ends at once, an executing one

@@ -21,7 +21,10 @@ type DemoContent struct {
 const demoProject = "Demo deck"
 
 // demoPages are the demo project's pages, by key: a title slide and a chart, made of the
-// preview host's kit (cell/preview/runtime/src/kit).
+// preview host's kit (cell/preview/runtime/src/kit). The chart's column is 700 px for its
+// 680 px chart (Columns widths are CSS lengths: "2fr" was no flex basis, so the chart's column
+// shrank and its last bar ran into the text column — GRAPHIC_OVERLAP and
+// CONTENT_OUTSIDE_CONTAINER); the text takes the rest.
 var demoPages = []struct{ key, title, source string }{
 	{"title", "Title", `import { Slide, Stack } from "@kit/layout";
 import { Title, Body, Caption } from "@kit/text";
@@ -44,7 +47,7 @@ export default function RevenueSlide() {
   return (
     <Slide>
       <Heading>Revenue by quarter</Heading>
-      <Columns widths={["2fr", "1fr"]}>
+      <Columns widths={[700]}>
         <BarChart data={revenue} width={680} height={440} title="Revenue (M€)" />
         <Body>Up 117 % over the year, every quarter above the last.</Body>
       </Columns>

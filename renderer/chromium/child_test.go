@@ -407,6 +407,73 @@ func TestPageDiagnoseFindsLayoutProblems(t *testing.T) {
 	wantLayoutFindings(t, d)
 }
 
+// TestTruncatedDiagnosisKeepsErrorsAndCounts: 400 small-text warnings come
+// before one overflow error in DOM order. The diagnosis counts all 401, keeps
+// the error first and is marked truncated: validation (counts.error > 0)
+// fails.
+func TestTruncatedDiagnosisKeepsErrorsAndCounts(t *testing.T) {
+	h := setup(t)
+	job := h.job(fixture.Crowded, rc.OpPageDiagnose, rc.Viewport{Width: 360, Height: 270, DeviceScaleFactor: 1})
+	job.Budget = time.Minute // a loaded machine takes long to start a browser
+	d := decodeDiagnosis(t, h.run(t, job, 90*time.Second))
+	if d.Counts.Error != 1 || d.Counts.Warning < 400 {
+		t.Fatalf("counts = %+v, want 1 error and at least 400 warnings", d.Counts)
+	}
+	if !d.Truncated || len(d.Items) == 0 || d.Items[0].Code != rc.FindingTextOverflow || d.Items[0].Evidence.Selector != "#overflow" {
+		t.Fatalf("truncated %v, first item %+v: want the overflow error first", d.Truncated, d.Items[0])
+	}
+	last := d.Items[len(d.Items)-1]
+	if last.Code != rc.FindingItemsTruncated {
+		t.Fatalf("last item %+v: want the truncation marker", last)
+	}
+}
+
+// TestIncompleteAnalysisFailsInsteadOfPassing: a page with more text
+// elements than the analysis checks, none of them faulty, cannot be
+// reported free of problems: the execution fails.
+func TestIncompleteAnalysisFailsInsteadOfPassing(t *testing.T) {
+	h := setup(t)
+	job := h.job(fixture.Huge, rc.OpPageDiagnose, rc.Viewport{Width: 1280, Height: 720, DeviceScaleFactor: 1})
+	job.Budget = time.Minute
+	wantError(t, h.run(t, job, 90*time.Second), rc.CodeOutputLimitExceeded)
+}
+
+// TestGraphicsAgainstTextAndContainers: a chart wider than its column runs
+// into the text beside it (the chart leaves its container; the text runs
+// over it) and a red box is painted over a line of 48 px text (an error):
+// each reported with its rectangles.
+func TestGraphicsAgainstTextAndContainers(t *testing.T) {
+	h := setup(t)
+	job := h.job(fixture.Graphics, rc.OpPageDiagnose, rc.Viewport{Width: 360, Height: 270, DeviceScaleFactor: 1})
+	job.Budget = time.Minute
+	d := decodeDiagnosis(t, h.run(t, job, 90*time.Second))
+	type key struct {
+		sev                rc.Severity
+		code, sel, related string
+	}
+	got := map[key]rc.Evidence{}
+	for _, f := range d.Items {
+		got[key{f.Severity, f.Code, f.Evidence.Selector, f.Evidence.Related}] = f.Evidence
+	}
+	for _, want := range []key{
+		{rc.SeverityError, rc.FindingGraphicOverlap, "#redbox", "#big"},
+		{rc.SeverityWarning, rc.FindingGraphicOverlap, "#chart", "#side"},
+		{rc.SeverityWarning, rc.FindingOutsideContainer, "#chart", "#chartcol"},
+	} {
+		ev, ok := got[want]
+		if !ok {
+			t.Errorf("no %+v; items: %+v", want, d.Items)
+			continue
+		}
+		if ev.Rect == nil || ev.Rect.Width <= 0 || ev.Rect.Height <= 0 {
+			t.Errorf("%+v without an evidence rectangle: %+v", want, ev)
+		}
+	}
+	if d.Counts.Error < 1 {
+		t.Fatalf("counts %+v: the box over the text must fail validation", d.Counts)
+	}
+}
+
 // TestLayoutAnalysisIgnoresPatchedPrototypes: content that replaces
 // getBoundingClientRect, getClientRects, getComputedStyle, scrollWidth,
 // querySelectorAll and JSON.stringify in its own world does not change the
@@ -529,9 +596,17 @@ func TestComponentDiagnoseRunsDeclaredScenes(t *testing.T) {
 	if _, ok := codes(d, "broken")[rc.FindingMountFailed]; !ok {
 		t.Errorf("broken scene lacks %s: %+v", rc.FindingMountFailed, d.Items)
 	}
-	// More declared scenes than a request may run: refused, not cut.
-	o := h.run(t, h.job(fixture.ManyScenes, rc.OpComponentDiagnose, small), time.Minute)
-	wantError(t, o, rc.CodeOutputLimitExceeded)
+	// More declared scenes than a request may run: the first 16 run and the
+	// rest is an error finding — neither a pass nor an execution error (a
+	// validation would stay unavailable for ever).
+	many := h.job(fixture.ManyScenes, rc.OpComponentDiagnose, small)
+	many.Budget = 2 * time.Minute // 16 scenes on a loaded machine
+	d = decodeDiagnosis(t, h.run(t, many, 150*time.Second))
+	over, ok := codes(d, "default")[rc.FindingScenesOverLimit]
+	if len(d.Scenes) != rc.MaxScenes || !ok || over.Severity != rc.SeverityError || d.Counts.Error < 1 || !d.Truncated ||
+		over.Evidence.Value != strconv.Itoa(rc.MaxScenes+1) {
+		t.Fatalf("%d scenes, over-limit finding %+v (%v), counts %+v, truncated %v", len(d.Scenes), over, ok, d.Counts, d.Truncated)
+	}
 	// Requested scenes win over the declared ones.
 	j := h.job(fixture.ManyScenes, rc.OpComponentDiagnose, small)
 	j.Scenes = []string{"s3"}

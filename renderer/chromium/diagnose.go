@@ -24,28 +24,34 @@ var DiagnosticsScriptVersion = digest.Bytes([]byte(diagnoseJS))
 // maxItems bounds the findings of one diagnosis across scenes.
 const maxItems = 500
 
+// scriptOutput is diagnose.js's answer. Counts count every finding of the
+// scene, Findings keeps errors first and may be cut (Truncated); Incomplete
+// says a check could not look at every element.
 type scriptOutput struct {
-	Layout    rc.Layout    `json:"layout"`
-	Findings  []rc.Finding `json:"findings"`
-	Truncated bool         `json:"truncated"`
+	Layout     rc.Layout        `json:"layout"`
+	Findings   []rc.Finding     `json:"findings"`
+	Counts     rc.FindingCounts `json:"counts"`
+	Truncated  bool             `json:"truncated"`
+	Incomplete bool             `json:"incomplete"`
 }
 
 // sceneList is the scenes a diagnosis runs: default alone for a page;
 // for a component default plus the requested scenes, or, when none were
-// requested, default plus every scene the host declares (at most
-// rc.MaxScenes in all).
-func (a *attempt) sceneList(first *rc.ReadyState) ([]string, *rc.Error) {
+// requested, default plus every scene the host declares, at most
+// rc.MaxScenes in all: declared is how many there were (the host allows
+// more than one request may run; the diagnosis then reports the scenes it
+// did not run as an error finding, so it neither passes nor stays
+// unavailable).
+func (a *attempt) sceneList(first *rc.ReadyState) (scenes []string, declared int) {
 	if a.job.Operation != rc.OpComponentDiagnose {
-		return []string{rc.DefaultScene}, nil
+		return []string{rc.DefaultScene}, 1
 	}
 	if len(a.job.Scenes) > 0 {
-		return rc.OperationOptions{Scenes: a.job.Scenes}.SceneList(), nil
+		scenes = rc.OperationOptions{Scenes: a.job.Scenes}.SceneList()
+		return scenes, len(scenes)
 	}
-	scenes := rc.OperationOptions{Scenes: first.Scenes}.SceneList()
-	if len(scenes) > rc.MaxScenes {
-		return nil, rc.NewError(rc.CodeOutputLimitExceeded, rc.StageDiagnose, "the component declares %d scenes, at most %d including default", len(scenes), rc.MaxScenes)
-	}
-	return scenes, nil
+	scenes = rc.OperationOptions{Scenes: first.Scenes}.SceneList()
+	return scenes[:min(len(scenes), rc.MaxScenes)], len(scenes)
 }
 
 // sceneSwitchExpr dispatches a scene switch request to the host.
@@ -55,10 +61,7 @@ func sceneSwitchExpr(req rc.SceneSwitchRequest) string {
 }
 
 func (a *attempt) diagnose(ctx context.Context, first *rc.ReadyState) *rc.Error {
-	scenes, e := a.sceneList(first)
-	if e != nil {
-		return e
-	}
+	scenes, declared := a.sceneList(first)
 	d := rc.Diagnosis{
 		SchemaVersion: rc.DiagnosisSchemaVersion,
 		Operation:     a.job.Operation,
@@ -67,6 +70,30 @@ func (a *attempt) diagnose(ctx context.Context, first *rc.ReadyState) *rc.Error 
 		Items:         []rc.Finding{},
 	}
 	var all []rc.Finding
+	// counts counts every finding, those the script left out included.
+	var counts rc.FindingCounts
+	count := func(fs ...rc.Finding) {
+		for _, f := range fs {
+			switch f.Severity {
+			case rc.SeverityError:
+				counts.Error++
+			case rc.SeverityWarning:
+				counts.Warning++
+			default:
+				counts.Info++
+			}
+		}
+	}
+	incomplete := false
+	if declared > len(scenes) {
+		f := rc.Finding{Severity: rc.SeverityError, Code: rc.FindingScenesOverLimit, Scene: rc.DefaultScene,
+			Message: fmt.Sprintf("the component declares %d scenes; one diagnosis runs at most %d (default and the first %d declared): name the scenes to check the others",
+				declared, rc.MaxScenes, rc.MaxScenes-1),
+			Evidence: rc.Evidence{Value: fmt.Sprint(declared)}}
+		all = append(all, f)
+		count(f)
+		d.Truncated = true
+	}
 	st := first
 	for i, scene := range scenes {
 		report := rc.SceneReport{Scene: scene, RuntimeErrors: []rc.RuntimeError{}, ContentFaults: []rc.ContentFault{}}
@@ -78,8 +105,10 @@ func (a *attempt) diagnose(ctx context.Context, first *rc.ReadyState) *rc.Error 
 				return e
 			}
 			if !ok {
-				all = append(all, rc.Finding{Severity: rc.SeverityError, Code: rc.FindingSceneFailed, Scene: scene,
-					Message: "the host could not show this scene", Evidence: rc.Evidence{Value: scene}})
+				f := rc.Finding{Severity: rc.SeverityError, Code: rc.FindingSceneFailed, Scene: scene,
+					Message: "the host could not show this scene", Evidence: rc.Evidence{Value: scene}}
+				all = append(all, f)
+				count(f)
 				report.RuntimeErrors = a.takeErrors(scene)
 				d.Scenes = append(d.Scenes, report)
 				continue
@@ -110,11 +139,21 @@ func (a *attempt) diagnose(ctx context.Context, first *rc.ReadyState) *rc.Error 
 		report.Layout = &layout
 		report.Completed = true
 		all = append(all, out.Findings...)
+		if out.Counts.Error+out.Counts.Warning+out.Counts.Info < len(out.Findings) {
+			return rc.NewError(rc.CodeInternal, rc.StageDiagnose, "layout analysis counted fewer findings than it kept")
+		}
+		counts.Error += out.Counts.Error
+		counts.Warning += out.Counts.Warning
+		counts.Info += out.Counts.Info
 		if out.Truncated {
 			d.Truncated = true
 		}
+		if out.Incomplete {
+			d.Truncated, incomplete = true, true
+		}
+		var extra []rc.Finding
 		if st.Mount == rc.MountFailed {
-			all = append(all, rc.Finding{Severity: rc.SeverityError, Code: rc.FindingMountFailed, Scene: scene, Message: "content failed to mount"})
+			extra = append(extra, rc.Finding{Severity: rc.SeverityError, Code: rc.FindingMountFailed, Scene: scene, Message: "content failed to mount"})
 		}
 		for _, f := range st.ContentFaults {
 			if f.Scene != "" && f.Scene != scene {
@@ -125,30 +164,32 @@ func (a *attempt) diagnose(ctx context.Context, first *rc.ReadyState) *rc.Error 
 			if f.Blocking {
 				sev = rc.SeverityError
 			}
-			all = append(all, rc.Finding{Severity: sev, Code: rc.FindingContentFault, Scene: scene,
+			extra = append(extra, rc.Finding{Severity: sev, Code: rc.FindingContentFault, Scene: scene,
 				Message: clip(f.Message, 300), Evidence: rc.Evidence{Value: clip(f.Code, 64)}, Truncated: len(f.Message) > 300})
 		}
 		// Give the page a beat to report errors of this scene before
 		// they are attributed.
 		report.RuntimeErrors = a.takeErrors(scene)
 		for _, re := range report.RuntimeErrors {
-			all = append(all, rc.Finding{Severity: rc.SeverityError, Code: rc.FindingRuntimeError, Scene: scene,
+			extra = append(extra, rc.Finding{Severity: rc.SeverityError, Code: rc.FindingRuntimeError, Scene: scene,
 				Message: re.Message, Truncated: re.Truncated})
 		}
+		all = append(all, extra...)
+		count(extra...)
 		d.Scenes = append(d.Scenes, report)
 	}
-	rank := map[rc.Severity]int{rc.SeverityError: 0, rc.SeverityWarning: 1, rc.SeverityInfo: 2}
-	sort.SliceStable(all, func(i, j int) bool { return rank[all[i].Severity] < rank[all[j].Severity] })
-	for _, f := range all {
-		switch f.Severity {
-		case rc.SeverityError:
-			d.Counts.Error++
-		case rc.SeverityWarning:
-			d.Counts.Warning++
-		default:
-			d.Counts.Info++
-		}
+	d.Counts = counts
+	// A check that could not look at everything cannot report that there is
+	// no problem (render-execution.md, "Limits": truncation that affects
+	// completeness fails the execution). With errors found, the verdict
+	// stands whatever was left out.
+	if incomplete && counts.Error == 0 {
+		return rc.NewError(rc.CodeOutputLimitExceeded, rc.StageDiagnose,
+			"the content has more elements than the layout analysis checks; it cannot be reported free of problems")
 	}
+	// Errors first, then warnings, then infos, so a cut drops the least
+	// severe; counts stay complete.
+	all = mostSevereFirst(all)
 	if len(all) > maxItems {
 		all = all[:maxItems]
 		d.Truncated = true
@@ -169,6 +210,14 @@ func (a *attempt) diagnose(ctx context.Context, first *rc.ReadyState) *rc.Error 
 		return rc.NewError(rc.CodeResultLost, rc.StageResult, "artifact not handed to the supervisor")
 	}
 	return nil
+}
+
+// mostSevereFirst orders findings errors, warnings, infos, keeping the order
+// within a severity.
+func mostSevereFirst(all []rc.Finding) []rc.Finding {
+	rank := map[rc.Severity]int{rc.SeverityError: 0, rc.SeverityWarning: 1, rc.SeverityInfo: 2}
+	sort.SliceStable(all, func(i, j int) bool { return rank[all[i].Severity] < rank[all[j].Severity] })
+	return all
 }
 
 // encodeBounded fits the diagnosis into the contract limit by dropping

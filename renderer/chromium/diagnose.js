@@ -1,19 +1,31 @@
 // Layout analysis of the current scene. Fixed script, embedded in the
 // renderer; its digest is part of the RenderProfile. Input: {scene, width,
-// height}. Output: JSON string {layout, findings, truncated}.
+// height}. Output: JSON string {layout, findings, counts, truncated,
+// incomplete}. Findings are counted before any is left out: counts are
+// complete; the kept findings are errors first, then warnings, then infos,
+// at most MAX_FIND; truncated says some were left out. incomplete says a
+// check could not look at everything (more elements than MAX_CHECK): the
+// result cannot claim that there is no problem. Graphics (media, SVGs,
+// painted boxes) are checked against text (GRAPHIC_OVERLAP) and graphics and
+// text blocks against their container (CONTENT_OUTSIDE_CONTAINER), with the
+// rectangles as evidence.
 (function (opts) {
   "use strict";
   var W = opts.width, H = opts.height;
-  var MAX_TEXT = 200, MAX_GROUPS = 100, MAX_REL = 100, MAX_FIND = 300, TEXT_CHARS = 160;
+  var MAX_TEXT = 200, MAX_GROUPS = 100, MAX_REL = 100, MAX_FIND = 300, TEXT_CHARS = 160, MAX_CHECK = 2000;
   var SMALL_TEXT_PX = 12, BLANK_MIN_FRACTION = 0.12;
-  var findings = [], truncated = false;
+  var kept = { error: [], warning: [], info: [] }, counts = { error: 0, warning: 0, info: 0 };
+  var truncated = false, incomplete = false;
 
   function round(v) { return Math.round(v * 100) / 100; }
   function rect(r) { return { x: round(r.left), y: round(r.top), width: round(r.width), height: round(r.height) }; }
   function cut(s) { return s.length > TEXT_CHARS ? [s.slice(0, TEXT_CHARS), true] : [s, false]; }
+  // add counts every finding and keeps at most MAX_FIND of each severity
+  // (the first in DOM order); the output keeps errors first.
   function add(severity, code, message, evidence, cutEvidence) {
-    if (findings.length >= MAX_FIND) { truncated = true; return; }
-    findings.push({ severity: severity, code: code, scene: opts.scene, message: message, evidence: evidence, truncated: !!cutEvidence });
+    counts[severity]++;
+    if (kept[severity].length >= MAX_FIND) { truncated = true; return; }
+    kept[severity].push({ severity: severity, code: code, scene: opts.scene, message: message, evidence: evidence, truncated: !!cutEvidence });
   }
   function selector(el) {
     var parts = [], e = el;
@@ -63,7 +75,7 @@
 
   var canvas = { left: 0, top: 0, right: W, bottom: H, width: W, height: H };
   var all = document.body ? document.body.querySelectorAll("*") : [];
-  var texts = [], boxes = [], layoutTruncated = false;
+  var texts = [], checked = [], boxes = [], graphics = [], layoutTruncated = false;
   for (var i = 0; i < all.length; i++) {
     var el = all[i];
     if (el.tagName === "SCRIPT" || el.tagName === "STYLE" || el.tagName === "NOSCRIPT" || el.tagName === "TEMPLATE") continue;
@@ -77,6 +89,25 @@
     var replaced = /^(IMG|CANVAS|VIDEO|PICTURE|svg|SVG|OBJECT|EMBED)$/.test(el.tagName);
     var covers = r.width * r.height >= 0.9 * W * H;
     if ((direct || replaced || painted(cs)) && !covers) boxes.push(r);
+    // Graphics: media and outermost SVGs, and painted boxes without text of
+    // their own (their SVG insides are the SVG's).
+    if (!direct && !covers && !el.ownerSVGElement && (replaced || painted(cs))) {
+      if (graphics.length < MAX_CHECK) { graphics.push({ el: el, r: r, media: replaced }); } else { incomplete = true; }
+    }
+    // Content leaving its container: a graphic or a block of text that
+    // sticks out of its parent's box while the parent does not clip it (a
+    // positioned element placed itself; the canvas edge is OUT_OF_CANVAS).
+    if ((direct || replaced) && !el.ownerSVGElement && cs.position !== "absolute" && cs.position !== "fixed" && cs.display.indexOf("inline") !== 0) {
+      var par = el.parentElement;
+      if (par && par !== document.body && par !== document.documentElement) {
+        var pcs = getComputedStyle(par), pr = par.getBoundingClientRect();
+        var outX = r.left < pr.left - 2 || r.right > pr.right + 2, outY = r.top < pr.top - 2 || r.bottom > pr.bottom + 2;
+        if (((outX && pcs.overflowX === "visible") || (outY && pcs.overflowY === "visible")) && pr.width > 0 && pr.height > 0) {
+          var tc = cut(direct);
+          add("warning", "CONTENT_OUTSIDE_CONTAINER", "content sticks out of its container", { selector: selector(el), related: selector(par), rect: rect(r), text: tc[0] }, tc[1]);
+        }
+      }
+    }
     if (r.right > W + 0.5 || r.bottom > H + 0.5 || r.left < -0.5 || r.top < -0.5) {
       if (direct || replaced) {
         var t0 = cut(direct);
@@ -93,9 +124,9 @@
     var overflow = !clipped && (spills || (!clipsX && overflowX && el.clientWidth > 0) || (!clipsY && overflowY && el.clientHeight > 0));
     var fontSize = parseFloat(cs.fontSize);
     var sel = selector(el);
-    if (texts.length < MAX_TEXT) {
-      texts.push({ el: el, r: r, block: { selector: sel, rect: rect(r), text: t[0], font_size_px: fontSize, lines: tr.lines, overflow: !!overflow, clipped: !!clipped, truncated: t[1] } });
-    } else { layoutTruncated = true; }
+    var tb = { el: el, r: r, block: { selector: sel, rect: rect(r), text: t[0], font_size_px: fontSize, lines: tr.lines, overflow: !!overflow, clipped: !!clipped, truncated: t[1] } };
+    if (texts.length < MAX_TEXT) { texts.push(tb); } else { layoutTruncated = true; }
+    if (checked.length < MAX_CHECK) { checked.push(tb); } else { incomplete = true; }
     if (overflow) add("error", "TEXT_OVERFLOW", "text does not fit its box", { selector: sel, rect: rect(r), text: t[0] }, t[1]);
     if (clipped) add("error", "TEXT_CLIPPED", "text is cut off by its box", { selector: sel, rect: rect(r), text: t[0] }, t[1]);
     if (fontSize < SMALL_TEXT_PX) add("warning", "TEXT_TOO_SMALL", "text is smaller than " + SMALL_TEXT_PX + "px", { selector: sel, rect: rect(r), text: t[0], value: String(fontSize) }, t[1]);
@@ -120,17 +151,42 @@
 
   // Spatial relations: overlapping text blocks that are not nested.
   var relations = [];
-  for (var a = 0; a < texts.length; a++) {
-    for (var b = a + 1; b < texts.length; b++) {
-      var A = texts[a], B = texts[b];
+  for (var a = 0; a < checked.length; a++) {
+    for (var b = a + 1; b < checked.length; b++) {
+      var A = checked[a], B = checked[b];
       if (A.el.contains(B.el) || B.el.contains(A.el)) continue;
       var area = intersect(A.r, B.r);
       if (area <= 4) continue;
-      if (relations.length >= MAX_REL) { layoutTruncated = true; continue; }
-      relations.push({ kind: "overlap", a: A.block.selector, b: B.block.selector, area: round(area) });
+      if (relations.length < MAX_REL) {
+        relations.push({ kind: "overlap", a: A.block.selector, b: B.block.selector, area: round(area) });
+      } else { layoutTruncated = true; }
       add("warning", "ELEMENT_OVERLAP", "two text blocks overlap", { selector: A.block.selector, related: B.block.selector, rect: rect(A.r) }, false);
     }
   }
+
+  // Graphics against text: a graphic painted over text hides it (error);
+  // text over media or a chart it is not part of is a collision (warning);
+  // text over a painted box (a card) is what cards are for.
+  function topmost(x, y, A, B) {
+    var stack = document.elementsFromPoint(x, y);
+    for (var i = 0; i < stack.length; i++) {
+      if (A.contains(stack[i])) return A;
+      if (B.contains(stack[i])) return B;
+    }
+    return null;
+  }
+  graphics.forEach(function (G) {
+    checked.forEach(function (T) {
+      if (G.el.contains(T.el) || T.el.contains(G.el)) return;
+      var ir = { left: Math.max(G.r.left, T.r.left), top: Math.max(G.r.top, T.r.top), right: Math.min(G.r.right, T.r.right), bottom: Math.min(G.r.bottom, T.r.bottom) };
+      if (ir.right - ir.left <= 2 || ir.bottom - ir.top <= 2) return;
+      ir.width = ir.right - ir.left; ir.height = ir.bottom - ir.top;
+      var top = topmost((ir.left + ir.right) / 2, (ir.top + ir.bottom) / 2, G.el, T.el);
+      var ev = { selector: selector(G.el), related: T.block.selector, rect: rect(ir), text: T.block.text };
+      if (top === G.el) add("error", "GRAPHIC_OVERLAP", "a graphic is painted over text", ev, T.block.truncated);
+      else if (G.media) add("warning", "GRAPHIC_OVERLAP", "text runs over a graphic", ev, T.block.truncated);
+    });
+  });
 
   // Coverage and blank areas on a coarse grid.
   var GX = 32, GY = 18, cw = W / GX, ch = H / GY, grid = [], covered = 0;
@@ -175,6 +231,6 @@
       groups: groups, relations: relations, blank_areas: blanks,
       coverage: round(covered / (GX * GY)), truncated: layoutTruncated
     },
-    findings: findings, truncated: truncated
+    findings: kept.error.concat(kept.warning, kept.info), counts: counts, truncated: truncated, incomplete: incomplete
   });
 })

@@ -12,18 +12,28 @@ const (
 
 // Finding codes the renderer's layout analysis emits.
 const (
-	FindingContentFault   = "CONTENT_FAULT"
-	FindingMountFailed    = "MOUNT_FAILED"
-	FindingRuntimeError   = "RUNTIME_ERROR"
-	FindingSceneFailed    = "SCENE_FAILED"
-	FindingTextOverflow   = "TEXT_OVERFLOW"
-	FindingTextClipped    = "TEXT_CLIPPED"
-	FindingOutOfCanvas    = "OUT_OF_CANVAS"
-	FindingOverlap        = "ELEMENT_OVERLAP"
-	FindingBlankArea      = "LARGE_BLANK_AREA"
-	FindingTextTooSmall   = "TEXT_TOO_SMALL"
-	FindingEmptyCanvas    = "EMPTY_CANVAS"
-	FindingItemsTruncated = "ITEMS_TRUNCATED"
+	FindingContentFault = "CONTENT_FAULT"
+	FindingMountFailed  = "MOUNT_FAILED"
+	FindingRuntimeError = "RUNTIME_ERROR"
+	FindingSceneFailed  = "SCENE_FAILED"
+	FindingTextOverflow = "TEXT_OVERFLOW"
+	FindingTextClipped  = "TEXT_CLIPPED"
+	FindingOutOfCanvas  = "OUT_OF_CANVAS"
+	FindingOverlap      = "ELEMENT_OVERLAP"
+	// FindingGraphicOverlap: a graphic (media, SVG, painted box) painted
+	// over text (error) or text running over media (warning); evidence is
+	// the graphic, the text (related) and their intersection.
+	FindingGraphicOverlap = "GRAPHIC_OVERLAP"
+	// FindingOutsideContainer: a graphic or text block sticking out of its
+	// parent, which does not clip it.
+	FindingOutsideContainer = "CONTENT_OUTSIDE_CONTAINER"
+	FindingBlankArea        = "LARGE_BLANK_AREA"
+	FindingTextTooSmall     = "TEXT_TOO_SMALL"
+	FindingEmptyCanvas      = "EMPTY_CANVAS"
+	FindingItemsTruncated   = "ITEMS_TRUNCATED"
+	// FindingScenesOverLimit: the component declares more scenes than one
+	// diagnosis runs (MaxScenes); those beyond were not checked (error).
+	FindingScenesOverLimit = "SCENES_OVER_LIMIT"
 )
 
 // Diagnosis is the diagnosis.json artifact of page.diagnose and

@@ -93,7 +93,8 @@
 // mount, resources and content_faults for the new scene, and sending the
 // state. With no operation_options.scenes, component.diagnose runs "default"
 // and then every other scene the host declares in scenes (at most MaxScenes
-// in all; more is RENDER_OUTPUT_LIMIT_EXCEEDED); with scenes given it runs
+// in all: beyond them the diagnosis carries a SCENES_OVER_LIMIT error
+// finding naming how many were declared); with scenes given it runs
 // "default" plus those.
 //
 // Content faults are deterministic problems of the content (a component

@@ -52,6 +52,8 @@ type settings struct {
 	// Render is the render coordinator's configuration; nil when RENDER_WORKERS_CONFIG is unset
 	// (the cell then has no render capacity and says so).
 	Render *render.Config
+	// Retention is the render retention's settings (RENDER_RETENTION_*).
+	Retention render.RetentionConfig
 	// TicketSigner signs admission tickets and preview access (RENDER_TICKET_SIGNING_KEY_FILE).
 	TicketSigner *ticket.Signer
 	// PublicURL is the router's public base; preview URLs point at it (CELL_PUBLIC_URL).
@@ -124,6 +126,7 @@ func load() (settings, error) {
 		}
 	}
 	s.Render = render.Load(l, nil, s.TicketSigner)
+	s.Retention = render.LoadRetention(l)
 	if pub := l.String("CELL_PUBLIC_URL", "", false); pub != "" {
 		u, err := url.Parse(pub)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
@@ -200,6 +203,10 @@ func run() error {
 		coordinator.Start(ctx)
 		defer coordinator.Stop()
 	}
+	// Retention runs whether or not renderers are configured: preview-artifact snapshots are
+	// made without them.
+	retention := render.NewRetention(s.Retention, cellDB, bucket, log.Named("render-retention"))
+	go retention.Run(ctx)
 	var previewBackend http.Handler
 	if len(s.PreviewCredentials) > 0 {
 		signer := s.TicketSigner
@@ -207,7 +214,7 @@ func run() error {
 			Keys: func() []ticket.PublicKey { return []ticket.PublicKey{signer.PublicKey()} }})
 	}
 	srv := api.New(api.Config{
-		CellID: s.CellID, DB: cellDB, Log: log, Renderer: coordinator, IdempotencyRetention: s.IdemRetention, Blobs: bucket,
+		CellID: s.CellID, DB: cellDB, Log: log, Renderer: coordinator, Collectors: retention.Collectors(), IdempotencyRetention: s.IdemRetention, Blobs: bucket,
 		BenchWithoutIdempotency: s.BenchNoIdem, CompileSlots: s.CompileSlots,
 		TicketSigner: s.TicketSigner, PreviewBackend: previewBackend, PublicURL: s.PublicURL, PreviewTTL: s.PreviewTTL, RenderWait: s.RenderWait,
 		RateWorkspace:           ratelimit.Limit{Rate: float64(s.RateWS), Burst: s.RateWSBurst},

@@ -1,0 +1,2 @@
+DROP INDEX render_requests_snapshot_idx;
+DROP INDEX render_requests_finished_idx;
