@@ -5,11 +5,15 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"fmt"
+	"math"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"go.uber.org/zap"
 	"golang.org/x/sync/singleflight"
 
@@ -480,24 +484,71 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 // (BenchmarkRouter, GOGC 100 against 400).
 const DefaultGCPercent = 400
 
-// DefaultMemoryLimit is the soft memory limit (the Go runtime's GOMEMLIMIT) the router runs
-// with unless GOMEMLIMIT is set. With GOGC=400 the heap may grow to five times what is live;
-// the limit keeps the collector from letting it, so a router with 100,000 cached placements
-// stays under 50 MiB of RSS. It costs next to nothing: the live heap is a few MiB (the
-// placements live off the heap, router/placement), so collections near the limit are short
-// and rare (BENCHMARKS.md, "100,000 workspaces"). A router whose live heap outgrows it (many
-// large request bodies held for a 421 retry at once) collects more often, at most half its
-// CPU by the runtime's own cap: give such a router more (in Kubernetes it is the container's
-// memory limit) or GOMEMLIMIT=off.
-const DefaultMemoryLimit = 28 << 20
+// DefaultMemoryLimitRatio is the share of the container's memory limit (cgroup v2 memory.max,
+// v1 memory.limit_in_bytes, read by github.com/KimMachineGun/automemlimit) that the router sets
+// as its soft memory limit (the Go runtime's GOMEMLIMIT) unless GOMEMLIMIT is set. The rest is
+// headroom for what the limit does not count and the container's limit does: the binary's own
+// pages (about 13 MiB), the placement table, which lives outside the Go heap (about 73 bytes
+// per cached placement, 7 MiB for 100,000), and the kernel's socket buffers. A process without
+// a memory limit gets no soft limit: the heap grows to GOGC's target, which the live heap sets
+// (a few MiB idle; more with many connections open, each holding buffers and a hop
+// connection). AUTOMEMLIMIT (a ratio in (0,1], or "off") overrides the ratio.
+//
+// A fixed limit replaced here (28 MiB) kept a router with 100,000 cached placements at 43 MiB
+// of RSS, but starved it under many connections: the collector ran continuously once the live
+// heap neared the limit (BENCHMARKS.md, "Router under 1,024 connections").
+const DefaultMemoryLimitRatio = 0.8
 
-// TuneRuntime applies DefaultGCPercent and DefaultMemoryLimit unless the operator set GOGC or
-// GOMEMLIMIT.
-func TuneRuntime() {
+// MemoryLimit says which soft memory limit TuneRuntime chose and why.
+type MemoryLimit struct {
+	// Bytes is the soft limit in force; math.MaxInt64 is none.
+	Bytes int64
+	// Source is "GOMEMLIMIT" (the operator's), "AUTOMEMLIMIT=off", "cgroup" (the container's
+	// limit times the ratio) or "none" (no container limit, or it could not be read: Err).
+	Source string
+	Err    error
+}
+
+// TuneRuntime applies DefaultGCPercent unless GOGC is set, and a soft memory limit derived from
+// the container's memory limit (DefaultMemoryLimitRatio) unless GOMEMLIMIT is set.
+func TuneRuntime() MemoryLimit { return tuneRuntime(memlimit.FromCgroup) }
+
+func tuneRuntime(provider memlimit.Provider) MemoryLimit {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(DefaultGCPercent)
 	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(DefaultMemoryLimit)
+	// Empty counts as unset, as for the Go runtime itself.
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return MemoryLimit{Bytes: debug.SetMemoryLimit(-1), Source: "GOMEMLIMIT"}
 	}
+	ratio := DefaultMemoryLimitRatio
+	switch v := os.Getenv("AUTOMEMLIMIT"); v {
+	case "":
+	case "off":
+		return MemoryLimit{Bytes: debug.SetMemoryLimit(-1), Source: "AUTOMEMLIMIT=off"}
+	default:
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(r) || r <= 0 || r > 1 {
+			debug.SetMemoryLimit(math.MaxInt64)
+			return MemoryLimit{Bytes: math.MaxInt64, Source: "none", Err: fmt.Errorf("AUTOMEMLIMIT=%q is not a ratio in (0,1] or off", v)}
+		}
+		ratio = r
+	}
+	n, err := memlimit.ApplyRatio(provider, ratio)()
+	switch {
+	case errors.Is(err, memlimit.ErrNoLimit), errors.Is(err, memlimit.ErrNoCgroup):
+		err = nil
+		n = math.MaxInt64
+	case err != nil:
+		// Unreadable cgroup files: run without a soft limit rather than with a guess.
+		n = math.MaxInt64
+	}
+	if n == 0 || n > math.MaxInt64 {
+		n = math.MaxInt64
+	}
+	debug.SetMemoryLimit(int64(n))
+	if n == math.MaxInt64 {
+		return MemoryLimit{Bytes: math.MaxInt64, Source: "none", Err: err}
+	}
+	return MemoryLimit{Bytes: int64(n), Source: "cgroup"}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 	"unique"
@@ -35,7 +36,12 @@ func main() {
 
 func mainCode(log *zap.Logger, access *logging.AccessLog, s settings, err error) int {
 	defer func() { _ = log.Sync() }()
-	router.TuneRuntime()
+	ml := router.TuneRuntime()
+	if ml.Err != nil {
+		log.Warn("no soft memory limit: the container's memory limit could not be read", zap.Error(ml.Err))
+	}
+	log.Info("runtime", zap.String("memory_limit_source", ml.Source), zap.Int64("memory_limit_bytes", ml.Bytes),
+		zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)))
 	if err != nil {
 		log.Error("router: "+err.Error(), zap.String("event", "config"))
 		return 2
