@@ -3,10 +3,10 @@ package router
 import (
 	"context"
 	"errors"
-	"net/http"
-	"os"
 	"fmt"
 	"math"
+	"net/http"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"sync"
