@@ -81,6 +81,13 @@ type Config struct {
 	// MaxRetryBody is the largest request body buffered so that it can be resent after a 421.
 	MaxRetryBody int64
 
+	// BodyTimeout and BodyMinRate bound how long a client may take to send a request body:
+	// its n-th byte must arrive within BodyTimeout + n/BodyMinRate (bytes per second) of the
+	// request's start, or the request ends with 408 and the connection is closed. A client
+	// that declares a body and holds it back thus holds its connection for about BodyTimeout.
+	BodyTimeout time.Duration
+	BodyMinRate int64
+
 	// UnknownHashKey keys the hash that picks the cell for workspaces the directory does not
 	// know. Give every replica the same secret key: with an unkeyed hash, anyone who knows the
 	// cell list could compare X-Cell-ID with the hash and learn that a workspace exists.
@@ -129,6 +136,12 @@ func (c Config) withDefaults() Config {
 	if c.MaxRetryBody <= 0 {
 		c.MaxRetryBody = DefaultMaxRetryBody
 	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = DefaultBodyTimeout
+	}
+	if c.BodyMinRate <= 0 {
+		c.BodyMinRate = DefaultBodyMinRate
+	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -154,7 +167,7 @@ func (c Config) Validate() error {
 
 // Router is the public edge: it maps each request to a workspace, the workspace to a cell, and
 // proxies. It is an http.Handler for the public routes; OpsHandler serves /livez, /readyz and
-// /metrics.
+// /metrics, on a listener of their own (never the public one).
 type Router struct {
 	cfg   Config
 	log   *zap.Logger
@@ -214,23 +227,15 @@ func (rt *Router) Close() {
 	})
 }
 
-// Handler serves the public routes and, on the same listener, /livez, /readyz and /metrics.
-func (rt *Router) Handler() http.Handler {
-	ops := rt.OpsHandler()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/livez", "/readyz", "/metrics":
-			ops.ServeHTTP(w, r)
-		default:
-			rt.ServeHTTP(w, r)
-		}
-	})
-}
+// Handler serves the public routes only: /livez, /readyz and /metrics are not among them (404
+// like every unknown path); serve OpsHandler on an internal listener.
+func (rt *Router) Handler() http.Handler { return rt }
 
 // ServeHTTP routes one public request. Every answer carries X-Request-ID and X-Cell-ID.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	x := &exchange{rec: recorder{ResponseWriter: w}, r: r, reqID: cellproto.RequestID(r.Header.Get(cellproto.HeaderRequestID))}
+	x.body = rt.guardBody(w, r)
 	// Deferred so that an aborted copy (the ReverseProxy panics with http.ErrAbortHandler when a
 	// response breaks mid-body) is still logged and counted.
 	defer rt.finish(x, start)
@@ -243,8 +248,9 @@ type exchange struct {
 	r     *http.Request
 	reqID string
 	ws    string
-	cell  *cell   // the last cell tried; nil while none was
-	first attempt // the first attempt, allocated with the exchange
+	cell  *cell      // the last cell tried; nil while none was
+	body  *bodyGuard // the request body's rate rule; nil without a body
+	first attempt    // the first attempt, allocated with the exchange
 }
 
 // cellID is the ID of the last cell tried, or "" before the router picked one.
@@ -291,7 +297,13 @@ func (rt *Router) serve(x *exchange) {
 	}
 
 	out, replayable, err := rt.bufferBody(x.r)
+	if replayable && x.body != nil {
+		x.body.clear() // all of it is in memory
+	}
 	if err != nil {
+		if x.body.slow() {
+			err = errBodyTimeout(err)
+		}
 		rt.fail(x, err)
 		return
 	}
@@ -403,6 +415,9 @@ func (rt *Router) finishAttempt(x *exchange, a *attempt) {
 	switch {
 	case a.rejected != nil:
 		rt.fail(x, a.rejected)
+	case a.err != nil && x.body.slow():
+		// The client sent its body too slowly: its fault, not the cell's.
+		rt.fail(x, errBodyTimeout(a.err))
 	case a.err != nil:
 		if x.r.Context().Err() != nil {
 			// The client went away; nobody reads an answer. 499 is what the access log shows.
@@ -415,6 +430,15 @@ func (rt *Router) finishAttempt(x *exchange, a *attempt) {
 		e.Retryable = false
 		rt.fail(x, e)
 	}
+}
+
+// errBodyTimeout answers a request whose body did not arrive in time (Config.BodyTimeout,
+// BodyMinRate).
+func errBodyTimeout(cause error) *problem.Error {
+	e := problem.New(problem.BadRequest, "the request body was not received in time")
+	e.Status, e.Cause = http.StatusRequestTimeout, cause
+	e.Header = http.Header{"Connection": {"close"}}
+	return e
 }
 
 // statusClientClosed is logged when the client disconnected before the cell answered.
