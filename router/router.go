@@ -36,6 +36,7 @@ const (
 	DefaultProbeFailures           = 2
 	DefaultCellsRefresh            = 10 * time.Second
 	DefaultMaxRetryBody            = 1 << 20
+	DefaultMaxInFlightPerCell      = 1024
 )
 
 // Config configures a Router. Zero values take the Default… constants; Placements and Cells
@@ -80,6 +81,12 @@ type Config struct {
 
 	// MaxRetryBody is the largest request body buffered so that it can be resent after a 421.
 	MaxRetryBody int64
+
+	// MaxInFlightPerCell bounds the requests this router has in flight to one cell (its API and
+	// its preview host together). Beyond it a request is shed at once with 503 CELL_OVERLOADED
+	// and Retry-After: 1, without touching the cell, and counted in router_shed_total: a cell
+	// that slows down gets a bounded queue, not every client's connection.
+	MaxInFlightPerCell int
 
 	// BodyTimeout and BodyMinRate bound how long a client may take to send a request body:
 	// its n-th byte must arrive within BodyTimeout + n/BodyMinRate (bytes per second) of the
@@ -135,6 +142,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxRetryBody <= 0 {
 		c.MaxRetryBody = DefaultMaxRetryBody
+	}
+	if c.MaxInFlightPerCell <= 0 {
+		c.MaxInFlightPerCell = DefaultMaxInFlightPerCell
 	}
 	if c.BodyTimeout <= 0 {
 		c.BodyTimeout = DefaultBodyTimeout

@@ -79,6 +79,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	c.ProbeFailures = l.Int("ROUTER_PROBE_FAILURES", router.DefaultProbeFailures, 1, 1000)
 	c.CellsRefresh = l.PositiveDuration("ROUTER_CELLS_REFRESH", router.DefaultCellsRefresh)
 	c.MaxRetryBody = int64(l.Int("ROUTER_MAX_RETRY_BODY", router.DefaultMaxRetryBody, 1, 64<<20))
+	c.MaxInFlightPerCell = l.Int("ROUTER_MAX_IN_FLIGHT_PER_CELL", router.DefaultMaxInFlightPerCell, 1, 1_000_000)
 	c.BodyTimeout = l.PositiveDuration("ROUTER_BODY_TIMEOUT", router.DefaultBodyTimeout)
 	c.BodyMinRate = int64(l.Int("ROUTER_BODY_MIN_RATE", router.DefaultBodyMinRate, 1, 1<<30))
 
