@@ -27,7 +27,7 @@ import (
 const (
 	DefaultCellTimeout             = 30 * time.Second
 	DefaultDialTimeout             = time.Second
-	DefaultMaxIdleConnsPerCell     = 256
+	DefaultMaxIdleConnsPerCell     = DefaultMaxInFlightPerCell
 	DefaultBreakerFailures         = 5
 	DefaultBreakerOpenTimeout      = 5 * time.Second
 	DefaultBreakerHalfOpenRequests = 1
@@ -57,7 +57,9 @@ type Config struct {
 	// DialTimeout bounds connecting to a cell.
 	DialTimeout time.Duration
 	// MaxIdleConnsPerCell is the keep-alive pool per cell; it must cover the expected number of
-	// concurrent requests to one cell, or connections churn under load.
+	// concurrent requests to one cell, or connections churn under load (every request beyond
+	// the pool dials, and a surge of dials meets the cell's accept queue and DialTimeout). Its
+	// default is MaxInFlightPerCell's, so below the in-flight bound nothing churns.
 	MaxIdleConnsPerCell int
 
 	// BreakerFailures consecutive transport failures (refused, reset, timeout) open a cell's

@@ -26,6 +26,10 @@ type result struct {
 	cpuPerReq     time.Duration // CPU of the serving process per request; 0 when unknown
 	backendPerReq time.Duration // CPU of the backend per request
 	rounds        int
+	connections   int
+	// gcShare is the garbage collector's share of the in-process proxy's CPU during the load
+	// (runtime/metrics); 0 when not measured (nginx, direct, or load generated in process).
+	gcShare float64
 	// ratios are this target's req/s over nginx's in the same round, one per round, sorted:
 	// the fairest comparison on a noisy host, since the two loads ran seconds apart.
 	ratios []float64
