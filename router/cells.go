@@ -68,6 +68,7 @@ type cell struct {
 	breaker   *gobreaker.TwoStepCircuitBreaker[struct{}]
 	healthy   atomic.Bool
 	probeFail atomic.Int32
+	inFlight  atomic.Int64 // requests sent (or being sent) to the cell or its preview host
 	m         cellMetrics
 	// preview is the cell's preview host; nil when it has none. Replaced when the directory
 	// lists another URL for it.

@@ -90,5 +90,15 @@
 // over all cells, whatever their state, so their answers look like a known workspace's.
 // The cell list is reread every CellsRefresh; when the directory fails the last list stays.
 //
-// Operator endpoints (/livez, /readyz, /metrics) are described on OpsHandler.
+// Operator endpoints (/livez, /readyz, /metrics) are described on OpsHandler; they are served
+// on an internal listener only, never on the public one (Handler answers 404 for them).
+//
+// # Slow and idle clients
+//
+// The public listener (NewPublicServer on LimitListener) bounds what one client can hold:
+// headers within ReadHeaderTimeout, idle keep-alive connections closed after IdleTimeout, at
+// most MaxConns open connections. A request body must keep pace (Config.BodyTimeout,
+// BodyMinRate): the router moves the connection's read deadline forward as bytes arrive, and a
+// body that falls behind ends the request with 408 and closes the connection. Such a cut is
+// the client's doing and never counts against a cell's breaker.
 package router

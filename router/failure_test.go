@@ -3,7 +3,9 @@ package router
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -216,5 +218,58 @@ func TestPlacementOnNewCellRereadsCellList(t *testing.T) {
 	a := b.get(t, "/api/v1/workspaces/"+ws)
 	if a.status != http.StatusOK || a.cell != "cell-c" {
 		t.Fatalf("got %d from %q, want 200 from the newly listed cell-c", a.status, a.cell)
+	}
+}
+
+// TestInFlightBoundShedsLoad: with a cell's in-flight bound filled by requests its slow
+// backend holds, the next request to that cell is shed at once with 503 CELL_OVERLOADED and
+// Retry-After, counted in router_shed_total, while another cell's requests pass; once the
+// held requests finish the cell is served again.
+func TestInFlightBoundShedsLoad(t *testing.T) {
+	t.Parallel()
+	const bound = 4
+	b := setup(t, func(c *Config) { c.MaxInFlightPerCell = bound })
+	b.a.mu.Lock()
+	b.a.block, b.a.entered = make(chan struct{}), make(chan struct{}, bound)
+	b.a.mu.Unlock()
+	var wg sync.WaitGroup
+	statuses := make(chan int, bound)
+	for range bound {
+		wg.Go(func() { statuses <- b.get(t, "/api/v1/workspaces/"+b.wsA).status })
+	}
+	for range bound {
+		<-b.a.entered
+	}
+	a := b.get(t, "/api/v1/workspaces/"+b.wsA)
+	a.wantProblem(t, http.StatusServiceUnavailable, problem.CellOverloaded)
+	if a.header.Get("Retry-After") != "1" || a.header.Get(cellproto.HeaderCellID) != "cell-a" {
+		t.Errorf("shed answer headers %v", a.header)
+	}
+	b.get(t, "/api/v1/workspaces/"+b.wsB).wantCell(t, "cell-b")
+	if n := b.a.hits.Load(); n != bound {
+		t.Errorf("cell-a received %d requests, want the %d held (the shed one must not reach it)", n, bound)
+	}
+	close(b.a.block)
+	waitGroup(t, &wg, time.Minute)
+	close(statuses)
+	for st := range statuses {
+		if st != http.StatusOK {
+			t.Errorf("held request answered %d", st)
+		}
+	}
+	b.a.mu.Lock()
+	b.a.block = nil
+	b.a.mu.Unlock()
+	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
+	res, err := testClient.Get(b.ops.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	for _, want := range []string{`router_shed_total{cell="cell-a"} 1`, `router_cell_in_flight{cell="cell-a"} 0`, `router_cell_breaker_state{cell="cell-a"} 0`} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 }

@@ -23,6 +23,7 @@ type metrics struct {
 	cacheBy    [6]prometheus.Counter // by placement.Outcome
 	misdirects *prometheus.CounterVec
 	dirErrors  *prometheus.CounterVec
+	shed       *prometheus.CounterVec
 	noCell     [6]prometheus.Counter // requests answered before a cell was picked
 }
 
@@ -30,6 +31,7 @@ type metrics struct {
 type cellMetrics struct {
 	requests [6]prometheus.Counter // by status class, see class
 	latency  prometheus.Observer
+	shed     prometheus.Counter
 }
 
 var classes = [6]string{"1xx", "2xx", "3xx", "4xx", "5xx", "other"}
@@ -64,6 +66,10 @@ func newMetrics(rt *Router) *metrics {
 			Name: "router_misdirect_total",
 			Help: "421 answers from cells by what the router did: retried, misdirected_twice, body_too_large, lookup_failed.",
 		}, []string{"outcome"}),
+		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "router_shed_total",
+			Help: "Requests shed with 503 CELL_OVERLOADED because the cell had ROUTER_MAX_IN_FLIGHT_PER_CELL requests in flight.",
+		}, []string{"cell"}),
 		dirErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "router_directory_errors_total",
 			Help: "Failed directory reads by kind (placement, cells).",
@@ -79,7 +85,7 @@ func newMetrics(rt *Router) *metrics {
 		Name: "router_placement_cache_entries",
 		Help: "Placements held in the cache now (not counting cached not-found answers); at most ROUTER_PLACEMENT_CACHE_SIZE.",
 	}, func() float64 { return float64(rt.cache.Len()) })
-	m.reg.MustRegister(m.requests, m.latency, m.cacheVec, m.misdirects, m.dirErrors, entries,
+	m.reg.MustRegister(m.requests, m.latency, m.cacheVec, m.misdirects, m.dirErrors, m.shed, entries,
 		rt.cellCollector(),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -92,6 +98,7 @@ func (m *metrics) forCell(id string) cellMetrics {
 		cm.requests[i] = m.requests.WithLabelValues(id, cl)
 	}
 	cm.latency = m.latency.WithLabelValues(id)
+	cm.shed = m.shed.WithLabelValues(id)
 	return cm
 }
 
@@ -101,6 +108,7 @@ func (m *metrics) forgetCell(id string) {
 		m.requests.DeleteLabelValues(id, cl)
 	}
 	m.latency.DeleteLabelValues(id)
+	m.shed.DeleteLabelValues(id)
 }
 
 func (m *metrics) request(c *cell, status int) {
@@ -142,10 +150,11 @@ func (rt *Router) cellCollector() prometheus.Collector {
 				h = 1
 			}
 			out = append(out, scrape.Gauge(breakerDesc, st, c.id), scrape.Gauge(healthyDesc, h, c.id),
+				scrape.Gauge(inFlightDesc, float64(c.inFlight.Load()), c.id),
 				scrape.Gauge(stateDesc, 1, c.id, string(c.State())))
 		}
 		return out, nil
-	}, breakerDesc, healthyDesc, stateDesc)
+	}, breakerDesc, healthyDesc, stateDesc, inFlightDesc)
 }
 
 var (
@@ -153,6 +162,8 @@ var (
 		"Breaker state per cell: 0 closed, 1 half-open, 2 open.", []string{"cell"}, nil)
 	healthyDesc = prometheus.NewDesc("router_cell_healthy",
 		"1 when the cell passes its /readyz probes, else 0.", []string{"cell"}, nil)
+	inFlightDesc = prometheus.NewDesc("router_cell_in_flight",
+		"Requests in flight to the cell (its API and preview host) now; at most ROUTER_MAX_IN_FLIGHT_PER_CELL.", []string{"cell"}, nil)
 	stateDesc = prometheus.NewDesc("router_cell_state",
 		"The cell's directory state (always 1; the state is the label).", []string{"cell", "state"}, nil)
 )

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,15 +31,18 @@ type attempt struct {
 	workspace bool // a workspace route: send the epoch, and a 421 is the router's business
 	buffered  bool // the body is in memory; drop Expect: 100-continue
 
-	preview     *previewHost   // a preview route: sent to this preview host of cell
-	rejected    *problem.Error // not sent: breaker open or cell unhealthy
-	misdirected bool           // the cell answered 421; nothing was written to the client
-	owningHint  string         // the cell's X-Owning-Cell on a 421, for logs only
-	err         error          // transport failure; nothing was written to the client
+	out         http.ResponseWriter // the client's writer, whose header map the answer's headers go to
+	preview     *previewHost        // a preview route: sent to this preview host of cell
+	rejected    *problem.Error      // not sent: breaker open or cell unhealthy
+	misdirected bool                // the cell answered 421; nothing was written to the client
+	owningHint  string              // the cell's X-Owning-Cell on a 421, for logs only
+	err         error               // transport failure; nothing was written to the client
 
 	// Header values, kept here so that setting them allocates nothing.
 	reqIDHeader [1]string
 	epochHeader [1]string
+	xffHeader   [1]string
+	xfhHeader   [1]string
 }
 
 type attemptKey struct{}
@@ -63,6 +68,16 @@ var (
 	keyPlacementCell  = http.CanonicalHeaderKey(cellproto.HeaderPlacementCell)
 	keyPlacementEpoch = http.CanonicalHeaderKey(cellproto.HeaderPlacementEpoch)
 	keyCellID         = http.CanonicalHeaderKey(cellproto.HeaderCellID)
+	keyWorkspaceID    = http.CanonicalHeaderKey(cellproto.HeaderWorkspaceID)
+)
+
+// Shared, never written header values: the forwarded protocol (the router serves plain HTTP
+// behind its load balancer, or TLS itself) and the empty User-Agent that keeps the transport
+// from adding Go's own.
+var (
+	protoHTTP  = []string{"http"}
+	protoHTTPS = []string{"https"}
+	noUA       = []string{""}
 )
 
 // errMisdirected is returned by ModifyResponse to stop the ReverseProxy from copying a 421.
@@ -109,6 +124,17 @@ func (rt *Router) try(x *exchange, r *http.Request, a *attempt) {
 		a.rejected = rej
 		return
 	}
+	// Back-pressure: beyond the bound, shed at once rather than queue into seconds of latency.
+	// Not a breaker failure: the cell did nothing wrong.
+	if c.inFlight.Add(1) > int64(rt.cfg.MaxInFlightPerCell) {
+		c.inFlight.Add(-1)
+		c.m.shed.Inc()
+		e := problem.New(problem.CellOverloaded, "the workspace's cell has too many requests in flight; retry shortly")
+		e.RetryAfter, e.Retryable = 1, true
+		a.rejected = e
+		return
+	}
+	defer c.inFlight.Add(-1)
 	done, err := breaker.Allow()
 	if err != nil {
 		e := a.unavailable("is unavailable; retry shortly")
@@ -126,13 +152,14 @@ func (rt *Router) try(x *exchange, r *http.Request, a *attempt) {
 		switch {
 		case a.err == nil:
 			done(nil)
-		case r.Context().Err() != nil:
+		case r.Context().Err() != nil, x.body.slow():
 			done(errExcluded)
 		default:
 			done(a.err)
 		}
 	}()
 	a.Context = r.Context()
+	a.out = &x.rec
 	a.reqIDHeader[0] = a.reqID
 	proxy.ServeHTTP(&x.rec, r.WithContext(a))
 }
@@ -159,9 +186,23 @@ func (c *cell) rewriteTo(pr *httputil.ProxyRequest, target *url.URL) {
 		delete(h, k)
 	}
 	pr.SetURL(target)
-	pr.SetXForwarded()
-	// The value slices are shared, not copied: nothing downstream writes into header values,
-	// and this saves allocations on every request.
+	// What ProxyRequest.SetXForwarded sets (client sent X-Forwarded-* are already gone), with
+	// value slices that allocate nothing: the attempt holds them. The value slices are shared,
+	// not copied: nothing downstream writes into header values.
+	if ip, _, err := net.SplitHostPort(pr.In.RemoteAddr); err == nil {
+		a.xffHeader[0] = ip
+		h["X-Forwarded-For"] = a.xffHeader[:]
+	}
+	a.xfhHeader[0] = pr.In.Host
+	h["X-Forwarded-Host"] = a.xfhHeader[:]
+	if pr.In.TLS == nil {
+		h["X-Forwarded-Proto"] = protoHTTP
+	} else {
+		h["X-Forwarded-Proto"] = protoHTTPS
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = noUA // what the ReverseProxy would set, without its allocation
+	}
 	h[keyRequestID] = a.reqIDValue()
 	h[keyPlacementCell] = c.idValue
 	if a.workspace {
@@ -182,13 +223,35 @@ func (c *cell) modifyResponse(res *http.Response) error {
 		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
 		return errMisdirected
 	}
-	h := res.Header
-	for _, k := range routerOnlyResponse {
-		delete(h, k)
+	// The answer's headers go to the client's header map here, their value slices shared,
+	// instead of copied value by value (one allocation per header) by the ReverseProxy after
+	// this hook: it then finds res.Header empty. Server-sent events keep the ReverseProxy's
+	// path, which reads Content-Type to flush at once, and so do upgrades (101), whose
+	// headers the ReverseProxy reads after this hook.
+	src, dst := res.Header, a.out.Header()
+	if res.StatusCode != http.StatusSwitchingProtocols && !isEventStream(src) {
+		for k, v := range src {
+			if _, ok := dst[k]; ok {
+				dst[k] = append(dst[k], v...)
+			} else {
+				dst[k] = v
+			}
+		}
+		clear(src)
+		src = dst
 	}
-	h[keyCellID] = c.idValue
-	h[keyRequestID] = a.reqIDValue()
+	for _, k := range routerOnlyResponse {
+		delete(src, k)
+	}
+	src[keyCellID] = c.idValue
+	src[keyRequestID] = a.reqIDValue()
 	return nil
+}
+
+// isEventStream reports a text/event-stream answer (which the ReverseProxy flushes at once).
+func isEventStream(h http.Header) bool {
+	ct := h["Content-Type"]
+	return len(ct) > 0 && strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct[0])), "text/event-stream")
 }
 
 func (c *cell) errorHandler(_ http.ResponseWriter, r *http.Request, err error) {

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strings"
 
-	"slidecells/shared/cellproto"
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
 )
@@ -121,7 +120,7 @@ func workspaceInPath(p string) (string, bool) {
 // workspaceInHeader reads X-Workspace-ID. An empty header counts as absent; several values
 // must agree, or the request is ambiguous.
 func workspaceInHeader(h http.Header) (string, bool, error) {
-	vs := h.Values(cellproto.HeaderWorkspaceID)
+	vs := h[keyWorkspaceID] // canonical key: Values would canonicalise, and allocate, per request
 	ws := ""
 	for _, v := range vs {
 		v = strings.TrimSpace(v)

@@ -3,13 +3,17 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"go.uber.org/zap"
 	"golang.org/x/sync/singleflight"
 
@@ -23,7 +27,7 @@ import (
 const (
 	DefaultCellTimeout             = 30 * time.Second
 	DefaultDialTimeout             = time.Second
-	DefaultMaxIdleConnsPerCell     = 256
+	DefaultMaxIdleConnsPerCell     = DefaultMaxInFlightPerCell
 	DefaultBreakerFailures         = 5
 	DefaultBreakerOpenTimeout      = 5 * time.Second
 	DefaultBreakerHalfOpenRequests = 1
@@ -32,6 +36,7 @@ const (
 	DefaultProbeFailures           = 2
 	DefaultCellsRefresh            = 10 * time.Second
 	DefaultMaxRetryBody            = 1 << 20
+	DefaultMaxInFlightPerCell      = 1024
 )
 
 // Config configures a Router. Zero values take the Default… constants; Placements and Cells
@@ -52,7 +57,9 @@ type Config struct {
 	// DialTimeout bounds connecting to a cell.
 	DialTimeout time.Duration
 	// MaxIdleConnsPerCell is the keep-alive pool per cell; it must cover the expected number of
-	// concurrent requests to one cell, or connections churn under load.
+	// concurrent requests to one cell, or connections churn under load (every request beyond
+	// the pool dials, and a surge of dials meets the cell's accept queue and DialTimeout). Its
+	// default is MaxInFlightPerCell's, so below the in-flight bound nothing churns.
 	MaxIdleConnsPerCell int
 
 	// BreakerFailures consecutive transport failures (refused, reset, timeout) open a cell's
@@ -76,6 +83,19 @@ type Config struct {
 
 	// MaxRetryBody is the largest request body buffered so that it can be resent after a 421.
 	MaxRetryBody int64
+
+	// MaxInFlightPerCell bounds the requests this router has in flight to one cell (its API and
+	// its preview host together). Beyond it a request is shed at once with 503 CELL_OVERLOADED
+	// and Retry-After: 1, without touching the cell, and counted in router_shed_total: a cell
+	// that slows down gets a bounded queue, not every client's connection.
+	MaxInFlightPerCell int
+
+	// BodyTimeout and BodyMinRate bound how long a client may take to send a request body:
+	// its n-th byte must arrive within BodyTimeout + n/BodyMinRate (bytes per second) of the
+	// request's start, or the request ends with 408 and the connection is closed. A client
+	// that declares a body and holds it back thus holds its connection for about BodyTimeout.
+	BodyTimeout time.Duration
+	BodyMinRate int64
 
 	// UnknownHashKey keys the hash that picks the cell for workspaces the directory does not
 	// know. Give every replica the same secret key: with an unkeyed hash, anyone who knows the
@@ -125,6 +145,15 @@ func (c Config) withDefaults() Config {
 	if c.MaxRetryBody <= 0 {
 		c.MaxRetryBody = DefaultMaxRetryBody
 	}
+	if c.MaxInFlightPerCell <= 0 {
+		c.MaxInFlightPerCell = DefaultMaxInFlightPerCell
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = DefaultBodyTimeout
+	}
+	if c.BodyMinRate <= 0 {
+		c.BodyMinRate = DefaultBodyMinRate
+	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -150,7 +179,7 @@ func (c Config) Validate() error {
 
 // Router is the public edge: it maps each request to a workspace, the workspace to a cell, and
 // proxies. It is an http.Handler for the public routes; OpsHandler serves /livez, /readyz and
-// /metrics.
+// /metrics, on a listener of their own (never the public one).
 type Router struct {
 	cfg   Config
 	log   *zap.Logger
@@ -210,23 +239,15 @@ func (rt *Router) Close() {
 	})
 }
 
-// Handler serves the public routes and, on the same listener, /livez, /readyz and /metrics.
-func (rt *Router) Handler() http.Handler {
-	ops := rt.OpsHandler()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/livez", "/readyz", "/metrics":
-			ops.ServeHTTP(w, r)
-		default:
-			rt.ServeHTTP(w, r)
-		}
-	})
-}
+// Handler serves the public routes only: /livez, /readyz and /metrics are not among them (404
+// like every unknown path); serve OpsHandler on an internal listener.
+func (rt *Router) Handler() http.Handler { return rt }
 
 // ServeHTTP routes one public request. Every answer carries X-Request-ID and X-Cell-ID.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	x := &exchange{rec: recorder{ResponseWriter: w}, r: r, reqID: cellproto.RequestID(r.Header.Get(cellproto.HeaderRequestID))}
+	x.body = rt.guardBody(w, r)
 	// Deferred so that an aborted copy (the ReverseProxy panics with http.ErrAbortHandler when a
 	// response breaks mid-body) is still logged and counted.
 	defer rt.finish(x, start)
@@ -239,8 +260,9 @@ type exchange struct {
 	r     *http.Request
 	reqID string
 	ws    string
-	cell  *cell   // the last cell tried; nil while none was
-	first attempt // the first attempt, allocated with the exchange
+	cell  *cell      // the last cell tried; nil while none was
+	body  *bodyGuard // the request body's rate rule; nil without a body
+	first attempt    // the first attempt, allocated with the exchange
 }
 
 // cellID is the ID of the last cell tried, or "" before the router picked one.
@@ -287,7 +309,13 @@ func (rt *Router) serve(x *exchange) {
 	}
 
 	out, replayable, err := rt.bufferBody(x.r)
+	if replayable && x.body != nil {
+		x.body.clear() // all of it is in memory
+	}
 	if err != nil {
+		if x.body.slow() {
+			err = errBodyTimeout(err)
+		}
 		rt.fail(x, err)
 		return
 	}
@@ -399,6 +427,9 @@ func (rt *Router) finishAttempt(x *exchange, a *attempt) {
 	switch {
 	case a.rejected != nil:
 		rt.fail(x, a.rejected)
+	case a.err != nil && x.body.slow():
+		// The client sent its body too slowly: its fault, not the cell's.
+		rt.fail(x, errBodyTimeout(a.err))
 	case a.err != nil:
 		if x.r.Context().Err() != nil {
 			// The client went away; nobody reads an answer. 499 is what the access log shows.
@@ -411,6 +442,15 @@ func (rt *Router) finishAttempt(x *exchange, a *attempt) {
 		e.Retryable = false
 		rt.fail(x, e)
 	}
+}
+
+// errBodyTimeout answers a request whose body did not arrive in time (Config.BodyTimeout,
+// BodyMinRate).
+func errBodyTimeout(cause error) *problem.Error {
+	e := problem.New(problem.BadRequest, "the request body was not received in time")
+	e.Status, e.Cause = http.StatusRequestTimeout, cause
+	e.Header = http.Header{"Connection": {"close"}}
+	return e
 }
 
 // statusClientClosed is logged when the client disconnected before the cell answered.
@@ -480,24 +520,71 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 // (BenchmarkRouter, GOGC 100 against 400).
 const DefaultGCPercent = 400
 
-// DefaultMemoryLimit is the soft memory limit (the Go runtime's GOMEMLIMIT) the router runs
-// with unless GOMEMLIMIT is set. With GOGC=400 the heap may grow to five times what is live;
-// the limit keeps the collector from letting it, so a router with 100,000 cached placements
-// stays under 50 MiB of RSS. It costs next to nothing: the live heap is a few MiB (the
-// placements live off the heap, router/placement), so collections near the limit are short
-// and rare (BENCHMARKS.md, "100,000 workspaces"). A router whose live heap outgrows it (many
-// large request bodies held for a 421 retry at once) collects more often, at most half its
-// CPU by the runtime's own cap: give such a router more (in Kubernetes it is the container's
-// memory limit) or GOMEMLIMIT=off.
-const DefaultMemoryLimit = 28 << 20
+// DefaultMemoryLimitRatio is the share of the container's memory limit (cgroup v2 memory.max,
+// v1 memory.limit_in_bytes, read by github.com/KimMachineGun/automemlimit) that the router sets
+// as its soft memory limit (the Go runtime's GOMEMLIMIT) unless GOMEMLIMIT is set. The rest is
+// headroom for what the limit does not count and the container's limit does: the binary's own
+// pages (about 13 MiB), the placement table, which lives outside the Go heap (about 73 bytes
+// per cached placement, 7 MiB for 100,000), and the kernel's socket buffers. A process without
+// a memory limit gets no soft limit: the heap grows to GOGC's target, which the live heap sets
+// (a few MiB idle; more with many connections open, each holding buffers and a hop
+// connection). AUTOMEMLIMIT (a ratio in (0,1], or "off") overrides the ratio.
+//
+// A fixed limit replaced here (28 MiB) kept a router with 100,000 cached placements at 43 MiB
+// of RSS, but starved it under many connections: the collector ran continuously once the live
+// heap neared the limit (BENCHMARKS.md, "Router under 1,024 connections").
+const DefaultMemoryLimitRatio = 0.8
 
-// TuneRuntime applies DefaultGCPercent and DefaultMemoryLimit unless the operator set GOGC or
-// GOMEMLIMIT.
-func TuneRuntime() {
+// MemoryLimit says which soft memory limit TuneRuntime chose and why.
+type MemoryLimit struct {
+	// Bytes is the soft limit in force; math.MaxInt64 is none.
+	Bytes int64
+	// Source is "GOMEMLIMIT" (the operator's), "AUTOMEMLIMIT=off", "cgroup" (the container's
+	// limit times the ratio) or "none" (no container limit, or it could not be read: Err).
+	Source string
+	Err    error
+}
+
+// TuneRuntime applies DefaultGCPercent unless GOGC is set, and a soft memory limit derived from
+// the container's memory limit (DefaultMemoryLimitRatio) unless GOMEMLIMIT is set.
+func TuneRuntime() MemoryLimit { return tuneRuntime(memlimit.FromCgroup) }
+
+func tuneRuntime(provider memlimit.Provider) MemoryLimit {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(DefaultGCPercent)
 	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(DefaultMemoryLimit)
+	// Empty counts as unset, as for the Go runtime itself.
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return MemoryLimit{Bytes: debug.SetMemoryLimit(-1), Source: "GOMEMLIMIT"}
 	}
+	ratio := DefaultMemoryLimitRatio
+	switch v := os.Getenv("AUTOMEMLIMIT"); v {
+	case "":
+	case "off":
+		return MemoryLimit{Bytes: debug.SetMemoryLimit(-1), Source: "AUTOMEMLIMIT=off"}
+	default:
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(r) || r <= 0 || r > 1 {
+			debug.SetMemoryLimit(math.MaxInt64)
+			return MemoryLimit{Bytes: math.MaxInt64, Source: "none", Err: fmt.Errorf("AUTOMEMLIMIT=%q is not a ratio in (0,1] or off", v)}
+		}
+		ratio = r
+	}
+	n, err := memlimit.ApplyRatio(provider, ratio)()
+	switch {
+	case errors.Is(err, memlimit.ErrNoLimit), errors.Is(err, memlimit.ErrNoCgroup):
+		err = nil
+		n = math.MaxInt64
+	case err != nil:
+		// Unreadable cgroup files: run without a soft limit rather than with a guess.
+		n = math.MaxInt64
+	}
+	if n == 0 || n > math.MaxInt64 {
+		n = math.MaxInt64
+	}
+	debug.SetMemoryLimit(int64(n))
+	if n == math.MaxInt64 {
+		return MemoryLimit{Bytes: math.MaxInt64, Source: "none", Err: err}
+	}
+	return MemoryLimit{Bytes: int64(n), Source: "cgroup"}
 }

@@ -216,7 +216,8 @@ func (c *clock) Advance(d time.Duration) {
 // workspace placed on each.
 type bundle struct {
 	rt       *Router
-	srv      *httptest.Server
+	srv      *httptest.Server // the public listener
+	ops      *httptest.Server // the internal listener (OpsHandler)
 	dir      *fakeDirectory
 	a, b     *fakeCell
 	wsA, wsB string
@@ -294,9 +295,22 @@ func setup(t *testing.T, opts ...option) *bundle {
 	}
 	t.Cleanup(rt.Close)
 	b.rt = rt
-	b.srv = httptest.NewServer(rt.Handler())
-	t.Cleanup(b.srv.Close)
+	b.srv = startPublic(t, rt.Handler(), ServerConfig{})
+	b.ops = httptest.NewServer(rt.OpsHandler())
+	t.Cleanup(b.ops.Close)
 	return b
+}
+
+// startPublic serves h as the router binary serves its public listener (NewPublicServer on
+// LimitListener).
+func startPublic(t *testing.T, h http.Handler, sc ServerConfig) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Config = NewPublicServer(h, sc)
+	srv.Listener = LimitListener(srv.Listener, sc)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 func (b *bundle) cell(id string) *fakeCell {
@@ -684,7 +698,11 @@ func TestMetrics(t *testing.T) {
 	b := setup(t)
 	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
 	b.get(t, "/api/v1/pages").wantProblem(t, http.StatusBadRequest, problem.WorkspaceRequired)
-	res := b.do(t, http.MethodGet, "/metrics", nil)
+	res, err := testClient.Get(b.ops.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
 	for _, want := range []string{
 		`router_requests_total{cell="cell-a",code="2xx"} 1`,
@@ -743,10 +761,15 @@ func TestDrainingCell(t *testing.T) {
 func TestReadyz(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ready := func() bool {
-		res := b.do(t, http.MethodGet, "/readyz", nil)
-		return res.StatusCode == http.StatusOK
+	ops := func(path string) int {
+		res, err := testClient.Get(b.ops.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
 	}
+	ready := func() bool { return ops("/readyz") == http.StatusOK }
 	if !ready() {
 		t.Fatal("not ready with the directory up and healthy cells")
 	}
@@ -770,7 +793,7 @@ func TestReadyz(t *testing.T) {
 	if ready() {
 		t.Error("ready with no healthy cell")
 	}
-	if res := b.do(t, http.MethodGet, "/livez", nil); res.StatusCode != http.StatusOK {
-		t.Errorf("livez = %d", res.StatusCode)
+	if st := ops("/livez"); st != http.StatusOK {
+		t.Errorf("livez = %d", st)
 	}
 }

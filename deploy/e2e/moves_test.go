@@ -652,7 +652,7 @@ func TestDrainLeavesPinned(t *testing.T) {
 // misdirects sums the router's router_misdirect_total (421 answers it handled).
 func (e *env) misdirects(t *testing.T) float64 {
 	t.Helper()
-	resp, err := client.Get(e.s.RouterURL + "/metrics")
+	resp, err := client.Get(e.s.RouterInternalURL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

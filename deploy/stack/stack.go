@@ -61,9 +61,12 @@ type Stack struct {
 	Directory *directory.Directory
 	DirURL    string
 	RouterURL string
-	Router    *Proc
-	Cells     map[string]*Proc
-	Renderers map[string][]*Proc // by cell: <cell>-r1, <cell>-r2
+	// RouterInternalURL is the router's internal listener (/livez, /readyz, /metrics), which
+	// the public RouterURL never serves.
+	RouterInternalURL string
+	Router            *Proc
+	Cells             map[string]*Proc
+	Renderers         map[string][]*Proc // by cell: <cell>-r1, <cell>-r2
 	// Previews are the preview hosts, by cell; empty without bin/preview.
 	Previews  map[string]*Proc
 	CellDBURL map[string]string
@@ -82,12 +85,15 @@ type Stack struct {
 type Proc struct {
 	Name string
 	URL  string
-	args []string
-	env  []string
-	bin  string
-	log  string
-	mu   sync.Mutex
-	proc *proc.Group
+	// OpsURL serves /livez (and /readyz, /metrics) when that is not URL: the router's internal
+	// listener.
+	OpsURL string
+	args   []string
+	env    []string
+	bin    string
+	log    string
+	mu     sync.Mutex
+	proc   *proc.Group
 }
 
 // Start brings everything up and waits until every process answers /livez.
@@ -236,8 +242,14 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			return nil, err
 		}
 	}
-	s.Router = &Proc{Name: "router", URL: s.RouterURL, bin: filepath.Join(o.BinDir, "router"), log: filepath.Join(o.Dir, "logs", "router.log"),
-		env: append([]string{"ROUTER_LISTEN_ADDR=" + addr, "DIRECTORY_DATABASE_URL=" + s.DirURL}, o.Env["router"]...)}
+	internalPort, err := pgserver.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	internalAddr := "127.0.0.1:" + strconv.Itoa(internalPort)
+	s.RouterInternalURL = "http://" + internalAddr
+	s.Router = &Proc{Name: "router", URL: s.RouterURL, OpsURL: s.RouterInternalURL, bin: filepath.Join(o.BinDir, "router"), log: filepath.Join(o.Dir, "logs", "router.log"),
+		env: append([]string{"ROUTER_LISTEN_ADDR=" + addr, "ROUTER_INTERNAL_ADDR=" + internalAddr, "DIRECTORY_DATABASE_URL=" + s.DirURL}, o.Env["router"]...)}
 	if err := s.Router.Start(); err != nil {
 		return nil, err
 	}
@@ -452,7 +464,11 @@ func (p *Proc) poll(ctx context.Context, limit time.Duration, path, credential s
 			return loop.Stop(errors.New("exited at start"))
 		default:
 		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+path, nil)
+		base := p.URL
+		if p.OpsURL != "" { // the router's operator endpoints are on its internal listener
+			base = p.OpsURL
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 		if credential != "" {
 			req.Header.Set("Authorization", "Bearer "+credential)
 		}

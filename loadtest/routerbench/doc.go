@@ -1,6 +1,6 @@
 // Command routerbench measures what the router adds to a request: the same small GET is sent
-// at a fixed number of keep-alive connections on loopback, one load after another in the same
-// run, to
+// at a fixed number of keep-alive connections on loopback (-connections, by default 64 and then
+// 1,024: each count is a table of its own), one load after another in the same run, to
 //
 //   - direct: a tiny Go backend (a stand-in for a cell's GET /api/v1/system/version);
 //   - router (any cell): the router, in process, in front of that backend, on a route without a
@@ -13,7 +13,10 @@
 //   - nginx: nginx as a reference reverse proxy with a keep-alive upstream to the same backend,
 //     run with its own configuration, pid and log files in a temporary directory.
 //
-// It prints a markdown table (req/s, p50, p99, CPU per request of the proxy and of the backend)
+// It prints a markdown table per connection count (req/s, p50, p99, CPU per request of the
+// proxy and of the backend, and the garbage collector's share of the in-process proxy's CPU,
+// from runtime/metrics: /cpu/classes/gc/total over the CPU its Go code used, /cpu/classes/total
+// minus /cpu/classes/idle)
 // and the two figures the router is held to: router throughput as a fraction of nginx's
 // (target ≥ 0.5; also per round, since a round's loads run seconds apart and the host is
 // shared) and the p99 the router adds over direct (target ≤ 1 ms). -only narrows the proxies

@@ -9,9 +9,11 @@ import (
 	"os/signal"
 	"regexp"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"slidecells/router"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -20,7 +22,8 @@ import (
 type options struct {
 	duration    time.Duration
 	warmup      time.Duration
-	connections int
+	connections int   // the count of the load running now
+	connList    []int // -connections: each count is measured in turn
 	threads     int
 	rounds      int
 	rate        int
@@ -41,7 +44,7 @@ func main() {
 	fixedURL := flag.String("fixed-rate-url", "", "internal: run one fixed-rate load against this URL and print the result as JSON")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measured load")
 	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured load before each measured one")
-	flag.IntVar(&o.connections, "connections", 64, "concurrent keep-alive connections")
+	conns := flag.String("connections", "64,1024", "concurrent keep-alive connections; a comma-separated list measures each count in turn (the fixed-rate phase uses the first)")
 	flag.IntVar(&o.threads, "threads", runtime.NumCPU(), "wrk threads")
 	flag.IntVar(&o.rounds, "rounds", 3, "saturation rounds, each target's median reported; 0 skips saturation")
 	flag.IntVar(&o.rate, "rate", 2000, "requests per second of the fixed-rate latency phase; 0 skips it")
@@ -52,6 +55,15 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs, logs)")
 	flag.StringVar(&o.only, "only", "", "measure only the proxies whose name matches this regular expression (nginx is always measured)")
 	flag.Parse()
+	for _, f := range strings.Split(*conns, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "routerbench: -connections %q: want positive counts\n", *conns)
+			os.Exit(2)
+		}
+		o.connList = append(o.connList, n)
+	}
+	o.connections = o.connList[0]
 
 	if *backend {
 		runBackend()
@@ -150,65 +162,16 @@ func run(ctx context.Context, o options) error {
 	}
 
 	loadBefore := loadAverage()
-	gen := newGenerator(o)
-	inProcessLoad := gen.inProcess()
-	runs := make(map[string][]result)
-	for round := range o.rounds {
-		for ti, t := range targets {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			fmt.Fprintf(os.Stderr, "round %d/%d, %s: warm-up %v, load %v at %d connections…\n",
-				round+1, o.rounds, t.name, o.warmup, o.duration, o.connections)
-			if o.warmup > 0 {
-				if _, err := gen.run(ctx, t.url, o.warmup); err != nil {
-					return err
-				}
-			}
-			stopProfile := func() {}
-			if o.cpuProfile != "" && round == o.rounds-1 && (t.kind == "router" || t.kind == "bare") {
-				path := fmt.Sprintf("%s.%d", o.cpuProfile, ti)
-				fmt.Fprintf(os.Stderr, "CPU profile of %s: %s\n", t.name, path)
-				if stopProfile, err = profile(path); err != nil {
-					return err
-				}
-			}
-			cpu0, be0 := t.cpu(), be.cpu()
-			r, err := gen.run(ctx, t.url, o.duration)
-			cpu1, be1 := t.cpu(), be.cpu()
-			stopProfile()
-			if err != nil {
-				return fmt.Errorf("%s: %w", t.name, err)
-			}
-			if n := r.rps * o.duration.Seconds(); n > 0 {
-				if !(inProcessLoad && (t.kind == "router" || t.kind == "bare")) {
-					r.cpuPerReq = (cpu1 - cpu0) / time.Duration(n)
-				}
-				r.backendPerReq = (be1 - be0) / time.Duration(n)
-			}
-			runs[t.name] = append(runs[t.name], r)
+	satBy := make([][]result, len(o.connList))
+	for i, n := range o.connList {
+		o.connections = n
+		sat, err := saturate(ctx, o, targets, be)
+		if err != nil {
+			return err
 		}
+		satBy[i] = sat
 	}
-	var sat []result
-	var nginxRuns []result
-	for _, t := range targets {
-		if t.kind == "nginx" {
-			nginxRuns = runs[t.name]
-		}
-	}
-	for _, t := range targets {
-		if rs := runs[t.name]; len(rs) > 0 {
-			m := median(t.name, rs)
-			for i := range min(len(rs), len(nginxRuns)) {
-				if nginxRuns[i].rps > 0 {
-					m.ratios = append(m.ratios, rs[i].rps/nginxRuns[i].rps)
-				}
-			}
-			slices.Sort(m.ratios)
-			sat = append(sat, m)
-		}
-	}
-
+	o.connections = o.connList[0]
 	var fixed []result
 	if o.rate > 0 {
 		fixedRuns := make(map[string][]result)
@@ -229,10 +192,100 @@ func run(ctx context.Context, o options) error {
 			fixed = append(fixed, median(t.name, fixedRuns[t.name]))
 		}
 	}
-	printReport(os.Stdout, o, gen.name(), sat, fixed)
+	printReport(os.Stdout, o, newGenerator(o).name(), satBy, fixed)
 	fmt.Fprintf(os.Stdout, "\nHost load average (1, 5, 15 min) before: %s; after: %s. Other work on the host shares these CPUs.\n",
 		loadBefore, loadAverage())
 	return nil
+}
+
+// saturate runs o.rounds closed-loop loads at o.connections against every target and returns
+// each target's medians.
+func saturate(ctx context.Context, o options, targets []target, be *backend) ([]result, error) {
+	gen := newGenerator(o)
+	inProcessLoad := gen.inProcess()
+	runs := make(map[string][]result)
+	for round := range o.rounds {
+		for ti, t := range targets {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			fmt.Fprintf(os.Stderr, "round %d/%d, %s: warm-up %v, load %v at %d connections…\n",
+				round+1, o.rounds, t.name, o.warmup, o.duration, o.connections)
+			if o.warmup > 0 {
+				// A failed warm-up (nothing got through) says nothing the measured load will not.
+				_, _ = gen.run(ctx, t.url, o.warmup)
+			}
+			stopProfile := func() {}
+			if o.cpuProfile != "" && round == o.rounds-1 && (t.kind == "router" || t.kind == "bare") {
+				path := fmt.Sprintf("%s.c%d.%d", o.cpuProfile, o.connections, ti)
+				fmt.Fprintf(os.Stderr, "CPU profile of %s: %s\n", t.name, path)
+				var err error
+				if stopProfile, err = profile(path); err != nil {
+					return nil, err
+				}
+			}
+			inProcess := t.kind == "router" || t.kind == "bare"
+			cpu0, be0, gc0 := t.cpu(), be.cpu(), readGCCPU()
+			r, err := gen.run(ctx, t.url, o.duration)
+			cpu1, be1, gc1 := t.cpu(), be.cpu(), readGCCPU()
+			stopProfile()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", t.name, err)
+			}
+			if inProcess && !inProcessLoad {
+				r.gcShare = gc1.shareSince(gc0)
+			}
+			if n := r.rps * o.duration.Seconds(); n > 0 {
+				if !(inProcessLoad && inProcess) {
+					r.cpuPerReq = (cpu1 - cpu0) / time.Duration(n)
+				}
+				r.backendPerReq = (be1 - be0) / time.Duration(n)
+			}
+			runs[t.name] = append(runs[t.name], r)
+		}
+	}
+	var sat []result
+	var nginxRuns []result
+	for _, t := range targets {
+		if t.kind == "nginx" {
+			nginxRuns = runs[t.name]
+		}
+	}
+	for _, t := range targets {
+		if rs := runs[t.name]; len(rs) > 0 {
+			m := median(t.name, rs)
+			m.connections = o.connections
+			for i := range min(len(rs), len(nginxRuns)) {
+				if nginxRuns[i].rps > 0 {
+					m.ratios = append(m.ratios, rs[i].rps/nginxRuns[i].rps)
+				}
+			}
+			slices.Sort(m.ratios)
+			sat = append(sat, m)
+		}
+	}
+	return sat, nil
+}
+
+// gcCPU is this process's Go runtime CPU accounting (runtime/metrics): the in-process router's
+// (and bare proxies') garbage collector against all the CPU its Go code used.
+type gcCPU struct{ gc, total, idle float64 }
+
+func readGCCPU() gcCPU {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/total:cpu-seconds"}, {Name: "/cpu/classes/idle:cpu-seconds"}}
+	// The CPU classes are brought up to date at the end of a collection.
+	runtime.GC()
+	metrics.Read(s)
+	return gcCPU{gc: s[0].Value.Float64(), total: s[1].Value.Float64(), idle: s[2].Value.Float64()}
+}
+
+// shareSince is the GC's share of the CPU used (not idle) between before and g.
+func (g gcCPU) shareSince(before gcCPU) float64 {
+	used := (g.total - g.idle) - (before.total - before.idle)
+	if used <= 0 {
+		return 0
+	}
+	return (g.gc - before.gc) / used
 }
 
 // loadAverage is /proc/loadavg's first three fields: how busy the host was, for the record.
@@ -267,6 +320,7 @@ func median(name string, rs []result) result {
 		backendPerReq: time.Duration(pick(func(r result) float64 { return float64(r.backendPerReq) })),
 		p999:          time.Duration(pick(func(r result) float64 { return float64(r.p999) })),
 		errors:        int64(pick(func(r result) float64 { return float64(r.errors) })),
+		gcShare:       pick(func(r result) float64 { return r.gcShare }),
 		rounds:        len(rs),
 	}
 }

@@ -8,16 +8,19 @@ import (
 	"time"
 )
 
-func printReport(w io.Writer, o options, generator string, sat, fixed []result) {
-	fmt.Fprintf(w, "\nGET of a %d-byte JSON answer over %d keep-alive connections on loopback; %d CPUs shared by load generator, backend and proxy; %s.\n",
-		len(versionBody), o.connections, runtime.NumCPU(), runtime.Version())
-	fmt.Fprintf(w, "Access logs: %v.\n\n", o.accessLog)
+func printReport(w io.Writer, o options, generator string, satBy [][]result, fixed []result) {
+	fmt.Fprintf(w, "\nGET of a %d-byte JSON answer over keep-alive connections on loopback; %d CPUs shared by load generator, backend and proxy; %s.\n",
+		len(versionBody), runtime.NumCPU(), runtime.Version())
+	fmt.Fprintf(w, "Access logs: %v.\n", o.accessLog)
 
-	if len(sat) > 0 {
-		printSaturation(w, o, generator, sat)
+	for _, sat := range satBy {
+		if len(sat) > 0 {
+			fmt.Fprintf(w, "\n### %d connections\n\n", sat[0].connections)
+			printSaturation(w, o, generator, sat)
+		}
 	}
 	printFixed(w, o, fixed)
-	if direct := find(sat, "direct"); direct != nil && len(fixed) > 0 {
+	if direct := find(satBy[0], "direct"); direct != nil && len(fixed) > 0 {
 		fmt.Fprintf(w, "\nAt saturation every p99 is queueing on the shared CPUs (direct: %s), so the added-p99 target is judged in the fixed-rate table.\n", ms(direct.p99))
 	}
 }
@@ -25,14 +28,18 @@ func printReport(w io.Writer, o options, generator string, sat, fixed []result) 
 func printSaturation(w io.Writer, o options, generator string, sat []result) {
 	fmt.Fprintf(w, "Saturation: closed loop from %s, %v per load after %v warm-up, median of %d rounds.\n\n",
 		generator, o.duration, o.warmup, o.rounds)
-	fmt.Fprintln(w, "| target | req/s | p50 | p99 | proxy CPU per request | backend CPU per request | errors |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| target | req/s | p50 | p99 | proxy CPU per request | GC share of proxy CPU | backend CPU per request | errors |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range sat {
 		proxy := us(r.cpuPerReq)
 		if strings.HasPrefix(r.name, "direct") {
 			proxy = "–"
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s | %s | %d |\n", r.name, r.rps, ms(r.p50), ms(r.p99), proxy, us(r.backendPerReq), r.errors)
+		gc := "–"
+		if r.gcShare > 0 {
+			gc = fmt.Sprintf("%.1f %%", 100*r.gcShare)
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s | %s | %s | %d |\n", r.name, r.rps, ms(r.p50), ms(r.p99), proxy, gc, us(r.backendPerReq), r.errors)
 	}
 	nginx := find(sat, "nginx")
 	fmt.Fprintln(w)

@@ -408,10 +408,10 @@ func directoryMode(ctx context.Context, o options) error {
 	client := load.NewClient()
 	var phases []phase
 	idle := phase{Name: "idle (router started, nothing cached)"}
-	readRouter(client, s.RouterURL, pid, &idle, nil)
+	readRouter(client, s.RouterInternalURL, pid, &idle, nil)
 	phases = append(phases, idle)
 	run := func(name string, pick func(i int) (string, bool), d time.Duration) error {
-		before := scrape(client, s.RouterURL)
+		before := scrape(client, s.RouterInternalURL)
 		cpu0 := procCPU(pid)
 		seen := map[string]struct{}{}
 		var seq int
@@ -436,7 +436,7 @@ func directoryMode(ctx context.Context, o options) error {
 			limit, func(l string) { fmt.Fprintln(os.Stderr, l) })
 		sum := load.Summarize(rec.Samples(), took)[0]
 		p := phase{Name: name, Requests: sum.Count, OKPerSec: sum.PerSec, Errors: sum.Errors, P50: sum.P50, P99: sum.P99, Seconds: took.Seconds(), Workspaces: len(seen)}
-		readRouter(client, s.RouterURL, pid, &p, before)
+		readRouter(client, s.RouterInternalURL, pid, &p, before)
 		if p.Requests > 0 {
 			p.CPUPerReq = (procCPU(pid) - cpu0).Seconds() * 1e6 / float64(p.Requests)
 		}

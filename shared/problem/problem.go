@@ -47,7 +47,11 @@ const (
 	DirectoryUnavailable   Code = "DIRECTORY_UNAVAILABLE"
 	RetryBodyTooLarge      Code = "RETRY_BODY_TOO_LARGE"
 	ServiceUnavailable     Code = "SERVICE_UNAVAILABLE"
-	OAuthNotEnabled        Code = "OAUTH_NOT_ENABLED"
+	// CellOverloaded: the router already has its bound of requests in flight to the
+	// workspace's cell (ROUTER_MAX_IN_FLIGHT_PER_CELL) and sheds this one; retry after
+	// Retry-After.
+	CellOverloaded  Code = "CELL_OVERLOADED"
+	OAuthNotEnabled Code = "OAUTH_NOT_ENABLED"
 
 	// Render codes the public API answers with (render-execution.md, "Errors"); the render
 	// subsystem's other codes stay inside job summaries and validation results.
@@ -97,6 +101,7 @@ var statuses = map[Code]int{
 	DirectoryUnavailable:   http.StatusServiceUnavailable,
 	RetryBodyTooLarge:      http.StatusServiceUnavailable,
 	ServiceUnavailable:     http.StatusServiceUnavailable,
+	CellOverloaded:         http.StatusServiceUnavailable,
 	WorkspaceMoving:        http.StatusServiceUnavailable,
 	OAuthNotEnabled:        http.StatusNotFound,
 

@@ -89,6 +89,7 @@ func run() error {
 		content[ws] = c
 	}
 	env := fmt.Sprintf(`export BASE_URL=%s
+export ROUTER_INTERNAL_URL=%s
 export PAT=%s
 export PAT_READONLY=%s
 export WORKSPACE_A=%s
@@ -96,7 +97,7 @@ export WORKSPACE_B=%s
 export DIRECTORY_DATABASE_URL=%s
 export CELLCTL=%s
 export CELLCTL_CELLS_FILE=%s
-`, s.RouterURL, demo.PAT, demo.PATReadOnly, demo.WorkspaceA, demo.WorkspaceB, s.DirURL, filepath.Join(binAbs, "cellctl"), s.CellsFile)
+`, s.RouterURL, s.RouterInternalURL, demo.PAT, demo.PATReadOnly, demo.WorkspaceA, demo.WorkspaceB, s.DirURL, filepath.Join(binAbs, "cellctl"), s.CellsFile)
 	for suffix, ws := range map[string]string{"A": demo.WorkspaceA, "B": demo.WorkspaceB} {
 		if c, ok := content[ws]; ok {
 			env += fmt.Sprintf("export PROJECT_%s=%s\nexport PAGE_%s=%s\nexport CHART_PAGE_%s=%s\n",
@@ -116,7 +117,8 @@ export CELLCTL_CELLS_FILE=%s
 	fmt.Printf(`
 Local deployment is up.
   router (public)   %s
-`, s.RouterURL)
+  router (internal) %s (/livez, /readyz, /metrics)
+`, s.RouterURL, s.RouterInternalURL)
 	for _, c := range strings.Split(*cells, ",") {
 		fmt.Printf("  %-17s %s (internal)\n", c, s.Cells[c].URL)
 		if p := s.Previews[c]; p != nil {

@@ -9,14 +9,19 @@ import (
 	"slidecells/shared/config"
 )
 
+// defaultInternalAddr is where /livez, /readyz and /metrics answer unless
+// ROUTER_INTERNAL_ADDR says otherwise.
+const defaultInternalAddr = "127.0.0.1:9080"
+
 // settings is the router's static configuration. Every field comes from one environment
 // variable; router/README.md lists them.
 type settings struct {
 	ListenAddr      string
-	AdminAddr       string
+	InternalAddr    string
 	DirectoryURL    string
 	ShutdownTimeout time.Duration
 	LogLevel        string
+	Server          router.ServerConfig
 	// UnknownHashKeyDerived is true when ROUTER_UNKNOWN_HASH_KEY was not set.
 	UnknownHashKeyDerived bool
 	Router                router.Config
@@ -27,7 +32,26 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	l := &config.Loader{Getenv: getenv}
 	var s settings
 	s.ListenAddr = l.Addr("ROUTER_LISTEN_ADDR", "127.0.0.1:8080", false)
-	s.AdminAddr = l.Addr("ROUTER_ADMIN_ADDR", "", false)
+	// The internal listener serves /livez, /readyz and /metrics, which the public one never
+	// does. ROUTER_ADMIN_ADDR is its old name, still read.
+	s.InternalAddr = l.Addr("ROUTER_INTERNAL_ADDR", "", false)
+	if old := l.Addr("ROUTER_ADMIN_ADDR", "", false); old != "" {
+		if s.InternalAddr != "" && s.InternalAddr != old {
+			l.Fail("ROUTER_ADMIN_ADDR", "is the old name of ROUTER_INTERNAL_ADDR and names another address; set only ROUTER_INTERNAL_ADDR")
+		}
+		s.InternalAddr = old
+	}
+	if s.InternalAddr == "" {
+		s.InternalAddr = defaultInternalAddr
+	}
+	if s.InternalAddr == s.ListenAddr {
+		l.Fail("ROUTER_INTERNAL_ADDR", "must differ from ROUTER_LISTEN_ADDR: metrics and health never answer on the public port")
+	}
+	s.Server = router.ServerConfig{
+		ReadHeaderTimeout: l.PositiveDuration("ROUTER_READ_HEADER_TIMEOUT", router.DefaultReadHeaderTimeout),
+		IdleTimeout:       l.PositiveDuration("ROUTER_IDLE_TIMEOUT", router.DefaultIdleTimeout),
+		MaxConns:          l.Int("ROUTER_MAX_CONNS", router.DefaultMaxConns, 16, 1_000_000),
+	}
 	s.DirectoryURL = l.String("DIRECTORY_DATABASE_URL", "", true)
 	s.ShutdownTimeout = l.PositiveDuration("ROUTER_SHUTDOWN_TIMEOUT", 20*time.Second)
 	s.LogLevel = l.LogLevel()
@@ -55,6 +79,9 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	c.ProbeFailures = l.Int("ROUTER_PROBE_FAILURES", router.DefaultProbeFailures, 1, 1000)
 	c.CellsRefresh = l.PositiveDuration("ROUTER_CELLS_REFRESH", router.DefaultCellsRefresh)
 	c.MaxRetryBody = int64(l.Int("ROUTER_MAX_RETRY_BODY", router.DefaultMaxRetryBody, 1, 64<<20))
+	c.MaxInFlightPerCell = l.Int("ROUTER_MAX_IN_FLIGHT_PER_CELL", router.DefaultMaxInFlightPerCell, 1, 1_000_000)
+	c.BodyTimeout = l.PositiveDuration("ROUTER_BODY_TIMEOUT", router.DefaultBodyTimeout)
+	c.BodyMinRate = int64(l.Int("ROUTER_BODY_MIN_RATE", router.DefaultBodyMinRate, 1, 1<<30))
 
 	if key := l.String("ROUTER_UNKNOWN_HASH_KEY", "", false); key != "" {
 		if len(key) < 16 {

@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
-	"time"
 	"unique"
 
 	"go.uber.org/zap"
@@ -35,7 +35,12 @@ func main() {
 
 func mainCode(log *zap.Logger, access *logging.AccessLog, s settings, err error) int {
 	defer func() { _ = log.Sync() }()
-	router.TuneRuntime()
+	ml := router.TuneRuntime()
+	if ml.Err != nil {
+		log.Warn("no soft memory limit: the container's memory limit could not be read", zap.Error(ml.Err))
+	}
+	log.Info("runtime", zap.String("memory_limit_source", ml.Source), zap.Int64("memory_limit_bytes", ml.Bytes),
+		zap.Int("gomaxprocs", runtime.GOMAXPROCS(0)))
 	if err != nil {
 		log.Error("router: "+err.Error(), zap.String("event", "config"))
 		return 2
@@ -69,22 +74,20 @@ func run(ctx context.Context, s settings, log *zap.Logger, access *logging.Acces
 	}
 	defer rt.Close()
 
-	public := rt.Handler()
-	servers := []*http.Server{}
 	failed := make(chan error, 2)
-	if s.AdminAddr != "" {
-		public = rt
-		admin, err := serve(s.AdminAddr, rt.OpsHandler(), "admin", log, failed)
-		if err != nil {
-			return err
-		}
-		servers = append(servers, admin)
-	}
-	srv, err := serve(s.ListenAddr, public, "public", log, failed)
+	s.Server.ErrorLog = zap.NewStdLog(log.Named("public"))
+	internal, err := serve(s.InternalAddr, router.NewInternalServer(rt.OpsHandler(), zap.NewStdLog(log.Named("internal"))), "internal", log, failed, nil)
 	if err != nil {
 		return err
 	}
-	servers = append(servers, srv)
+	public, err := serve(s.ListenAddr, router.NewPublicServer(rt.Handler(), s.Server), "public", log, failed,
+		func(ln net.Listener) net.Listener { return router.LimitListener(ln, s.Server) })
+	if err != nil {
+		_ = internal.Close()
+		return err
+	}
+	// The public listener stops first, so probes see the router until it is gone.
+	servers := []*http.Server{public, internal}
 
 	var serveErr error
 	select {
@@ -101,21 +104,18 @@ func run(ctx context.Context, s settings, log *zap.Logger, access *logging.Acces
 	return errors.Join(append(errs, serveErr)...)
 }
 
-// serve listens on addr and serves h in the background; it logs the address actually bound
-// (addr may name port 0) and reports a failure to serve on failed.
-func serve(addr string, h http.Handler, name string, log *zap.Logger, failed chan<- error) (*http.Server, error) {
+// serve listens on addr and serves srv in the background; it logs the address actually bound
+// (addr may name port 0) and reports a failure to serve on failed. wrap, when not nil, wraps
+// the listener (the public one's connection cap).
+func serve(addr string, srv *http.Server, name string, log *zap.Logger, failed chan<- error, wrap func(net.Listener) net.Listener) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s listener: %w", name, err)
 	}
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          zap.NewStdLog(log.Named(name)),
-	}
 	log.Info("listening", zap.String("listener", name), zap.String("addr", ln.Addr().String()))
+	if wrap != nil {
+		ln = wrap(ln)
+	}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			failed <- fmt.Errorf("%s listener: %w", name, err)

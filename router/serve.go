@@ -1,0 +1,158 @@
+package router
+
+import (
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/netutil"
+)
+
+// Defaults of the public listener (ServerConfig) and of the body-rate rule (Config.BodyTimeout,
+// Config.BodyMinRate).
+const (
+	// DefaultReadHeaderTimeout bounds reading a request's headers: a connection that sends
+	// nothing, or its headers byte by byte, is closed after it.
+	DefaultReadHeaderTimeout = 10 * time.Second
+	// DefaultIdleTimeout closes a keep-alive connection that sends no new request for this long.
+	DefaultIdleTimeout = 60 * time.Second
+	// DefaultMaxConns caps the public listener's open connections. Beyond it new connections
+	// wait in the kernel's accept queue until one closes (idle and slow ones are closed by the
+	// timeouts above and the body rate), so a flood of held connections cannot exhaust the
+	// router's memory or file descriptors.
+	DefaultMaxConns = 4096
+	// DefaultBodyTimeout is the grace a request body gets before DefaultBodyMinRate applies.
+	DefaultBodyTimeout = 10 * time.Second
+	// DefaultBodyMinRate is the slowest average a request body may arrive at after the grace
+	// (bytes per second; 8 KiB/s is 64 kbit/s). A slower body is cut with 408.
+	DefaultBodyMinRate = 8 << 10
+	// maxHeaderBytes caps a request's header block (431 beyond).
+	maxHeaderBytes = 64 << 10
+)
+
+// ServerConfig configures the public http.Server (NewPublicServer) and its listener
+// (LimitListener). Zero values take the Default… constants.
+type ServerConfig struct {
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
+	MaxConns          int
+	// ErrorLog receives the server's own complaints (bad TLS, panics); nil is the log package's
+	// default logger.
+	ErrorLog *log.Logger
+}
+
+func (c ServerConfig) withDefaults() ServerConfig {
+	if c.ReadHeaderTimeout <= 0 {
+		c.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	return c
+}
+
+// NewPublicServer is the http.Server of the router's public listener: headers within
+// ReadHeaderTimeout and 64 KiB, idle keep-alive connections closed after IdleTimeout. Request
+// bodies are bounded by the Router itself (Config.BodyTimeout and BodyMinRate, 408 beyond), not
+// by a server-wide read timeout, so that a large upload on a good link is never cut. Serve it
+// on LimitListener(ln, c).
+func NewPublicServer(h http.Handler, c ServerConfig) *http.Server {
+	c = c.withDefaults()
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
+		IdleTimeout:       c.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          c.ErrorLog,
+	}
+}
+
+// LimitListener caps the connections accepted from ln at c.MaxConns open at once
+// (golang.org/x/net/netutil): beyond it Accept waits until one closes.
+func LimitListener(ln net.Listener, c ServerConfig) net.Listener {
+	return netutil.LimitListener(ln, c.withDefaults().MaxConns)
+}
+
+// NewInternalServer is the http.Server of the internal listener (/livez, /readyz, /metrics),
+// which must never be the public one.
+func NewInternalServer(h http.Handler, errorLog *log.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: DefaultReadHeaderTimeout,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       DefaultIdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          errorLog,
+	}
+}
+
+// bodyGuard enforces the body-rate rule on one request body: the n-th byte must have arrived
+// by start + grace + n/rate. It does so with the connection's read deadline, moved forward
+// before every read, so a client that declares 1,000 bytes and sends 8 holds its connection
+// for about the grace, not forever. Once the body is read (or abandoned) the deadline is
+// cleared: an expired deadline left behind would make the server's background read of the
+// connection cancel the request.
+type bodyGuard struct {
+	body     io.ReadCloser
+	rc       *http.ResponseController
+	start    time.Time
+	grace    time.Duration
+	rate     int64
+	n        atomic.Int64 // bytes read; the transport reads on its own goroutine
+	timedOut atomic.Bool
+	cleared  atomic.Bool
+}
+
+func (g *bodyGuard) Read(p []byte) (int, error) {
+	if g.cleared.Load() {
+		return g.body.Read(p)
+	}
+	n := g.n.Load()
+	deadline := g.start.Add(g.grace + time.Duration(n)*time.Second/time.Duration(g.rate))
+	_ = g.rc.SetReadDeadline(deadline)
+	k, err := g.body.Read(p)
+	g.n.Add(int64(k))
+	switch {
+	case err == nil:
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		g.timedOut.Store(true)
+	case errors.Is(err, io.EOF):
+		g.clear()
+	}
+	return k, err
+}
+
+func (g *bodyGuard) Close() error {
+	g.clear()
+	return g.body.Close()
+}
+
+// slow reports whether the body-rate rule cut the body; false for no guard.
+func (g *bodyGuard) slow() bool { return g != nil && g.timedOut.Load() }
+
+// clear removes the read deadline (once).
+func (g *bodyGuard) clear() {
+	if g.cleared.CompareAndSwap(false, true) && !g.timedOut.Load() {
+		_ = g.rc.SetReadDeadline(time.Time{})
+	}
+}
+
+// guardBody puts the body-rate rule on r's body, if it has one.
+func (rt *Router) guardBody(w http.ResponseWriter, r *http.Request) *bodyGuard {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return nil
+	}
+	g := &bodyGuard{body: r.Body, rc: http.NewResponseController(w), start: time.Now(),
+		grace: rt.cfg.BodyTimeout, rate: rt.cfg.BodyMinRate}
+	r.Body = g
+	return g
+}

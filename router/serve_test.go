@@ -1,0 +1,248 @@
+package router
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"slidecells/shared/ids"
+	"slidecells/shared/problem"
+)
+
+// TestOpsEndpointsAreNotPublic: /metrics and the health endpoints answer on the internal
+// listener only; on the public one they are the 404 of every unknown path.
+func TestOpsEndpointsAreNotPublic(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, path := range []string{"/metrics", "/livez", "/readyz", "/metrics/", "/healthz"} {
+		b.get(t, path).wantProblem(t, http.StatusNotFound, problem.NotFound)
+	}
+	for _, path := range []string{"/metrics", "/livez", "/readyz"} {
+		res, err := testClient.Get(b.ops.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Errorf("internal %s: %d", path, res.StatusCode)
+		}
+	}
+	if n := b.a.hits.Load() + b.b.hits.Load(); n != 0 {
+		t.Errorf("cells received %d API requests for operator paths", n)
+	}
+}
+
+// slowRequest opens a connection to addr and sends a request that declares a body of length
+// bytes but sends only its first 8, then holds the connection.
+func slowRequest(t *testing.T, addr, method, path string, length int, header ...string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s %s HTTP/1.1\r\nHost: router.test\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", method, path, length)
+	for i := 0; i+1 < len(header); i += 2 {
+		fmt.Fprintf(&sb, "%s: %s\r\n", header[i], header[i+1])
+	}
+	sb.WriteString("\r\n{\"name\":")
+	if _, err := io.WriteString(conn, sb.String()); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// slowCases are requests whose clients hold their bodies back: with and without a token, on a
+// known and an unknown workspace, a body too large to buffer for a 421 retry (streamed), and a
+// route without a workspace (streamed to any cell).
+func slowCases(b *bundle) []struct {
+	name, path string
+	length     int
+	header     []string
+} {
+	return []struct {
+		name, path string
+		length     int
+		header     []string
+	}{
+		{"with token", "/api/v1/workspaces/" + b.wsA + "/projects", 1000, []string{"Authorization", "Bearer svc_pat_test"}},
+		{"without token", "/api/v1/workspaces/" + b.wsA + "/projects", 1000, nil},
+		{"unknown workspace", "/api/v1/workspaces/" + ids.New(ids.Workspace) + "/projects", 1000, []string{"Authorization", "Bearer svc_pat_test"}},
+		{"streamed body", "/api/v1/workspaces/" + b.wsB + "/projects", 4 << 20, nil},
+		{"no workspace", "/api/v1/auth/tokens", 1000, nil},
+	}
+}
+
+// TestOthersAreServedWhileSlowBodiesAreHeld: many connections holding their bodies back take
+// nothing from other clients.
+func TestOthersAreServedWhileSlowBodiesAreHeld(t *testing.T) {
+	t.Parallel()
+	// The grace outlasts the test: every slow connection is certainly still held while the
+	// others are served.
+	b := setup(t, func(c *Config) { c.BodyTimeout = time.Hour })
+	addr := b.srv.Listener.Addr().String()
+	for _, c := range slowCases(b) {
+		for range 20 {
+			slowRequest(t, addr, http.MethodPost, c.path, c.length, c.header...)
+		}
+	}
+	for range 10 {
+		b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
+		b.get(t, "/api/v1/workspaces/"+b.wsB).wantCell(t, "cell-b")
+		if a := b.get(t, "/api/v1/system/version"); a.status != http.StatusOK {
+			t.Fatalf("route without a workspace: %d", a.status)
+		}
+	}
+}
+
+// TestSlowBodiesAreCut: a request that declares 1,000 bytes and sends 8 gets 408 once the
+// body grace has passed, and its connection is closed; the cell's breaker does not count it,
+// and other clients are served throughout.
+func TestSlowBodiesAreCut(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.BodyTimeout = 200 * time.Millisecond })
+	addr := b.srv.Listener.Addr().String()
+	const perCase = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for _, c := range slowCases(b) {
+		for range perCase {
+			conn := slowRequest(t, addr, http.MethodPost, c.path, c.length, c.header...)
+			wg.Go(func() {
+				// Bounds the test, not the router: a connection the router never cuts fails here.
+				_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+				br := bufio.NewReader(conn)
+				res, err := http.ReadResponse(br, nil)
+				if err != nil {
+					errs <- fmt.Errorf("%s: no answer: %v", c.name, err)
+					return
+				}
+				body, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				if res.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), string(problem.BadRequest)) {
+					errs <- fmt.Errorf("%s: %d %s, want 408", c.name, res.StatusCode, body)
+					return
+				}
+				if strings.Contains(string(body), "svc_pat") {
+					errs <- fmt.Errorf("%s: the answer repeats the token", c.name)
+				}
+				if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+					errs <- fmt.Errorf("%s: connection not closed after the 408: %v", c.name, err)
+				}
+			})
+		}
+	}
+	// Served meanwhile.
+	for range 5 {
+		b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// perCase streamed cuts on each cell exceed BreakerFailures: had they counted, the
+	// breakers would be open now.
+	b.get(t, "/api/v1/workspaces/"+b.wsB).wantCell(t, "cell-b")
+	for range 4 {
+		if a := b.get(t, "/api/v1/system/version"); a.status != http.StatusOK {
+			t.Fatalf("after the cuts: %d (breaker opened by the client's slowness?)", a.status)
+		}
+	}
+	if n := b.a.hits.Load(); n < 5 {
+		t.Errorf("cell-a served %d requests", n)
+	}
+	if !strings.Contains(b.access.String(), `"status":408`) {
+		t.Error("no 408 in the access log")
+	}
+}
+
+// TestIdleConnectionsAreClosed: a keep-alive connection that sends no next request is closed
+// after IdleTimeout.
+func TestIdleConnectionsAreClosed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	srv := startPublic(t, b.rt, ServerConfig{IdleTimeout: 100 * time.Millisecond})
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second)) // bounds the test
+	if _, err := io.WriteString(conn, "GET /api/v1/workspaces/"+b.wsA+" HTTP/1.1\r\nHost: router.test\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Close {
+		t.Fatalf("first answer %d (close %v)", res.StatusCode, res.Close)
+	}
+	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Fatalf("idle connection not closed: %v", err)
+	}
+}
+
+// TestConnectionCap: beyond MaxConns open connections a new one is not served until one
+// closes.
+func TestConnectionCap(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	srv := startPublic(t, b.rt, ServerConfig{MaxConns: 2})
+	addr := srv.Listener.Addr().String()
+	var held []net.Conn
+	for range 2 {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		held = append(held, conn)
+	}
+	// Each held connection is accepted (a request on it proves it) before the third comes.
+	for _, conn := range held {
+		_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if _, err := io.WriteString(conn, "GET /api/v1/system/version HTTP/1.1\r\nHost: router.test\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	done := make(chan int, 1)
+	go func() {
+		c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		res, err := c.Get(srv.URL + "/api/v1/system/version")
+		if err != nil {
+			done <- 0
+			return
+		}
+		res.Body.Close()
+		done <- res.StatusCode
+	}()
+	// Not a timed assertion on the router: with the cap working the third request cannot be
+	// answered at all while both connections are held, however long this waits.
+	select {
+	case st := <-done:
+		t.Fatalf("a third connection was served (%d) while MaxConns=2 were open", st)
+	case <-time.After(300 * time.Millisecond):
+	}
+	held[0].Close()
+	if st := <-done; st != http.StatusOK {
+		t.Fatalf("after a slot freed: %d", st)
+	}
+}
