@@ -178,7 +178,7 @@ func New(c Config) *Server {
 	s.registerValidation(st, s.Authoring)
 	s.registerPreview(s.Authoring)
 	if c.DB != nil {
-		s.metrics.reg.MustRegister(s.Jobs.Collector())
+		s.metrics.reg.MustRegister(s.Jobs.Collector(), s.Idem.Collector(), s.Guard.Collector())
 	}
 	return s
 }
