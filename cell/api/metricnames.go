@@ -6,6 +6,7 @@ import (
 	"slidecells/cell/render"
 	"slidecells/cell/tenancy"
 	"slidecells/shared/db"
+	"slidecells/shared/directory"
 	"slidecells/shared/scrape"
 )
 
@@ -15,7 +16,8 @@ import (
 // TestMetricNamesMatchTheRegistry keeps it equal to what New registers.
 func MetricNames() []string {
 	reg := newMetrics(nil).reg
-	reg.MustRegister((&db.DB{}).Collector("cell"), (&jobs.Queue{}).Collector(), (&idempotency.Store{}).Collector(), (&tenancy.Guard{}).Collector())
+	reg.MustRegister((&db.DB{}).Collector("cell"), (&jobs.Queue{}).Collector(), (&idempotency.Store{}).Collector(), (&tenancy.Guard{}).Collector(),
+		(&directory.Directory{}).MovesCollector(""))
 	reg.MustRegister((&render.Coordinator{}).Collectors()...)
 	return scrape.Names(reg)
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"slidecells/cell/render"
 	"slidecells/migrations"
 	"slidecells/shared/db/dbtest"
+	"slidecells/shared/directory"
 	"slidecells/shared/scrape"
 )
 
@@ -16,7 +18,13 @@ import (
 // families (a cell without renderers configured has none): a collector added to New and not to
 // MetricNames (or the other way) fails here, so deploy/monitoring's check reads the truth.
 func TestMetricNamesMatchTheRegistry(t *testing.T) {
-	s := New(Config{CellID: "cell-a", DB: dbtest.Open(t, dbtest.NewDatabase(t, migrations.FS, migrations.Cell)), Log: zap.NewNop()})
+	dir, err := directory.Connect(context.Background(), dbtest.NewDatabase(t, migrations.FS, migrations.Directory))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dir.Close)
+	s := New(Config{CellID: "cell-a", DB: dbtest.Open(t, dbtest.NewDatabase(t, migrations.FS, migrations.Cell)), Log: zap.NewNop(),
+		Dir: directory.NewCached(dir, directory.CacheOptions{})})
 	got := scrape.Names(s.metrics.reg)
 	want := MetricNames()
 	var renderNames []string
@@ -34,7 +42,7 @@ func TestMetricNamesMatchTheRegistry(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"cell_requests_total", "cell_request_errors_total", "cell_jobs_oldest_pending_seconds",
-		"cell_idempotency_purge_lag_seconds", "cell_db_pool_max_connections", "cell_render_workers_dispatchable", "go_goroutines"} {
+		"cell_idempotency_purge_lag_seconds", "cell_db_pool_max_connections", "cell_moves", "cell_workspaces", "cell_render_workers_dispatchable", "go_goroutines"} {
 		if !slices.Contains(want, n) {
 			t.Errorf("MetricNames lacks %s", n)
 		}

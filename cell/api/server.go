@@ -180,6 +180,9 @@ func New(c Config) *Server {
 	if c.DB != nil {
 		s.metrics.reg.MustRegister(s.Jobs.Collector(), s.Idem.Collector(), s.Guard.Collector())
 	}
+	if c.Dir != nil && c.Dir.Dir != nil {
+		s.metrics.reg.MustRegister(c.Dir.Dir.MovesCollector(c.CellID))
+	}
 	return s
 }
 
