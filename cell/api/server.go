@@ -182,7 +182,10 @@ func New(c Config) *Server {
 	s.registerValidation(st, s.Authoring)
 	s.registerPreview(s.Authoring)
 	if c.DB != nil {
-		s.metrics.reg.MustRegister(s.Jobs.Collector())
+		s.metrics.reg.MustRegister(s.Jobs.Collector(), s.Idem.Collector(), s.Guard.Collector())
+	}
+	if c.Dir != nil && c.Dir.Dir != nil {
+		s.metrics.reg.MustRegister(c.Dir.Dir.MovesCollector(c.CellID))
 	}
 	return s
 }

@@ -286,6 +286,21 @@ spec:
 `,
 		},
 		{
+			name: "a misspelt field in the alert rules", target: "PrometheusRule/slidecells", overlay: "router", rule: RuleDecode, message: "unknown field",
+			patch: `
+- op: add
+  path: /spec/groups/0/rules/0/annotation
+  value: {summary: x}
+`,
+		},
+		{
+			name: "an alert rule without an expression", target: "PrometheusRule/slidecells", overlay: "router", rule: RuleDecode, message: "exactly one of record and alert",
+			patch: `
+- op: remove
+  path: /spec/groups/1/rules/0/expr
+`,
+		},
+		{
 			name: "a kind the checker cannot validate", overlay: "router", rule: RuleDecode, message: "is not one deploy-check can validate",
 			extra: `
 apiVersion: gateway.networking.k8s.io/v1

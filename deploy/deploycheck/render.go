@@ -62,6 +62,7 @@ var kinds = map[string]func() any{
 	"node.k8s.io/v1/RuntimeClass":              func() any { return &nodev1.RuntimeClass{} },
 	"rbac.authorization.k8s.io/v1/Role":        func() any { return &rbacv1.Role{} },
 	"rbac.authorization.k8s.io/v1/RoleBinding": func() any { return &rbacv1.RoleBinding{} },
+	"monitoring.coreos.com/v1/PrometheusRule":  func() any { return &PrometheusRule{} },
 }
 
 // Overlays lists the overlay folders below root/overlays, sorted.
@@ -141,6 +142,9 @@ func decode(o *Object) []Finding {
 	}
 	for _, e := range strict {
 		out = append(out, Finding{Rule: RuleDecode, Object: o.Ref(), Overlay: o.Overlay, Message: e.Error()})
+	}
+	if pr, ok := v.(*PrometheusRule); ok && len(out) == 0 {
+		out = checkPrometheusRule(*o, pr)
 	}
 	if len(out) == 0 {
 		o.Typed = v

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,5 +90,18 @@ func TestCollectorTurnsAMisfitSampleIntoAGatherError(t *testing.T) {
 	}, depth)
 	if _, err := gather(t, c); err == nil {
 		t.Fatal("a sample without its label gathered without error")
+	}
+}
+
+// Names lists a registry's families, those without any series included.
+func TestNames(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	empty := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "b_empty_total", Help: "h"}, []string{"x"})
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "a_gauge", Help: "h"})
+	d := prometheus.NewDesc("c_scraped", "h", nil, nil)
+	reg.MustRegister(empty, g, Collector(func(context.Context) ([]Sample, error) { return nil, nil }, d))
+	got := Names(reg)
+	if want := []string{"a_gauge", "b_empty_total", "c_scraped"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("Names = %v, want %v", got, want)
 	}
 }
