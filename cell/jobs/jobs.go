@@ -326,41 +326,41 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 // workspace's free slots from each, in one statement at READ COMMITTED. Its cost must not grow
 // with the backlog, nor with how many workspaces are capped or fenced (BENCHMARKS.md, "Mutation
 // jobs"): the running jobs are counted once per statement, grouped by workspace, from the small
-// partial index of running rows (they are bounded by the cell's slots); the tenancy predicate and
-// the cap are evaluated once per workspace, never per pending row; and the pending rows are read
-// by one of two paths, each bounded:
+// partial index of running rows (they are bounded by the cell's slots), and the workspaces at
+// their cap are excluded as one array, never by a count per pending row. The pending rows are
+// read by one of two paths, each bounded:
 //
-//   - claimSQL (first) reads only the head of the queue, its $7 oldest runnable jobs (a bounded
-//     index range, no lock), finds which of their workspaces are open, then scans that range
-//     again and locks the first $4 jobs of open workspaces with SKIP LOCKED (the open set is an
-//     array, a filter on the scan, never a join that would read a workspace's whole backlog):
-//     the common case, two short scans of one index range.
+//   - claimSQL (first) reads only the head of the queue: the range of its $7 oldest runnable
+//     jobs (claimHead), in which it locks the first $4 jobs of workspaces below their cap and
+//     active here with SKIP LOCKED (the tenancy predicate is a primary-key probe per row read,
+//     at most $7 of them): the common case, one short scan of one index range.
 //   - claimByWorkspaceSQL (only when the head gave fewer jobs than asked, e.g. it is all jobs of
 //     capped or fenced workspaces) walks the workspaces that have pending jobs, one index descent
-//     each (a loose scan of mutation_jobs_pending_ws_idx), picks the open ones with the oldest
-//     heads, and locks their oldest jobs with SKIP LOCKED: its cost follows the number of
-//     workspaces with pending jobs, not the backlog behind them.
+//     each (a loose scan of mutation_jobs_pending_ws_idx), evaluates the tenancy predicate and
+//     the cap once per workspace, picks the open ones with the oldest heads, and locks their
+//     oldest jobs with SKIP LOCKED: its cost follows the number of workspaces with pending jobs,
+//     not the backlog behind them.
 //
 // Both lock in a MATERIALIZED CTE on purpose: an UPDATE … WHERE … IN (SELECT … LIMIT n FOR UPDATE
 // SKIP LOCKED) may rescan its subquery and take more than n. Rows a pick locked beyond a
 // workspace's free slots are left pending (their locks end with the statement). Each literal
 // holds the tenancy predicate and SKIP LOCKED together, so the dialect test sees that the locks
-// skip only this queue's live rows.
+// skip only this queue's live rows. TestClaimCostIndependentOfBacklog checks the plans.
 var (
 	claimSQL = fmt.Sprintf(`
 	WITH counts AS MATERIALIZED (
 		SELECT workspace_id, count(*) AS running FROM mutation_jobs WHERE status = 'running' GROUP BY workspace_id),
-	head AS MATERIALIZED (
-		SELECT workspace_id, run_after FROM mutation_jobs WHERE status = 'pending' AND run_after <= $3 ORDER BY run_after LIMIT $7),
-	open AS MATERIALIZED (
-		SELECT h.workspace_id, COALESCE(($5::JSONB ->> h.workspace_id)::INT8, $6::INT8) - COALESCE(c.running, 0) AS free
-		FROM (SELECT DISTINCT workspace_id FROM head) AS h LEFT JOIN counts AS c ON c.workspace_id = h.workspace_id
-		WHERE COALESCE(c.running, 0) < COALESCE(($5::JSONB ->> h.workspace_id)::INT8, $6::INT8) AND %s),
 	picked AS MATERIALIZED (
 		SELECT workspace_id, id, run_after FROM mutation_jobs WHERE status = 'pending' AND run_after <= $3
-		AND run_after <= (SELECT max(run_after) FROM head) AND workspace_id = ANY (ARRAY(SELECT workspace_id FROM open))
-		ORDER BY run_after LIMIT $4 FOR UPDATE SKIP LOCKED)
-	%s`, tenancy.ActiveSQL("h.workspace_id"), claimTail)
+		AND run_after <= COALESCE((SELECT run_after FROM mutation_jobs WHERE status = 'pending' AND run_after <= $3
+			ORDER BY run_after OFFSET $7 LIMIT 1), $3)
+		AND workspace_id <> ALL (ARRAY(SELECT workspace_id FROM counts WHERE running >= COALESCE(($5::JSONB ->> workspace_id)::INT8, $6::INT8)))
+		AND %s
+		ORDER BY run_after LIMIT $4 FOR UPDATE SKIP LOCKED),
+	open AS (
+		SELECT p.workspace_id, COALESCE(($5::JSONB ->> p.workspace_id)::INT8, $6::INT8) - COALESCE(c.running, 0) AS free
+		FROM (SELECT DISTINCT workspace_id FROM picked) AS p LEFT JOIN counts AS c ON c.workspace_id = p.workspace_id)
+	%s`, tenancy.ActiveSQL("mutation_jobs.workspace_id"), claimTail)
 
 	claimByWorkspaceSQL = fmt.Sprintf(`
 	WITH RECURSIVE heads (workspace_id, run_after) AS (
