@@ -396,7 +396,7 @@ var claimTail = fmt.Sprintf(`, taken AS (
 	RETURNING %s`, jobColsQualified)
 
 // claimHead is how many of the queue's oldest runnable jobs claimSQL considers for n slots.
-func claimHead(n int) int { return min(16*n+16, 1024) }
+func claimHead(n int) int { return min(4*n+16, 1024) }
 
 // Caps bounds how many jobs of one workspace run at once in the cell: Default for every
 // workspace (0: no bound), Overrides by workspace ID.

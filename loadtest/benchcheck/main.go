@@ -220,10 +220,13 @@ func run(o options) (bool, error) {
 		var rs []row
 		for attempt := 0; attempt < 2; attempt++ {
 			rs = rs[:0]
-			ctx, cancel := context.WithTimeout(context.Background(), timeout(o.short))
-			rv, rlog, rerr := b.run(ctx, ref, o.short)
-			hv, hlog, herr := b.run(ctx, cur, o.short)
-			cancel()
+			measure := func(t *tree) (map[string]float64, string, error) {
+				ctx, cancel := context.WithTimeout(context.Background(), timeout(o.short))
+				defer cancel()
+				return b.run(ctx, t, o.short)
+			}
+			rv, rlog, rerr := measure(ref)
+			hv, hlog, herr := measure(cur)
 			if rerr != nil || herr != nil {
 				for _, e := range []struct {
 					t   *tree
@@ -284,11 +287,12 @@ func run(o options) (bool, error) {
 	return allOK, nil
 }
 
+// timeout bounds one benchmark run of one tree.
 func timeout(short bool) time.Duration {
 	if short {
-		return 6 * time.Minute
+		return 10 * time.Minute
 	}
-	return 20 * time.Minute
+	return 30 * time.Minute
 }
 
 func missing(bins []string) string {
@@ -463,7 +467,7 @@ func benchmarks() []bench {
 		},
 		{
 			name:    "idempotency",
-			cmds:    []string{"./router/cmd/...", "./cell/cmd/...", "./deploy/cmd/...", "./loadtest/idembench"},
+			cmds:    []string{"./router/cmd/...", "./cell/cmd/...", "./deploy/cmd/...", "./renderer/cmd/renderer", "./loadtest/idembench"},
 			metrics: []metric{{"ratio", "creates/s with keys ÷ without", true, 1.25}},
 			run: func(ctx context.Context, t *tree, short bool) (map[string]float64, string, error) {
 				args := []string{"-bin", filepath.Join(t.out, "bin"), "-clients", "16"}
