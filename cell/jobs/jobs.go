@@ -435,8 +435,11 @@ func (q *Queue) claim(ctx context.Context, owner string, n int, lease time.Durat
 	return append(out, more...), err
 }
 
-// CappedRetry is how long a job claimed beyond its workspace's cap waits before it is claimed
+// CappedRetry was how long a job claimed beyond its workspace's cap waited before it was claimed
 // again.
+//
+// Deprecated: a claim no longer takes a job beyond its workspace's cap (nor writes the stage
+// waiting-for-slot); kept for callers that name it.
 const CappedRetry = 250 * time.Millisecond
 
 // renew extends the leases of owner's running jobs and reports which of them have a cancel
