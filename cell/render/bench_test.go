@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -20,12 +21,17 @@ import (
 //
 //	go test ./cell/render -run '^$' -bench Dispatch -benchtime 1x
 //
-// SLIDECELLS_BENCH_SHORT=1 dispatches 1,000 requests instead of 4,000 (make bench-check in CI).
+// SLIDECELLS_BENCH_SHORT=1 dispatches 1,000 requests instead of 4,000 (make bench-check in CI);
+// RENDER_BENCH_BATCH=1 makes one dispatch per transaction (the transaction before batching).
 func BenchmarkDispatch(b *testing.B) {
 	const coordinators, workers, workspaces = 2, 16, 8
 	requests := 4000
 	if os.Getenv("SLIDECELLS_BENCH_SHORT") != "" {
 		requests = 1000
+	}
+	batch := dispatchBatchMax
+	if n, err := strconv.Atoi(os.Getenv("RENDER_BENCH_BATCH")); err == nil && n > 0 {
+		batch = n
 	}
 	f := setup(b, workspaces)
 	ws := f.addWorkers(b, workers)
@@ -52,7 +58,7 @@ func BenchmarkDispatch(b *testing.B) {
 			defer wg.Done()
 			for {
 				t0 := time.Now()
-				rs, err := c.dispatchBatch(ctx, dispatchBatchMax)
+				rs, err := c.dispatchBatch(ctx, batch)
 				d := time.Since(t0)
 				if err != nil {
 					b.Error(err)
@@ -91,5 +97,5 @@ func BenchmarkDispatch(b *testing.B) {
 	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "dispatch/s")
 	b.ReportMetric(p(0.50), "p50-ms")
 	b.ReportMetric(p(0.99), "p99-ms")
-	fmt.Printf("dispatch: %d coordinators, %d workers, %d requests in %s\n", coordinators, workers, len(lat), elapsed.Round(time.Millisecond))
+	fmt.Printf("dispatch: %d coordinators, %d workers, %d requests in %s, up to %d per transaction\n", coordinators, workers, len(lat), elapsed.Round(time.Millisecond), batch)
 }
