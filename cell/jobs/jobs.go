@@ -346,13 +346,19 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 // workspace's free slots are left pending (their locks end with the statement). Each literal
 // holds the tenancy predicate and SKIP LOCKED together, so the dialect test sees that the locks
 // skip only this queue's live rows. TestClaimCostIndependentOfBacklog checks the plans.
+//
+// The running count reads lease_owner (count(lease_owner), as count(*): it is never NULL) and the
+// head's bound reads id on purpose: neither column is in the index scanned, so PostgreSQL reads
+// those indexes with plain index scans, which mark the entries of rows that left the index's
+// predicate (finished, claimed) as dead for every later scan; an index-only scan does not, and
+// each claim would visit every job that ran since the last vacuum.
 var (
 	claimSQL = fmt.Sprintf(`
 	WITH counts AS MATERIALIZED (
-		SELECT workspace_id, count(*) AS running FROM mutation_jobs WHERE status = 'running' GROUP BY workspace_id),
+		SELECT workspace_id, count(lease_owner) AS running FROM mutation_jobs WHERE status = 'running' GROUP BY workspace_id),
 	picked AS MATERIALIZED (
 		SELECT workspace_id, id, run_after FROM mutation_jobs WHERE status = 'pending' AND run_after <= $3
-		AND run_after <= COALESCE((SELECT run_after FROM mutation_jobs WHERE status = 'pending' AND run_after <= $3
+		AND run_after <= COALESCE((SELECT run_after FROM mutation_jobs WHERE status = 'pending' AND run_after <= $3 AND id <> ''
 			ORDER BY run_after OFFSET $7 LIMIT 1), $3)
 		AND workspace_id <> ALL (ARRAY(SELECT workspace_id FROM counts WHERE running >= COALESCE(($5::JSONB ->> workspace_id)::INT8, $6::INT8)))
 		AND %s
@@ -370,7 +376,7 @@ var (
 			SELECT workspace_id, run_after FROM mutation_jobs WHERE status = 'pending' AND workspace_id > heads.workspace_id
 			ORDER BY workspace_id, run_after LIMIT 1) AS nxt),
 	counts AS MATERIALIZED (
-		SELECT workspace_id, count(*) AS running FROM mutation_jobs WHERE status = 'running' GROUP BY workspace_id),
+		SELECT workspace_id, count(lease_owner) AS running FROM mutation_jobs WHERE status = 'running' GROUP BY workspace_id),
 	open AS MATERIALIZED (
 		SELECT h.workspace_id, COALESCE(($5::JSONB ->> h.workspace_id)::INT8, $6::INT8) - COALESCE(c.running, 0) AS free
 		FROM heads AS h LEFT JOIN counts AS c ON c.workspace_id = h.workspace_id
