@@ -329,7 +329,10 @@ func build(t *tree, root, headBin string, cmds, tests []string) error {
 		}
 	}
 	// The preview runtime bundle (npm packages, bundled by make build) is HEAD's for both.
-	if rt := filepath.Join(root, headBin, "preview-runtime"); exists(rt) {
+	if !filepath.IsAbs(headBin) {
+		headBin = filepath.Join(root, headBin)
+	}
+	if rt := filepath.Join(headBin, "preview-runtime"); exists(rt) {
 		if out, err := exec.Command("cp", "-a", rt, bin+"/").CombinedOutput(); err != nil {
 			return fmt.Errorf("copy the preview runtime: %v %s", err, out)
 		}
