@@ -105,6 +105,15 @@ bench-router: ## Router vs direct vs nginx benchmark (see BENCHMARKS.md)
 bench-compile: ## Compile benchmark: a page importing 20 components, p50/p99 per compile
 	$(GO) test ./cell/compile -run '^$$' -bench CompilePage20 -benchtime 1000x -count 3
 
+# The same-run regression check (loadtest/benchcheck, BENCHMARKS.md "Same-run regression check"):
+# the key benchmarks of a reference commit (the last v* tag, else loadtest/benchcheck/REFERENCE)
+# and of this tree, back to back. CI runs it with BENCH_CHECK_FLAGS=-short.
+BENCH_CHECK_FLAGS ?=
+
+.PHONY: bench-check
+bench-check: build ## Key benchmarks of the reference commit and HEAD back to back; fails when HEAD is worse beyond a tolerance (BENCH_CHECK_FLAGS="-short -only queue -ref <commit>")
+	$(GO) run ./loadtest/benchcheck -bin $(BIN) $(BENCH_CHECK_FLAGS)
+
 .PHONY: bench-move
 bench-move: build ## Move benchmark: a workspace of 1,000 pages and 200 MiB of assets under write load, step times and write window (see BENCHMARKS.md)
 	$(GO) run ./loadtest/movebench -bin $(BIN) -pages 1000 -assets 200

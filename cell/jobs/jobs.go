@@ -321,23 +321,88 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	return st, err
 }
 
-// claimSQL is claim's statement (the tenancy predicate and SKIP LOCKED in one literal, so the
-// dialect test sees that the lock skips only this queue's live rows). A job is taken only while
-// its workspace runs fewer jobs than its cap ($5: overrides by workspace, JSON; $6: the default);
-// RETURNING adds how many ran before this claim, for the caps within one claim.
-var claimSQL = fmt.Sprintf(`
-	WITH picked AS MATERIALIZED (
-		SELECT workspace_id, id FROM mutation_jobs WHERE status = 'pending' AND run_after <= $3 AND %s
-		AND (SELECT count(*) FROM mutation_jobs r WHERE r.workspace_id = mutation_jobs.workspace_id AND r.status = 'running')
-			< COALESCE(($5::JSONB ->> mutation_jobs.workspace_id)::INT8, $6::INT8)
-		ORDER BY run_after LIMIT $4 FOR UPDATE SKIP LOCKED)
+// A claim takes the oldest runnable pending jobs of workspaces that are active here and run
+// fewer jobs than their cap ($5: overrides by workspace, JSON; $6: the default), at most a
+// workspace's free slots from each, in one statement at READ COMMITTED. Its cost must not grow
+// with the backlog, nor with how many workspaces are capped or fenced (BENCHMARKS.md, "Mutation
+// jobs"): the running jobs are counted once per statement, grouped by workspace, from the small
+// partial index of running rows (they are bounded by the cell's slots), and the workspaces at
+// their cap are excluded as one array, never by a count per pending row. The pending rows are
+// read by one of two paths, each bounded:
+//
+//   - claimSQL (first) reads only the head of the queue: the range of its $7 oldest runnable
+//     jobs (claimHead), in which it locks the first $4 jobs of workspaces below their cap and
+//     active here with SKIP LOCKED (the tenancy predicate is a primary-key probe per row read,
+//     at most $7 of them): the common case, one short scan of one index range.
+//   - claimByWorkspaceSQL (only when the head gave fewer jobs than asked, e.g. it is all jobs of
+//     capped or fenced workspaces) walks the workspaces that have pending jobs, one index descent
+//     each (a loose scan of mutation_jobs_pending_ws_idx), evaluates the tenancy predicate and
+//     the cap once per workspace, picks the open ones with the oldest heads, and locks their
+//     oldest jobs with SKIP LOCKED: its cost follows the number of workspaces with pending jobs,
+//     not the backlog behind them.
+//
+// Both lock in a MATERIALIZED CTE on purpose: an UPDATE … WHERE … IN (SELECT … LIMIT n FOR UPDATE
+// SKIP LOCKED) may rescan its subquery and take more than n. Rows a pick locked beyond a
+// workspace's free slots are left pending (their locks end with the statement). Each literal
+// holds the tenancy predicate and SKIP LOCKED together, so the dialect test sees that the locks
+// skip only this queue's live rows. TestClaimCostIndependentOfBacklog checks the plans.
+//
+// The running count reads lease_owner (count(lease_owner), as count(*): it is never NULL) and the
+// head's bound reads id on purpose: neither column is in the index scanned, so PostgreSQL reads
+// those indexes with plain index scans, which mark the entries of rows that left the index's
+// predicate (finished, claimed) as dead for every later scan; an index-only scan does not, and
+// each claim would visit every job that ran since the last vacuum.
+var (
+	claimSQL = fmt.Sprintf(`
+	WITH counts AS MATERIALIZED (
+		SELECT workspace_id, count(lease_owner) AS running FROM mutation_jobs WHERE status = 'running' GROUP BY workspace_id),
+	picked AS MATERIALIZED (
+		SELECT workspace_id, id, run_after FROM mutation_jobs WHERE status = 'pending' AND run_after <= $3
+		AND run_after <= COALESCE((SELECT run_after FROM mutation_jobs WHERE status = 'pending' AND run_after <= $3 AND id <> ''
+			ORDER BY run_after OFFSET $7 LIMIT 1), $3)
+		AND workspace_id <> ALL (ARRAY(SELECT workspace_id FROM counts WHERE running >= COALESCE(($5::JSONB ->> workspace_id)::INT8, $6::INT8)))
+		AND %s
+		ORDER BY run_after LIMIT $4 FOR UPDATE SKIP LOCKED),
+	open AS (
+		SELECT p.workspace_id, COALESCE(($5::JSONB ->> p.workspace_id)::INT8, $6::INT8) - COALESCE(c.running, 0) AS free
+		FROM (SELECT DISTINCT workspace_id FROM picked) AS p LEFT JOIN counts AS c ON c.workspace_id = p.workspace_id)
+	%s`, tenancy.ActiveSQL("mutation_jobs.workspace_id"), claimTail)
+
+	claimByWorkspaceSQL = fmt.Sprintf(`
+	WITH RECURSIVE heads (workspace_id, run_after) AS (
+		(SELECT workspace_id, run_after FROM mutation_jobs WHERE status = 'pending' ORDER BY workspace_id, run_after LIMIT 1)
+		UNION ALL
+		SELECT nxt.workspace_id, nxt.run_after FROM heads, LATERAL (
+			SELECT workspace_id, run_after FROM mutation_jobs WHERE status = 'pending' AND workspace_id > heads.workspace_id
+			ORDER BY workspace_id, run_after LIMIT 1) AS nxt),
+	counts AS MATERIALIZED (
+		SELECT workspace_id, count(lease_owner) AS running FROM mutation_jobs WHERE status = 'running' GROUP BY workspace_id),
+	open AS MATERIALIZED (
+		SELECT h.workspace_id, COALESCE(($5::JSONB ->> h.workspace_id)::INT8, $6::INT8) - COALESCE(c.running, 0) AS free
+		FROM heads AS h LEFT JOIN counts AS c ON c.workspace_id = h.workspace_id
+		WHERE h.run_after <= $3 AND COALESCE(c.running, 0) < COALESCE(($5::JSONB ->> h.workspace_id)::INT8, $6::INT8) AND %s
+		ORDER BY h.run_after LIMIT $4),
+	picked AS MATERIALIZED (
+		SELECT p.workspace_id, p.id, p.run_after FROM open, LATERAL (
+			SELECT workspace_id, id, run_after FROM mutation_jobs WHERE status = 'pending' AND workspace_id = open.workspace_id
+			AND run_after <= $3 ORDER BY run_after LIMIT $4 FOR UPDATE SKIP LOCKED) AS p)
+	%s`, tenancy.ActiveSQL("h.workspace_id"), claimTail)
+)
+
+// claimTail keeps, of the rows a claim locked, at most each workspace's free slots (oldest
+// first) and at most $4 in all, and starts them under owner's ($1) lease until $2.
+var claimTail = fmt.Sprintf(`, taken AS (
+		SELECT r.workspace_id, r.id FROM (
+			SELECT workspace_id, id, run_after, row_number() OVER (PARTITION BY workspace_id ORDER BY run_after, id) AS k FROM picked) AS r
+		JOIN open AS o ON o.workspace_id = r.workspace_id WHERE r.k <= o.free ORDER BY r.run_after LIMIT $4)
 	UPDATE mutation_jobs SET status = 'running', lease_owner = $1, lease_until = $2, started_at = COALESCE(started_at, $3),
 		updated_at = $3, stage = 'started', progress = 0
-	FROM picked WHERE mutation_jobs.workspace_id = picked.workspace_id AND mutation_jobs.id = picked.id
+	FROM taken WHERE mutation_jobs.workspace_id = taken.workspace_id AND mutation_jobs.id = taken.id
 	AND mutation_jobs.status = 'pending'
-	RETURNING %s,
-		(SELECT count(*) FROM mutation_jobs r WHERE r.workspace_id = mutation_jobs.workspace_id AND r.status = 'running')`,
-	tenancy.ActiveSQL("mutation_jobs.workspace_id"), jobColsQualified)
+	RETURNING %s`, jobColsQualified)
+
+// claimHead is how many of the queue's oldest runnable jobs claimSQL considers for n slots.
+func claimHead(n int) int { return min(4*n+16, 1024) }
 
 // Caps bounds how many jobs of one workspace run at once in the cell: Default for every
 // workspace (0: no bound), Overrides by workspace ID.
@@ -346,71 +411,41 @@ type Caps struct {
 	Overrides map[string]int
 }
 
-func (c Caps) of(ws string) int {
-	if n, ok := c.Overrides[ws]; ok {
-		return n
-	}
-	if c.Default <= 0 {
-		return math.MaxInt32
-	}
-	return c.Default
-}
-
-// claim takes up to n runnable pending jobs for owner under a lease, in one statement and one
-// round trip, only of workspaces active here (tenancy.ActiveSQL): a workspace fenced for a move
-// starts no new job, and jobs copied to a move's target wait until it owns the workspace. Only
-// workspaces below their cap are picked; jobs of one workspace that this claim took beyond its
-// cap go back to the queue at once (attempt unused). Replicas claiming at the same moment can
-// overshoot a cap by their number. The pick is a MATERIALIZED CTE on purpose: an UPDATE … WHERE
-// … IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED) may rescan its subquery and take more than n.
+// claim takes up to n runnable pending jobs for owner under a lease, only of workspaces active
+// here (tenancy.ActiveSQL): a workspace fenced for a move starts no new job, and jobs copied to
+// a move's target wait until it owns the workspace. Only workspaces below their cap are picked,
+// and no more of a workspace's jobs than it has free slots; replicas claiming at the same moment
+// can overshoot a cap by their number. It is one statement and one round trip (claimSQL), and a
+// second (claimByWorkspaceSQL) only when the head of the queue gave fewer than n.
 func (q *Queue) claim(ctx context.Context, owner string, n int, lease time.Duration, caps Caps) ([]Job, error) {
-	var out []Job
-	before := map[string]int{}
 	now := q.now()
 	overrides, _ := json.Marshal(caps.Overrides)
 	def := caps.Default
 	if def <= 0 {
 		def = math.MaxInt32
 	}
-	_, err := q.DB.OneRC(ctx, claimSQL, []any{owner, now.Add(lease), now, n, overrides, def}, func(rows pgx.Rows) error {
-		out = out[:0]
-		for rows.Next() {
-			var j Job
-			var result []byte
-			var running int
-			if err := rows.Scan(&j.WorkspaceID, &j.ID, &j.Kind, &j.OwnerID, &j.Input, &j.Status, &j.AttemptCount, &j.MaxAttempts, &j.RetryOfJobID,
-				&j.Stage, &j.Progress, &j.CancelRequested, &j.ErrorCode, &j.ErrorSummary, &result, &j.RunAfter, &j.CreatedAt, &j.StartedAt, &j.FinishedAt, &j.UpdatedAt,
-				&running); err != nil {
-				return err
-			}
-			if len(result) > 0 {
-				j.Result = result
-			}
-			before[j.WorkspaceID] = running
-			out = append(out, j)
-		}
-		return rows.Err()
-	})
-	if err != nil || len(out) < 2 {
+	run := func(sql string, args ...any) ([]Job, error) {
+		var got []Job
+		_, err := q.DB.OneRC(ctx, sql, args, func(rows pgx.Rows) error {
+			var err error // a retried statement reads its rows again
+			got, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) { return scanJob(r) })
+			return err
+		})
+		return got, err
+	}
+	out, err := run(claimSQL, owner, now.Add(lease), now, n, overrides, def, claimHead(n))
+	if err != nil || len(out) == n {
 		return out, err
 	}
-	kept := out[:0]
-	taken := map[string]int{}
-	for _, j := range out {
-		if before[j.WorkspaceID]+taken[j.WorkspaceID] >= caps.of(j.WorkspaceID) {
-			if _, err := q.requeue(ctx, j, owner, CappedRetry, "waiting-for-slot"); err != nil {
-				return kept, err
-			}
-			continue
-		}
-		taken[j.WorkspaceID]++
-		kept = append(kept, j)
-	}
-	return kept, nil
+	more, err := run(claimByWorkspaceSQL, owner, now.Add(lease), now, n-len(out), overrides, def)
+	return append(out, more...), err
 }
 
-// CappedRetry is how long a job claimed beyond its workspace's cap waits before it is claimed
+// CappedRetry was how long a job claimed beyond its workspace's cap waited before it was claimed
 // again.
+//
+// Deprecated: a claim no longer takes a job beyond its workspace's cap (nor writes the stage
+// waiting-for-slot); kept for callers that name it.
 const CappedRetry = 250 * time.Millisecond
 
 // renew extends the leases of owner's running jobs and reports which of them have a cancel

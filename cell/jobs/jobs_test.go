@@ -659,3 +659,60 @@ func TestWorkspaceConcurrencyCap(t *testing.T) {
 		t.Fatalf("peaks: %v", peak)
 	}
 }
+
+// TestClaimPastCappedAndFencedHeads: a claim takes no job beyond a workspace's free slots, and
+// a workspace at its cap or fenced whose backlog fills the head of the queue does not keep the
+// other workspaces' jobs from being claimed (the walk over workspaces finds them), oldest first.
+func TestClaimPastCappedAndFencedHeads(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	a, b := f.scope.WorkspaceID(), f.scopeB.WorkspaceID()
+	// A's backlog of 200 is older than anything of B's and longer than the head a claim reads.
+	if _, err := f.q.DB.Pool.Exec(ctx, `INSERT INTO mutation_jobs (workspace_id, id, kind, owner_id, input, status, max_attempts, run_after, created_at, updated_at)
+		SELECT $1, 'job_a' || lpad(i::TEXT, 4, '0'), 'x', 'usr_x', '{}', 'pending', 3, now() - INTERVAL '1 hour' + i * INTERVAL '1 millisecond', now(), now()
+		FROM generate_series(0, 199) AS i`, a); err != nil {
+		t.Fatal(err)
+	}
+	var bs []string
+	for range 3 {
+		j, err := f.q.Enqueue(ctx, f.scopeB, NewJob{Kind: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs = append(bs, j.ID)
+	}
+	ids := func(js []Job) []string {
+		var out []string
+		for _, j := range js {
+			out = append(out, j.ID)
+		}
+		return out
+	}
+	caps := Caps{Default: 2}
+	got, err := f.q.claim(ctx, "wrk_1", 4, time.Minute, caps)
+	if want := []string{"job_a0000", "job_a0001", bs[0], bs[1]}; err != nil || fmt.Sprint(ids(got)) != fmt.Sprint(want) {
+		t.Fatalf("claim of 4 at cap 2: %v %v, want %v", ids(got), err, want)
+	}
+	// Both workspaces are at their cap: nothing more, however much is pending.
+	if got, err := f.q.claim(ctx, "wrk_1", 4, time.Minute, caps); err != nil || len(got) != 0 {
+		t.Fatalf("claim with every workspace at its cap: %v %v", ids(got), err)
+	}
+	// An override raises B's cap: its last job, not one of A's.
+	caps.Overrides = map[string]int{b: 3}
+	if got, err := f.q.claim(ctx, "wrk_1", 4, time.Minute, caps); err != nil || fmt.Sprint(ids(got)) != fmt.Sprint(bs[2:]) {
+		t.Fatalf("claim after B's override: %v %v", ids(got), err)
+	}
+	// A fenced for a move: its backlog at the head is skipped, B's new job is claimed, and no
+	// job of A starts although A is below no cap now.
+	f.setTenancy(t, f.scope, "fenced")
+	nb, err := f.q.Enqueue(ctx, f.scopeB, NewJob{Kind: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.q.claim(ctx, "wrk_1", 4, time.Minute, Caps{}); err != nil || fmt.Sprint(ids(got)) != fmt.Sprint([]string{nb.ID}) {
+		t.Fatalf("claim with A fenced: %v %v, want only %s", ids(got), err, nb.ID)
+	}
+	if n := dbtest.Count(t, f.q.DB, `SELECT count(*) FROM mutation_jobs WHERE workspace_id = $1 AND status = 'running'`, a); n != 2 {
+		t.Fatalf("%d of A's jobs running, want the 2 claimed before the fence", n)
+	}
+}

@@ -3,21 +3,36 @@ package render
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 )
 
 // BenchmarkDispatch measures dispatch transactions with two coordinators (two connection
-// pools, as two replicas) against one cell database: each dispatch is the whole transaction
-// (scheduler lock, occupancy, idle worker, pick, slot generation, attempt insert, cursor), timed
-// one by one; the attempt is released right after, outside the timing, as a finished
-// execution would. It reports dispatches per second and the p50/p99 latency.
+// pools, as two replicas) against one cell database, as the dispatch loop runs them: each
+// transaction reserves up to dispatchBatchMax attempts while workers are idle (scheduler lock,
+// then per dispatch: occupancy, idle worker, pick, slot generation, attempt insert, cursor),
+// timed one by one, each of its dispatches counted with the transaction's time; the attempts are
+// released right after, outside the timing, as finished executions would. It reports
+// dispatches per second and the p50/p99 latency of a dispatch.
 //
 //	go test ./cell/render -run '^$' -bench Dispatch -benchtime 1x
+//
+// SLIDECELLS_BENCH_SHORT=1 dispatches 1,000 requests instead of 4,000 (make bench-check in CI);
+// RENDER_BENCH_BATCH=1 makes one dispatch per transaction (the transaction before batching).
 func BenchmarkDispatch(b *testing.B) {
-	const coordinators, workers, requests, workspaces = 2, 16, 4000, 8
+	const coordinators, workers, workspaces = 2, 16, 8
+	requests := 4000
+	if os.Getenv("SLIDECELLS_BENCH_SHORT") != "" {
+		requests = 1000
+	}
+	batch := dispatchBatchMax
+	if n, err := strconv.Atoi(os.Getenv("RENDER_BENCH_BATCH")); err == nil && n > 0 {
+		batch = n
+	}
 	f := setup(b, workspaces)
 	ws := f.addWorkers(b, workers)
 	cs := make([]*Coordinator, coordinators)
@@ -43,13 +58,13 @@ func BenchmarkDispatch(b *testing.B) {
 			defer wg.Done()
 			for {
 				t0 := time.Now()
-				r, err := c.dispatchOne(ctx)
+				rs, err := c.dispatchBatch(ctx, batch)
 				d := time.Since(t0)
 				if err != nil {
 					b.Error(err)
 					return
 				}
-				if r == nil {
+				if len(rs) == 0 {
 					var left int
 					_ = f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM render_requests WHERE state = 'queued'`).Scan(&left)
 					if left == 0 {
@@ -58,11 +73,15 @@ func BenchmarkDispatch(b *testing.B) {
 					continue
 				}
 				mu.Lock()
-				lat = append(lat, d)
+				for range rs {
+					lat = append(lat, d)
+				}
 				mu.Unlock()
-				if _, err := c.db.Exec(ctx, `UPDATE render_attempts SET state = 'terminal', released = true WHERE attempt_id = $1`, r.attemptID); err != nil {
-					b.Error(err)
-					return
+				for _, r := range rs {
+					if _, err := c.db.Exec(ctx, `UPDATE render_attempts SET state = 'terminal', released = true WHERE attempt_id = $1`, r.attemptID); err != nil {
+						b.Error(err)
+						return
+					}
 				}
 			}
 		}()
@@ -78,10 +97,5 @@ func BenchmarkDispatch(b *testing.B) {
 	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "dispatch/s")
 	b.ReportMetric(p(0.50), "p50-ms")
 	b.ReportMetric(p(0.99), "p99-ms")
-	var retries int64
-	for _, c := range cs {
-		_ = c
-	}
-	fmt.Printf("dispatch: %d coordinators, %d workers, %d requests in %s\n", coordinators, workers, len(lat), elapsed.Round(time.Millisecond))
-	_ = retries
+	fmt.Printf("dispatch: %d coordinators, %d workers, %d requests in %s, up to %d per transaction\n", coordinators, workers, len(lat), elapsed.Round(time.Millisecond), batch)
 }

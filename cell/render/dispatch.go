@@ -24,92 +24,154 @@ type reservation struct {
 	slotGeneration int64
 }
 
-// dispatchOne runs one dispatch transaction. It returns nil when nothing can be dispatched now
-// (no waiting request, no idle worker, or a limit reached).
+// dispatchBatchMax bounds the dispatches of one transaction: the scheduler row lock is held for
+// all of them, so a larger batch would make other coordinators wait longer.
+const dispatchBatchMax = 8
+
+// dispatchOne is dispatchBatch of one.
+func (c *Coordinator) dispatchOne(ctx context.Context) (*reservation, error) {
+	res, err := c.dispatchBatch(ctx, 1)
+	if len(res) == 0 {
+		return nil, err
+	}
+	return res[0], err
+}
+
+// dispatchBatch runs one dispatch transaction that reserves up to limit attempts, one after the
+// other under one hold of the scheduler row lock: exactly the dispatches that limit transactions
+// of one would make in a row (same picks, same rotation and cursors, same occupancy checks),
+// with one lock wait and one commit instead of limit. It returns none when nothing can be
+// dispatched now (no waiting request, no idle worker, or a limit reached).
 //
 // It runs at READ COMMITTED: its correctness rests on the scheduler row lock (every attempt is
 // inserted, and every request leaves the queue, under it, so the occupancy count and the pick
 // are exact once the lock is held), the worker row lock and the two partial unique indexes, not
-// on serializability. At SERIALIZABLE every dispatcher that queued behind the lock would fail
-// with a serialization error when it got it (the row changed after its snapshot). On a
-// CockroachDB cluster without READ COMMITTED it runs SERIALIZABLE, which is also correct.
-func (c *Coordinator) dispatchOne(ctx context.Context) (*reservation, error) {
-	var res *reservation
+// on serializability. Each pick is a statement of its own, after the previous dispatch's writes
+// in the same transaction, so it sees them (the attempt that occupies a worker and counts
+// against the cell's and the workspace's limits, the moved cursor). At SERIALIZABLE every
+// dispatcher that queued behind the lock would fail with a serialization error when it got it
+// (the row changed after its snapshot). On a CockroachDB cluster without READ COMMITTED it runs
+// SERIALIZABLE, which is also correct.
+func (c *Coordinator) dispatchBatch(ctx context.Context, limit int) ([]*reservation, error) {
+	var out []*reservation
 	err := c.db.ReadCommitted(ctx, func(tx pgx.Tx) error {
-		res = nil
+		out = out[:0]
 		now := c.now().UTC()
-		// One round trip (with BEGIN) for every read: the lock comes first in the pipeline, so
-		// each later statement (READ COMMITTED: a snapshot per statement) reads after it is held.
+		// One round trip per dispatch: the lock comes first in the first pipeline, so each later
+		// statement (READ COMMITTED: a snapshot per statement) reads after it is held; each
+		// dispatch's writes go out in the pipeline of the next dispatch's reads, and the last
+		// one's with the COMMIT.
 		b := &pgx.Batch{}
 		b.Queue(`SELECT round FROM render_scheduler_state WHERE id = 1 FOR UPDATE`)
-		b.Queue(`SELECT count(*) FROM render_attempts WHERE released = false`)
-		b.Queue(`SELECT w.worker_id, w.epoch, w.url, w.slot_generation FROM render_workers w
-			WHERE w.state = 'ready' AND w.environment_digest = $1
-			  AND NOT EXISTS (SELECT 1 FROM render_attempts a WHERE a.worker_id = w.worker_id AND a.released = false)
-			ORDER BY w.last_dispatch_at, w.worker_id LIMIT 1 FOR UPDATE`, c.cfg.ProfileDigest)
-		b.Queue(pickSQL, now, now.Add(-c.cfg.PromoteAfter), c.cfg.WorkspaceConcurrency)
+		c.queueDispatchReads(b, now)
 		br := tx.SendBatch(ctx, b)
 		var round int64
-		var total int
-		var w reservation
-		var req Request
 		err := br.QueryRow().Scan(&round)
-		if err == nil {
-			err = br.QueryRow().Scan(&total)
-		}
-		noWorker, noPick := false, false
-		if err == nil {
-			err = br.QueryRow().Scan(&w.workerID, &w.epoch, &w.url, &w.slotGeneration)
-			if errors.Is(err, pgx.ErrNoRows) {
-				noWorker, err = true, nil
+		writes := 0 // the write statements at the head of br, before the reads
+		for err == nil {
+			for range writes {
+				if _, err = br.Exec(); err != nil {
+					break
+				}
 			}
-		}
-		if err == nil {
-			var prio int
-			req, err = scanRequest(br.QueryRow(), &w.seq, &prio)
-			if errors.Is(err, pgx.ErrNoRows) {
-				noPick, err = true, nil
+			if err != nil {
+				break
 			}
+			var res *reservation
+			res, err = c.scanDispatchReads(br)
+			if cerr := br.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil || res == nil {
+				return err
+			}
+			out = append(out, res)
+			w := c.dispatchWrites(res, now)
+			if len(out) >= limit {
+				for _, q := range w {
+					if err := db.Defer(ctx, tx, q.SQL, q.Arguments...); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			b = &pgx.Batch{QueuedQueries: w}
+			c.queueDispatchReads(b, now)
+			br, writes = tx.SendBatch(ctx, b), len(w)
 		}
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
-		if err != nil || noWorker || noPick || total >= c.cfg.GlobalConcurrency {
-			return err
-		}
-		// Every write goes out with the COMMIT, in the same round trip; nothing reads them. If
-		// the request was cancelled since the pick, the update matches nothing, no attempt is
-		// inserted, and markDispatched (which needs the reserved row) sends nothing.
-		w.slotGeneration++
-		w.attemptID = ids.New(ids.Attempt)
-		req.State, req.AttemptsUsed = StateExecuting, req.AttemptsUsed+1
-		for _, q := range []struct {
-			sql  string
-			args []any
-		}{
-			{`UPDATE render_requests SET state = 'executing', attempts_used = attempts_used + 1, next_seq = next_seq + 1, updated_at = $3
-				WHERE workspace_id = $1 AND id = $2 AND state IN ('queued', 'retry_wait')`, []any{req.WorkspaceID, req.ID, now}},
-			{`UPDATE render_workers SET slot_generation = $3, last_dispatch_at = $4 WHERE worker_id = $1 AND epoch = $2`,
-				[]any{w.workerID, w.epoch, w.slotGeneration, now}},
-			{`INSERT INTO render_attempts (workspace_id, request_id, seq, attempt_id, worker_id, epoch,
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// queueDispatchReads queues the reads of one dispatch: the occupancy, an idle worker (locked),
+// the pick.
+func (c *Coordinator) queueDispatchReads(b *pgx.Batch, now time.Time) {
+	b.Queue(`SELECT count(*) FROM render_attempts WHERE released = false`)
+	b.Queue(`SELECT w.worker_id, w.epoch, w.url, w.slot_generation FROM render_workers w
+		WHERE w.state = 'ready' AND w.environment_digest = $1
+		  AND NOT EXISTS (SELECT 1 FROM render_attempts a WHERE a.worker_id = w.worker_id AND a.released = false)
+		ORDER BY w.last_dispatch_at, w.worker_id LIMIT 1 FOR UPDATE`, c.cfg.ProfileDigest)
+	b.Queue(pickSQL, now, now.Add(-c.cfg.PromoteAfter), c.cfg.WorkspaceConcurrency)
+}
+
+// scanDispatchReads reads what queueDispatchReads queued: a reservation to make, or nil when
+// nothing can be dispatched.
+func (c *Coordinator) scanDispatchReads(br pgx.BatchResults) (*reservation, error) {
+	var total int
+	var w reservation
+	if err := br.QueryRow().Scan(&total); err != nil {
+		return nil, err
+	}
+	noWorker := false
+	err := br.QueryRow().Scan(&w.workerID, &w.epoch, &w.url, &w.slotGeneration)
+	if errors.Is(err, pgx.ErrNoRows) {
+		noWorker, err = true, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var prio int
+	req, err := scanRequest(br.QueryRow(), &w.seq, &prio)
+	if errors.Is(err, pgx.ErrNoRows) || noWorker || total >= c.cfg.GlobalConcurrency {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	w.req = req
+	return &w, nil
+}
+
+// dispatchWrites are the writes of one reservation (it sets the reservation's attempt and slot
+// generation). If the request was cancelled since the pick, the update matches nothing, no
+// attempt is inserted, and markDispatched (which needs the reserved row) sends nothing.
+func (c *Coordinator) dispatchWrites(w *reservation, now time.Time) []*pgx.QueuedQuery {
+	w.slotGeneration++
+	w.attemptID = ids.New(ids.Attempt)
+	req := &w.req
+	req.State, req.AttemptsUsed = StateExecuting, req.AttemptsUsed+1
+	return []*pgx.QueuedQuery{
+		{SQL: `UPDATE render_requests SET state = 'executing', attempts_used = attempts_used + 1, next_seq = next_seq + 1, updated_at = $3
+				WHERE workspace_id = $1 AND id = $2 AND state IN ('queued', 'retry_wait')`, Arguments: []any{req.WorkspaceID, req.ID, now}},
+		{SQL: `UPDATE render_workers SET slot_generation = $3, last_dispatch_at = $4 WHERE worker_id = $1 AND epoch = $2`,
+			Arguments: []any{w.workerID, w.epoch, w.slotGeneration, now}},
+		{SQL: `INSERT INTO render_attempts (workspace_id, request_id, seq, attempt_id, worker_id, epoch,
 				slot_generation, state, driver, driver_until, created_at)
 				SELECT workspace_id, id, $3::INT8, $4, $5, $6, $7::INT8, 'reserved', $8, $9, $10 FROM render_requests
 				WHERE workspace_id = $1 AND id = $2 AND state = 'executing' AND next_seq = $3::INT8 + 1`,
-				[]any{req.WorkspaceID, req.ID, w.seq, w.attemptID, w.workerID, w.epoch, w.slotGeneration, c.id, now.Add(c.Lease), now}},
-			{`UPDATE render_scheduler_state SET round = round + 1,
+			Arguments: []any{req.WorkspaceID, req.ID, w.seq, w.attemptID, w.workerID, w.epoch, w.slotGeneration, c.id, now.Add(c.Lease), now}},
+		{SQL: `UPDATE render_scheduler_state SET round = round + 1,
 				cursor_interactive = CASE WHEN $1::TEXT = 'interactive' THEN $2::TEXT ELSE cursor_interactive END,
 				cursor_background = CASE WHEN $1::TEXT = 'background' THEN $2::TEXT ELSE cursor_background END,
-				dispatched = dispatched + 1, updated_at = $3 WHERE id = 1`, []any{string(req.Category), req.WorkspaceID, now}},
-		} {
-			if err := db.Defer(ctx, tx, q.sql, q.args...); err != nil {
-				return err
-			}
-		}
-		w.req = req
-		res = &w
-		return nil
-	})
-	return res, err
+				dispatched = dispatched + 1, updated_at = $3 WHERE id = 1`, Arguments: []any{string(req.Category), req.WorkspaceID, now}},
+	}
 }
 
 // pickSQL picks the next request: one waiting past the promotion threshold first (oldest
@@ -170,18 +232,20 @@ func (c *Coordinator) dispatchLoop(ctx context.Context) {
 	defer t.Stop()
 	for {
 		for ctx.Err() == nil {
-			res, err := c.dispatchOne(ctx)
+			batch, err := c.dispatchBatch(ctx, dispatchBatchMax)
 			if err != nil {
 				if ctx.Err() == nil {
 					c.log.Warn("render dispatch failed", zapErr(err))
 				}
 				break
 			}
-			if res == nil {
+			if len(batch) == 0 {
 				break
 			}
-			c.observe("dispatch", res.req.Operation, time.Since(res.req.EnqueuedAt))
-			c.startDriver(ctx, res.attemptID, res, true)
+			for _, res := range batch {
+				c.observe("dispatch", res.req.Operation, time.Since(res.req.EnqueuedAt))
+				c.startDriver(ctx, res.attemptID, res, true)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -3,11 +3,16 @@ package render
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	gcblob "gocloud.dev/blob"
+
+	"slidecells/cell/auth"
 
 	"slidecells/shared/problem"
 	rc "slidecells/shared/rendercontract"
@@ -347,3 +352,78 @@ func TestFencedWorkspaceStartsNoRenders(t *testing.T) {
 		t.Fatalf("the fenced workspace's request is %s, want still queued", r.State)
 	}
 }
+
+// TestBatchDispatchesAsOneByOne: a dispatch transaction that reserves several attempts makes
+// exactly the dispatches that as many one-dispatch transactions in a row make (the same requests
+// in the same order: rotation, round-robin cursors, workspace caps, promotion), and leaves the
+// same occupancy: one unreleased attempt per busy worker, never more than the cell's and each
+// workspace's limits.
+func TestBatchDispatchesAsOneByOne(t *testing.T) {
+	const workspaces, workers = 3, 7
+	type fx struct {
+		f *fixture
+		c *Coordinator
+		// label names a request the same way in both databases: its workspace's index and its
+		// submission number.
+		label map[string]string
+	}
+	build := func(tb testing.TB) fx {
+		f := setup(tb, workspaces)
+		c := f.coordinator(t, f.addWorkers(t, workers), func(cfg *Config) { cfg.WorkspaceConcurrency = 3; cfg.GlobalConcurrency = 6 })
+		x := fx{f: f, c: c, label: map[string]string{}}
+		// Workspaces in the order of their IDs (the round-robin's order), so that workspace i
+		// plays the same part in both databases.
+		scopes := slices.SortedFunc(slices.Values(f.scopes), func(a, b auth.Scope) int { return strings.Compare(a.WorkspaceID(), b.WorkspaceID()) })
+		for i := range 20 {
+			cat := Interactive
+			if i%3 == 2 {
+				cat = Background
+			}
+			w := (i * 7 / 3) % workspaces
+			r := f.submit(t, c, scopes[w], i, cat)
+			x.label[r.ID] = fmt.Sprintf("ws%d/%d", w, i)
+		}
+		return x
+	}
+	one, batch := build(t), build(serialTB{t}) // setup makes t parallel, once
+	var want, got []string
+	for round := range 4 {
+		for _, r := range drain(t, one.c) {
+			want = append(want, one.label[r.req.ID])
+		}
+		n := 0
+		for {
+			rs, err := batch.c.dispatchBatch(context.Background(), dispatchBatchMax)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rs) == 0 {
+				break
+			}
+			if n++; n == 1 && round == 0 && len(rs) != 6 {
+				t.Fatalf("the first batch reserved %d attempts, want 6 (the cell's limit, with 7 idle workers)", len(rs))
+			}
+			for _, r := range rs {
+				got = append(got, batch.label[r.req.ID])
+			}
+		}
+		for _, x := range []fx{one, batch} {
+			var attempts, busyWorkers, maxPerWorkspace int
+			if err := x.f.db.Pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT worker_id),
+				COALESCE((SELECT max(n) FROM (SELECT count(*) AS n FROM render_attempts WHERE released = false GROUP BY workspace_id) AS m), 0)
+				FROM render_attempts WHERE released = false`).Scan(&attempts, &busyWorkers, &maxPerWorkspace); err != nil {
+				t.Fatal(err)
+			}
+			if attempts != busyWorkers || attempts > 6 || maxPerWorkspace > 3 {
+				t.Fatalf("round %d: %d unreleased attempts on %d workers, at most %d in one workspace", round, attempts, busyWorkers, maxPerWorkspace)
+			}
+			x.f.releaseAll(t)
+		}
+	}
+	if len(want) == 0 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("batched dispatches %v\nwant, as one by one, %v", got, want)
+	}
+}
+
+// serialTB is a testing.TB that setup does not make parallel (a test's second fixture).
+type serialTB struct{ testing.TB }

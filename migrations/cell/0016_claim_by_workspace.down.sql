@@ -1,0 +1,1 @@
+DROP INDEX mutation_jobs_pending_ws_idx;
