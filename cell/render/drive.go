@@ -19,6 +19,17 @@ import (
 
 func zapErr(err error) zap.Field { return zap.Error(err) }
 
+// reclaimTimeout is the shortest time a coordinator stage gets: once a request's budget is
+// spent, its attempt still has to be stopped and its release proven.
+const reclaimTimeout = 2 * time.Second
+
+// stageTimeout is a coordinator stage's time: what is left of the request's budget, at most
+// limit, at least reclaimTimeout (a caller never waits on it past the deadline: Wait expires
+// the request there, whatever its driver is doing).
+func (c *Coordinator) stageTimeout(a *attempt, limit time.Duration) time.Duration {
+	return max(min(limit, a.req.DeadlineAt.Sub(c.now())), reclaimTimeout)
+}
+
 // attempt is a live attempt as its driver sees it.
 type attempt struct {
 	req            Request
@@ -89,7 +100,7 @@ func (c *Coordinator) send(ctx context.Context, a *attempt) {
 		c.finish(ctx, a, rc.NewError(rc.CodeInternal, rc.StageAdmission, "signing the ticket failed"), false)
 		return
 	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, c.stageTimeout(a, 10*time.Second))
 	rec, ans, err := c.client.post(pctx, a.url, &req)
 	cancel()
 	switch {
@@ -143,7 +154,7 @@ func (c *Coordinator) refused(ctx context.Context, a *attempt, e *rc.Error) {
 
 // query asks the attempt's own worker/epoch what became of it (lost response, takeover).
 func (c *Coordinator) query(ctx context.Context, a *attempt) {
-	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	qctx, cancel := context.WithTimeout(ctx, c.stageTimeout(a, 5*time.Second))
 	rec, ans, err := c.client.get(qctx, a.url, a.attemptID)
 	cancel()
 	switch {
@@ -163,7 +174,7 @@ func (c *Coordinator) query(ctx context.Context, a *attempt) {
 // notKnown handles a worker that does not know the attempt: on a new epoch the old process
 // groups are proven gone; on the same epoch a cancel mark makes sure a late POST never starts.
 func (c *Coordinator) notKnown(ctx context.Context, a *attempt) {
-	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	qctx, cancel := context.WithTimeout(ctx, c.stageTimeout(a, 5*time.Second))
 	defer cancel()
 	caps, ans, err := c.client.capabilities(qctx, a.url)
 	if err != nil || ans.err != nil {
@@ -217,13 +228,13 @@ func (c *Coordinator) poll(ctx context.Context, a *attempt, rec rc.Receipt) {
 			lastCheck = time.Now()
 			cur, err := c.get(ctx, a.req.WorkspaceID, a.req.ID)
 			if err == nil && (cur.CancelVersion > a.req.CancelVersion || !c.now().Before(cur.DeadlineAt)) && cancelSent < max(cur.CancelVersion, 1) {
-				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				cctx, cancel := context.WithTimeout(ctx, c.stageTimeout(a, 5*time.Second))
 				_, _ = c.client.cancel(cctx, a.url, a.attemptID, max(cur.CancelVersion, 1))
 				cancel()
 				cancelSent = max(cur.CancelVersion, 1)
 			}
 		}
-		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		qctx, cancel := context.WithTimeout(ctx, c.stageTimeout(a, 5*time.Second))
 		next, ans, err := c.client.get(qctx, a.url, a.attemptID)
 		cancel()
 		switch {
@@ -310,7 +321,12 @@ func (c *Coordinator) fetch(ctx context.Context, a *attempt, rec rc.Receipt) (*R
 	if desc == nil {
 		return nil, rc.NewError(rc.CodeResultLost, rc.StageResult, "result lacks its %s", name)
 	}
-	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// The result is worth fetching only within the budget: a late one is never committed.
+	left := a.req.DeadlineAt.Sub(c.now())
+	if left <= 0 {
+		return nil, rc.NewError(rc.CodeDeadlineExceeded, rc.StageRetrieval, "deadline passed before the result was fetched")
+	}
+	fctx, cancel := context.WithTimeout(ctx, min(30*time.Second, left))
 	defer cancel()
 	data, e := c.client.artifact(fctx, a.url, a.attemptID, *desc)
 	if e != nil {
@@ -459,9 +475,12 @@ func (c *Coordinator) finish(ctx context.Context, a *attempt, e *rc.Error, count
 			pause = 50 * time.Millisecond
 		}
 		switch {
-		case cur.CancelVersion > 0 || e.Code == rc.CodeCancelled:
+		case cur.CancelVersion > 0:
+			// A business cancel (persisted before the renderer was told) decides first.
 			next, code = StateCancelled, rc.NewError(rc.CodeCancelled, e.Stage, "the render was cancelled")
-		case e.Code == rc.CodeDeadlineExceeded || !now.Before(cur.DeadlineAt):
+		case e.Code == rc.CodeDeadlineExceeded || e.Code == rc.CodeCancelled || !now.Before(cur.DeadlineAt):
+			// Without a business cancel, a stop the coordinator asked for is the deadline's: the
+			// request expires (RENDER_DEADLINE_EXCEEDED), never "cancelled".
 			next, code = StateExpired, rc.NewError(rc.CodeDeadlineExceeded, e.Stage, "the render stage's budget ran out")
 		case retryable(e) && used < cur.MaxAttempts && now.Add(pause).Before(cur.DeadlineAt):
 			next = StateRetryWait

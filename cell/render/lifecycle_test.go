@@ -383,7 +383,7 @@ func TestCancelAndDeadlineOfExecutingRequests(t *testing.T) {
 // waitAttempt waits until the request's latest attempt is in one of states.
 func (w *world) waitAttempt(t *testing.T, requestID string, states ...string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(90 * time.Second) // a loaded machine starts renderers' browsers slowly
 	for {
 		var st string
 		_ = w.f.db.Pool.QueryRow(context.Background(), `SELECT state FROM render_attempts WHERE request_id = $1
@@ -540,5 +540,98 @@ func TestLostDispatchResponseQueriesTheSameWorker(t *testing.T) {
 	_ = w.f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM render_attempts WHERE request_id = $1`, req.ID).Scan(&attempts)
 	if served, _ := w.docs.counts(cur.SnapshotRef); attempts != 1 || served != 1 {
 		t.Fatalf("%d attempts, document served %d times; want one of each", attempts, served)
+	}
+}
+
+// Both renderers that could serve a workspace are frozen (SIGSTOP) during its attempt: the
+// waiting caller gets its answer by the request's deadline — expired with
+// RENDER_DEADLINE_EXCEEDED, never cancelled — while the attempt keeps its capacity (its stop is
+// not proven); another workspace renders on the third renderer meanwhile, and after SIGCONT
+// the frozen workspace renders again.
+func TestFrozenRenderersExpireTheRequestByItsDeadline(t *testing.T) {
+	w, c, sc := start(t, 3, func(cfg *Config) { cfg.WorkspaceConcurrency = 1; cfg.RequestTimeout = 2 * time.Minute })
+	ctx := context.Background()
+	other := w.f.scopes[1]
+	stuck, err := c.Submit(ctx, sc, Spec{Owner: "t", Stage: "frozen", Operation: rc.OpPageDiagnose, Category: Interactive,
+		Snapshot: docManifest(t, sc, "never", 1), Deadline: time.Now().Add(20 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.waitAttempt(t, stuck.ID, "running", "accepted")
+	var busy string
+	_ = w.f.db.Pool.QueryRow(ctx, `SELECT worker_id FROM render_attempts WHERE request_id = $1 AND released = false`, stuck.ID).Scan(&busy)
+	var frozen, rest []*renderer
+	for _, r := range w.renderers {
+		if r.id == busy {
+			frozen = append(frozen, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	if len(frozen) != 1 {
+		t.Fatalf("attempt on %q, not on one of the renderers", busy)
+	}
+	frozen = append(frozen, rest[0])
+	spare := rest[1]
+	for _, r := range frozen {
+		if err := syscall.Kill(-r.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			for _, r := range frozen {
+				_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGCONT)
+			}
+		}
+	}
+	t.Cleanup(thaw)
+	// The registry sees the frozen ones go (a dispatch to a frozen idle renderer would hold
+	// that attempt's capacity too, until it answers).
+	for deadline := time.Now().Add(30 * time.Second); c.Health(ctx).Ready != 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the frozen renderers stay dispatchable: %+v", c.Health(ctx))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Another workspace renders on the renderer that is left, while the first one's attempt is
+	// stuck on a frozen renderer.
+	elsewhere := submitDoc(t, c, other, "elsewhere", rc.OpPageCapture, "ready", 2)
+	if r := wait(t, c, other, elsewhere.ID, time.Minute); r.State != StateSucceeded {
+		t.Fatalf("another workspace's render while two renderers are frozen: %+v", r)
+	}
+	var ranOn string
+	_ = w.f.db.Pool.QueryRow(ctx, `SELECT worker_id FROM render_attempts WHERE request_id = $1`, elsewhere.ID).Scan(&ranOn)
+	if ranOn != spare.id {
+		t.Fatalf("the other workspace's render ran on %q, want the unfrozen %q", ranOn, spare.id)
+	}
+	// The caller of the stuck request waits no longer than its deadline (a little slack for a
+	// loaded machine's scheduling, far below the 2-minute render budget).
+	wctx, cancel := context.WithDeadline(ctx, stuck.DeadlineAt.Add(3*time.Second))
+	got, err := c.Wait(wctx, sc, stuck.ID)
+	cancel()
+	if err != nil {
+		t.Fatalf("the caller waited past the request's deadline: %v (%+v)", err, got)
+	}
+	if got.State != StateExpired || got.ErrorCode != string(rc.CodeDeadlineExceeded) {
+		t.Fatalf("at its deadline the request is %s/%s, want expired/RENDER_DEADLINE_EXCEEDED", got.State, got.ErrorCode)
+	}
+	var live int
+	_ = w.f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM render_attempts WHERE request_id = $1 AND released = false`, stuck.ID).Scan(&live)
+	if live != 1 || !got.Reclaiming {
+		t.Fatalf("the frozen attempt was released without proof (%d live, reclaiming %v)", live, got.Reclaiming)
+	}
+	// Back from SIGCONT: the renderer answers for the attempt, its capacity returns and the
+	// workspace renders again; the expired request stays expired (no 409 cancelled).
+	thaw()
+	next := submitDoc(t, c, sc, "after", rc.OpPageCapture, "ready", 3)
+	if r := wait(t, c, sc, next.ID, 2*time.Minute); r.State != StateSucceeded {
+		t.Fatalf("the next render after SIGCONT: %+v", r)
+	}
+	waitReleased(t, w, 30*time.Second)
+	if r, _ := c.Get(ctx, sc, stuck.ID); r.State != StateExpired || r.Reclaiming {
+		t.Fatalf("after the renderers came back the stuck request is %+v, want expired and reclaimed", r)
 	}
 }

@@ -145,13 +145,11 @@ func (c *Coordinator) attemptsWhere(ctx context.Context, where string, args ...a
 	return kept
 }
 
-// reconcile expires what waited past its deadline, takes over attempts whose driver's lease
+// reconcile expires what waited or executed past its deadline, takes over attempts whose driver's lease
 // ended, and releases the artifact references of finished requests.
 func (c *Coordinator) reconcile(ctx context.Context) {
 	now := c.now().UTC()
-	rows, err := c.db.Q(ctx).Query(ctx, `UPDATE render_requests SET state = 'expired', finished_at = $1, updated_at = $1,
-		error_code = 'RENDER_DEADLINE_EXCEEDED', error_stage = 'admission', error_message = 'the render stage''s budget ran out while waiting'
-		WHERE state IN ('queued', 'retry_wait') AND deadline_at <= $1 RETURNING id`, now)
+	rows, err := c.db.Q(ctx).Query(ctx, expireSQL+` RETURNING id`, now)
 	if err == nil {
 		var expired []string
 		for rows.Next() {
