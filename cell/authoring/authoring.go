@@ -420,7 +420,7 @@ func (s *Service) conclude(ctx context.Context, sc auth.Scope, t Target, fileTyp
 	case err != nil:
 		return v, err
 	default:
-		check = s.renderCheck(ctx, sc, "validation:"+sc.Principal().UserID, "validate", op, m, cmp.Or(s.RenderWait, DefaultRenderWait))
+		check = s.renderCheck(ctx, sc, "validation:"+sc.Principal().UserID, "validate", op, m, cmp.Or(s.RenderWait, DefaultRenderWait), true)
 	}
 	v.Stages.Render = Stage{Status: check.Status, Code: check.Code, Message: check.Message, Findings: check.Findings, RequestID: check.Request.ID}
 	v.Status, v.Valid = check.Status, check.Status == "passed"
@@ -445,12 +445,18 @@ func (s *Service) jobRenderCheck(ctx context.Context, r *jobs.Run, sc auth.Scope
 	if s.Render != nil {
 		wait = s.Render.Config().RequestTimeout + 5*time.Second
 	}
-	check := s.renderCheck(ctx, sc, r.Job.ID, "render-check", rc.OpPageDiagnose, m, wait)
+	check := s.renderCheck(ctx, sc, r.Job.ID, "render-check", rc.OpPageDiagnose, m, wait, false)
 	switch check.Status {
 	case "passed":
 		return nil
 	case "failed":
 		return jobs.Fail(CodeRenderCheckFailed, "%s", findingsSummary(check))
+	}
+	if render.Terminal(check.Request.State) {
+		// The render request spent its budget (attempts or deadline) or was cancelled: a job
+		// retry would only re-link to it (the spec forbids renewing a render budget), so the job
+		// fails now with the render's code.
+		return jobs.Fail(cmp.Or(check.Code, CodeRenderUnavailable), "the render check could not run: %s", check.Message)
 	}
 	return &jobs.Failure{Code: cmp.Or(check.Code, CodeRenderUnavailable), Summary: "the render check could not run: " + check.Message, Retryable: true}
 }

@@ -214,7 +214,12 @@ type RenderCheck struct {
 
 // renderCheck runs a diagnosis of the snapshot through the coordinator and waits for it, at
 // most wait. "Unavailable" is never "passed" nor "source has errors".
-func (s *Service) renderCheck(ctx context.Context, sc auth.Scope, owner, stage string, op rc.Operation, m *snapshot.Manifest, wait time.Duration) RenderCheck {
+//
+// renew says whether a check that ended without success is run again under a new request (a
+// user validating again); a job's retries pass false, so they re-link to the request they
+// started and never renew its render budget. A deadline on ctx (a job's business deadline) is
+// passed down as the request's deadline when it is stricter than the render stage's own.
+func (s *Service) renderCheck(ctx context.Context, sc auth.Scope, owner, stage string, op rc.Operation, m *snapshot.Manifest, wait time.Duration, renew bool) RenderCheck {
 	if s.Render == nil {
 		return RenderCheck{Status: "unavailable", Code: string(rc.CodeServiceUnavailable), Message: "this cell has no render capacity configured"}
 	}
@@ -225,7 +230,11 @@ func (s *Service) renderCheck(ctx context.Context, sc auth.Scope, owner, stage s
 			wait = 2 * time.Second
 		}
 	}
-	req, err := s.Render.Submit(ctx, sc, render.Spec{Owner: owner, Stage: stage, Operation: op, Category: render.Interactive, Snapshot: m, Renew: true})
+	spec := render.Spec{Owner: owner, Stage: stage, Operation: op, Category: render.Interactive, Snapshot: m, Renew: renew}
+	if dl, ok := ctx.Deadline(); ok {
+		spec.Deadline = dl
+	}
+	req, err := s.Render.Submit(ctx, sc, spec)
 	if err != nil {
 		pe := problem.As(err)
 		switch pe.Code {

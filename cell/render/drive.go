@@ -136,9 +136,14 @@ func (c *Coordinator) PreviewAccess(ws, ref string, until time.Time) (rc.Preview
 func (c *Coordinator) refused(ctx context.Context, a *attempt, e *rc.Error) {
 	switch e.Code {
 	case rc.CodeWorkerBusy, rc.CodeServiceUnavailable, rc.CodeUnauthenticated:
-		// Explicitly not taken over: the attempt gives its budget back.
-		if e.Code == rc.CodeUnauthenticated {
+		// Explicitly not taken over: the attempt gives its budget back. A node condition (a
+		// restart inside the registry's lag, clock skew, a fenced slot) keeps the worker out of
+		// dispatch until the registry's next look at it.
+		switch e.Code {
+		case rc.CodeUnauthenticated:
 			c.setWorkerState(ctx, a.workerID, a.epoch, "unready", "service credential refused")
+		case rc.CodeServiceUnavailable:
+			c.setWorkerState(ctx, a.workerID, a.epoch, "unready", "refused admission: "+clip(e.Message, 200))
 		}
 		c.finish(ctx, a, e, false)
 	case rc.CodeProfileMismatch:

@@ -553,7 +553,7 @@ func TestFrozenRenderersExpireTheRequestByItsDeadline(t *testing.T) {
 	ctx := context.Background()
 	other := w.f.scopes[1]
 	stuck, err := c.Submit(ctx, sc, Spec{Owner: "t", Stage: "frozen", Operation: rc.OpPageDiagnose, Category: Interactive,
-		Snapshot: docManifest(t, sc, "never", 1), Deadline: time.Now().Add(20 * time.Second)})
+		Snapshot: docManifest(t, sc, "never", 1), Deadline: time.Now().Add(60 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -596,6 +596,19 @@ func TestFrozenRenderersExpireTheRequestByItsDeadline(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// The caller of the stuck request waits no longer than its deadline (a little slack for a
+	// loaded machine's scheduling, far below the 2-minute render budget).
+	type waited struct {
+		r   Request
+		err error
+	}
+	stuckDone := make(chan waited, 1)
+	go func() {
+		wctx, cancel := context.WithDeadline(ctx, stuck.DeadlineAt.Add(3*time.Second))
+		defer cancel()
+		r, err := c.Wait(wctx, sc, stuck.ID)
+		stuckDone <- waited{r, err}
+	}()
 	// Another workspace renders on the renderer that is left, while the first one's attempt is
 	// stuck on a frozen renderer.
 	elsewhere := submitDoc(t, c, other, "elsewhere", rc.OpPageCapture, "ready", 2)
@@ -607,11 +620,8 @@ func TestFrozenRenderersExpireTheRequestByItsDeadline(t *testing.T) {
 	if ranOn != spare.id {
 		t.Fatalf("the other workspace's render ran on %q, want the unfrozen %q", ranOn, spare.id)
 	}
-	// The caller of the stuck request waits no longer than its deadline (a little slack for a
-	// loaded machine's scheduling, far below the 2-minute render budget).
-	wctx, cancel := context.WithDeadline(ctx, stuck.DeadlineAt.Add(3*time.Second))
-	got, err := c.Wait(wctx, sc, stuck.ID)
-	cancel()
+	res := <-stuckDone
+	got, err := res.r, res.err
 	if err != nil {
 		t.Fatalf("the caller waited past the request's deadline: %v (%+v)", err, got)
 	}
