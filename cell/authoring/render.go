@@ -264,7 +264,10 @@ func (s *Service) renderCheck(ctx context.Context, sc auth.Scope, owner, stage s
 		return out
 	case render.StateFailed:
 		if rc.Code(req.ErrorCode).Category() == rc.CategoryContent {
-			return RenderCheck{Status: "failed", Code: req.ErrorCode, Message: req.ErrorMessage, Request: req}
+			// A content fault that ended the render (a page that never became ready within its
+			// content budget) is named in the findings too, where a client looks for it.
+			return RenderCheck{Status: "failed", Code: req.ErrorCode, Message: req.ErrorMessage, Request: req,
+				Findings: []rc.Finding{{Severity: rc.SeverityError, Code: req.ErrorCode, Scene: rc.DefaultScene, Message: req.ErrorMessage}}}
 		}
 		return RenderCheck{Status: "unavailable", Code: req.ErrorCode, Message: req.ErrorMessage, Request: req}
 	case render.StateCancelled, render.StateExpired:

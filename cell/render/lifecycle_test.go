@@ -36,7 +36,8 @@ import (
 // These tests drive real renderer processes (bin/renderer, Debian Chromium, the kernel's
 // isolation, hence root) through the coordinator. The preview documents come from a small
 // document server that speaks render-ready.v1 like the preview host; what a document does is
-// chosen by the snapshot's entity ID: "ready" mounts at once, "never" stays pending forever.
+// chosen by the snapshot's entity ID: "ready" mounts at once, "never" stays pending forever,
+// "loop" runs an endless loop on the page's main thread.
 
 // docServer serves snapshot documents for the renderers' browsers and checks the preview
 // access each document request carries.
@@ -102,8 +103,11 @@ func (d *docServer) document(w http.ResponseWriter, r *http.Request) {
 	d.served[ref]++
 	d.mu.Unlock()
 	mount := `setTimeout(() => { S.mount = "mounted"; pub(); }, 30);`
-	if m.Entity.ID == "never" {
+	switch m.Entity.ID {
+	case "never":
 		mount = ``
+	case "loop": // the page's script never ends: its main thread answers nothing any more
+		mount = `setTimeout(() => { for (;;) {} }, 30);`
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	fmt.Fprintf(w, `<!doctype html><html><head><meta charset="utf-8"><script>
@@ -145,7 +149,7 @@ func rendererBinary(t *testing.T) string {
 	return filepath.Join(bin, "renderer")
 }
 
-func startRenderer(t *testing.T, f *fixture, d *docServer, id, credFile string) *renderer {
+func startRenderer(t *testing.T, f *fixture, d *docServer, id, credFile string, extraEnv ...string) *renderer {
 	t.Helper()
 	rendererBinary(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -161,7 +165,11 @@ func startRenderer(t *testing.T, f *fixture, d *docServer, id, credFile string) 
 		"RENDER_PREVIEW_BASE_URL="+d.url,
 		"RENDER_TEMP_ROOT="+shortTemp(t),
 		"RENDER_SERVICE_CREDENTIAL_FILE="+credFile,
+		// "never" documents stay pending until their render deadline, not a content budget's
+		// end, unless a test sets one.
+		"RENDER_CONTENT_READY_SECONDS=3600",
 	)}
+	r.env = append(r.env, extraEnv...)
 	r.start(t)
 	return r
 }
@@ -226,7 +234,7 @@ type world struct {
 	profile   string
 }
 
-func newWorld(t *testing.T, n int) *world {
+func newWorld(t *testing.T, n int, rendererEnv ...string) *world {
 	t.Helper()
 	rendererBinary(t)
 	f := setup(t, 2)
@@ -237,7 +245,7 @@ func newWorld(t *testing.T, n int) *world {
 	for i := range n {
 		// Worker IDs name the renderer's cgroup, whose leftovers a starting renderer kills:
 		// parallel tests need their own.
-		r := startRenderer(t, f, w.docs, fmt.Sprintf("r%d-%s", i+1, strings.TrimPrefix(ids.New("t"), "t_")[:8]), w.cred)
+		r := startRenderer(t, f, w.docs, fmt.Sprintf("r%d-%s", i+1, strings.TrimPrefix(ids.New("t"), "t_")[:8]), w.cred, rendererEnv...)
 		w.renderers = append(w.renderers, r)
 		w.workers = append(w.workers, Worker{ID: r.id, URL: r.url})
 	}
@@ -644,4 +652,25 @@ func TestFrozenRenderersExpireTheRequestByItsDeadline(t *testing.T) {
 	if r, _ := c.Get(ctx, sc, stuck.ID); r.State != StateExpired || r.Reclaiming {
 		t.Fatalf("after the renderers came back the stuck request is %+v, want expired and reclaimed", r)
 	}
+}
+
+// A page whose script never ends is a content error of that page once its content budget is
+// spent — final, not retried, named by its message — and another page of the same workspace
+// (concurrency 1: it queues behind, for at most the content budget) renders meanwhile.
+func TestEndlessLoopPageIsAContentErrorAndFreesItsWorkspace(t *testing.T) {
+	w := newWorld(t, 2, "RENDER_CONTENT_READY_SECONDS=3")
+	c := w.coordinator(t, func(cfg *Config) { cfg.WorkspaceConcurrency = 1; cfg.RequestTimeout = 2 * time.Minute })
+	sc := w.f.scopes[0]
+	loop := submitDoc(t, c, sc, "loop", rc.OpPageDiagnose, "loop", 1)
+	w.waitAttempt(t, loop.ID, "dispatched", "accepted", "running")
+	other := submitDoc(t, c, sc, "other", rc.OpPageDiagnose, "ready", 2)
+	got := wait(t, c, sc, loop.ID, 2*time.Minute)
+	if got.State != StateFailed || got.ErrorCode != string(rc.CodeContentError) || got.AttemptsUsed != 1 ||
+		!strings.Contains(got.ErrorMessage, "did not become ready within 3s") {
+		t.Fatalf("the endless-loop page: %+v, want failed once with RENDER_CONTENT_ERROR naming its content budget", got)
+	}
+	if r := wait(t, c, sc, other.ID, 2*time.Minute); r.State != StateSucceeded {
+		t.Fatalf("the other page of the workspace: %+v", r)
+	}
+	waitReleased(t, w, 30*time.Second)
 }
