@@ -202,6 +202,17 @@ func notReproducible(format string, args ...any) error {
 	return problem.New(problem.RenderInputNotReproducible, format, args...)
 }
 
+// CancelRenderWork cancels the unfinished render requests a business owner started (a job's
+// ID for its render check): the cancel is persisted first, then the renderer is told, so the
+// slot comes back as soon as the renderer stops the attempt.
+func (s *Service) CancelRenderWork(ctx context.Context, sc auth.Scope, owner string) error {
+	if s.Render == nil {
+		return nil
+	}
+	_, err := s.Render.CancelOwner(ctx, sc, owner)
+	return err
+}
+
 // RenderCheck is a render stage's conclusion.
 type RenderCheck struct {
 	// Status is passed, failed (content), or unavailable (the check could not run).

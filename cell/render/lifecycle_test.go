@@ -674,3 +674,48 @@ func TestEndlessLoopPageIsAContentErrorAndFreesItsWorkspace(t *testing.T) {
 	}
 	waitReleased(t, w, 30*time.Second)
 }
+
+// Business cancellation (a cancelled job, through CancelOwner with the job's ID as owner)
+// reaches the render work it started: the executing render is cancelled on its renderer and its
+// slot comes back, and a queued one of the same owner never dispatches.
+func TestCancelOwnerFreesTheSlotOfAnExecutingRender(t *testing.T) {
+	w, c, sc := start(t, 1, func(cfg *Config) { cfg.RequestTimeout = 2 * time.Minute })
+	ctx := context.Background()
+	running, err := c.Submit(ctx, sc, Spec{Owner: "job_cancelled", Stage: "render-check", Operation: rc.OpPageDiagnose,
+		Category: Interactive, Snapshot: docManifest(t, sc, "never", 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued, err := c.Submit(ctx, sc, Spec{Owner: "job_cancelled", Stage: "render-check-2", Operation: rc.OpPageDiagnose,
+		Category: Interactive, Snapshot: docManifest(t, sc, "ready", 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bystander := submitDoc(t, c, sc, "bystander", rc.OpPageCapture, "ready", 3)
+	w.waitAttempt(t, running.ID, "running", "accepted")
+	n, err := c.CancelOwner(ctx, sc, "job_cancelled")
+	if err != nil || n != 2 {
+		t.Fatalf("CancelOwner: %d cancelled, %v; want the executing and the queued one", n, err)
+	}
+	// The slot comes back: poll the state change (bounded), no timing asserted.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var live int
+		_ = w.f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM render_attempts WHERE request_id = $1 AND released = false`, running.ID).Scan(&live)
+		if live == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cancelled render's attempt still holds its slot")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := wait(t, c, sc, running.ID, 30*time.Second); r.State != StateCancelled || r.ErrorCode != string(rc.CodeCancelled) {
+		t.Fatalf("the executing render after its owner's cancel: %+v", r)
+	}
+	if r, _ := c.Get(ctx, sc, queued.ID); r.State != StateCancelled || r.AttemptsUsed != 0 {
+		t.Fatalf("the queued render of the cancelled owner: %+v, want cancelled without an attempt", r)
+	}
+	if r := wait(t, c, sc, bystander.ID, 2*time.Minute); r.State != StateSucceeded {
+		t.Fatalf("another owner's render after the cancel: %+v", r)
+	}
+}
