@@ -112,6 +112,9 @@ type Kind[R store.Row, V any] struct {
 	OwnList bool
 	// CreateSummary and UpdateSummary describe the kind's create and versioned update.
 	CreateSummary, UpdateSummary string
+	// Archived, when set, is told the IDs archived (after the archive committed): a page's
+	// unfinished render work is cancelled.
+	Archived func(ctx context.Context, sc auth.Scope, ids []string)
 }
 
 // RegisterKind registers a kind's standard operations (Register) with its create (201 with
@@ -190,14 +193,14 @@ func (k Kind[R, V]) Register(s *Server, st *store.Store) {
 		})
 	Scoped(s, k.op("archive-"+one, http.MethodPost, k.item()+"/archive", "Archive a "+one+" (no restore, no hard delete)", k.Write),
 		func(ctx context.Context, sc auth.Scope, in *ObjectID) (*ArchiveOutput, error) {
-			return archived(st.Archive(ctx, sc, k.Rows.Kind, []string{in.ID()}), []string{in.ID()})
+			return k.archived(ctx, sc, st.Archive(ctx, sc, k.Rows.Kind, []string{in.ID()}), []string{in.ID()})
 		})
 	Scoped(s, k.op("archive-"+many, http.MethodPost, k.collection()+"/archive", "Archive up to 100 "+many+" at once, all or nothing", k.Write),
 		func(ctx context.Context, sc auth.Scope, in *ArchiveBatch) (*ArchiveOutput, error) {
 			if !in.Body.Confirm {
 				return nil, problem.Invalid(problem.FieldError{Field: "body.confirm", Message: "must be true: archived objects cannot be restored"})
 			}
-			return archived(st.Archive(ctx, sc, k.Rows.Kind, in.Body.IDs), in.Body.IDs)
+			return k.archived(ctx, sc, st.Archive(ctx, sc, k.Rows.Kind, in.Body.IDs), in.Body.IDs)
 		})
 }
 
@@ -214,6 +217,13 @@ type ArchiveOutput struct {
 	Body struct {
 		Archived []string `json:"archived"`
 	}
+}
+
+func (k Kind[R, V]) archived(ctx context.Context, sc auth.Scope, err error, ids []string) (*ArchiveOutput, error) {
+	if err == nil && k.Archived != nil {
+		k.Archived(ctx, sc, ids)
+	}
+	return archived(err, ids)
 }
 
 func archived(err error, ids []string) (*ArchiveOutput, error) {
