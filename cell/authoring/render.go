@@ -285,7 +285,7 @@ func (s *Service) renderCheck(ctx context.Context, sc auth.Scope, owner, stage s
 		return RenderCheck{Status: "unavailable", Code: req.ErrorCode, Message: req.ErrorMessage, Request: req}
 	}
 	code := rc.CodeServiceUnavailable
-	if s.Render.Health(ctx).Available {
+	if req.State == render.StateExecuting || s.Render.Health(ctx).Available {
 		code = rc.CodeDeadlineExceeded
 	}
 	return RenderCheck{Status: "unavailable", Code: string(code), Message: "the render check did not finish in time; it goes on and a repeat returns its result", Request: req}
