@@ -206,7 +206,7 @@ func notReproducible(format string, args ...any) error {
 // ID for its render check): the cancel is persisted first, then the renderer is told, so the
 // slot comes back as soon as the renderer stops the attempt.
 func (s *Service) CancelRenderWork(ctx context.Context, sc auth.Scope, owner string) error {
-	if s.Render == nil {
+	if s == nil || s.Render == nil {
 		return nil
 	}
 	_, err := s.Render.CancelOwner(ctx, sc, owner)
