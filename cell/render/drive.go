@@ -60,6 +60,9 @@ func (c *Coordinator) startDriver(ctx context.Context, attemptID string, res *re
 		a := &attempt{req: res.req, attemptID: attemptID, workerID: res.workerID, epoch: res.epoch, url: res.url,
 			slotGeneration: res.slotGeneration, state: "reserved"}
 		if fresh {
+			if !c.permitted(ctx, a) {
+				return
+			}
 			ok, err := c.markDispatched(ctx, attemptID)
 			if err != nil || !ok {
 				// Not ours to send any more (the reconciler released it): nothing was sent.
@@ -70,6 +73,30 @@ func (c *Coordinator) startDriver(ctx context.Context, attemptID string, res *re
 		}
 		c.query(ctx, a)
 	}()
+}
+
+// permitted rechecks the owner's permission of a reserved attempt's request (Permitted). When
+// it is gone the cancel is persisted first and the reserved attempt released without counting:
+// nothing was sent.
+func (c *Coordinator) permitted(ctx context.Context, a *attempt) bool {
+	if c.Permitted == nil {
+		return true
+	}
+	var owner string
+	if err := c.db.Q(ctx).QueryRow(ctx, `SELECT owner FROM render_requests WHERE workspace_id = $1 AND id = $2`,
+		a.req.WorkspaceID, a.req.ID).Scan(&owner); err != nil {
+		return true
+	}
+	ok, err := c.Permitted(ctx, a.req.WorkspaceID, owner)
+	if err != nil || ok {
+		return true
+	}
+	if _, err := c.db.Exec(ctx, `UPDATE render_requests SET cancel_version = cancel_version + 1, updated_at = $3
+		WHERE workspace_id = $1 AND id = $2`, a.req.WorkspaceID, a.req.ID, c.now().UTC()); err != nil {
+		return true
+	}
+	c.finish(ctx, a, rc.NewError(rc.CodeCancelled, rc.StageAdmission, "the owner may no longer render in this workspace"), false)
+	return false
 }
 
 // send posts the execution request with its admission ticket and preview access.

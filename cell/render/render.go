@@ -165,6 +165,11 @@ type Coordinator struct {
 	TickInterval time.Duration
 	// Observe, when set, is told about dispatches and finished requests (metrics).
 	Observe func(event string, op rc.Operation, d time.Duration)
+	// Permitted, when set, rechecks at dispatch that the request's business owner may still
+	// render in the workspace (a removed member's queued validation does not run). false
+	// cancels the request before anything is sent; an error lets it run (the check is a
+	// business guard, not a reason to fail renders while the directory is away).
+	Permitted func(ctx context.Context, workspaceID, owner string) (bool, error)
 
 	kick    chan struct{}
 	mu      sync.Mutex
