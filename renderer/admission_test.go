@@ -230,7 +230,7 @@ func TestMarksAndReceiptsAreBounded(t *testing.T) {
 	if st != http.StatusServiceUnavailable || !strings.Contains(errorOf(t, b).Message, "receipts") {
 		t.Fatalf("second = %d %s", st, b)
 	}
-	if st, b := e.post(second); st != http.StatusConflict || errorOf(t, b).Code != rc.CodeInputExpired {
+	if st, b := e.post(second); st != http.StatusTooManyRequests || errorOf(t, b).Code != rc.CodeWorkerBusy {
 		t.Fatalf("repeat of the unrecorded refusal = %d %s, want the generation fence", st, b)
 	}
 	if n := e.starts.Load(); n != 0 {

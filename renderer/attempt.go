@@ -154,6 +154,7 @@ func (s *Server) run(a *attempt, previewToken string) {
 			HostBuild:      s.profile.PreviewHostBuild,
 		},
 		Budget:        childBudget(time.Until(a.hard)),
+		ContentReady:  s.cfg.ContentReady,
 		BrowserLog:    s.cfg.BrowserLog,
 		EgressProxy:   egress.Addr,
 		NoBrowserGate: s.cfg.noBrowserGate,

@@ -22,9 +22,13 @@ import (
 
 // Defaults of the settings.
 const (
-	DefaultListenAddr       = "127.0.0.1:0"
-	DefaultTempRoot         = "/tmp/renderer"
-	DefaultCleanupGrace     = 5 * time.Second
+	DefaultListenAddr   = "127.0.0.1:0"
+	DefaultTempRoot     = "/tmp/renderer"
+	DefaultCleanupGrace = 5 * time.Second
+	// DefaultContentReady is the content budget: how long a committed preview document may
+	// take to become ready before the page itself is at fault (well under the render stage's
+	// 120 s budget and the 20 s a validation waits).
+	DefaultContentReady     = 10 * time.Second
 	DefaultResultTTL        = 600 * time.Second
 	DefaultMarkRetention    = 30 * time.Minute
 	DefaultChildTempBytes   = 512 << 20
@@ -104,6 +108,11 @@ type Config struct {
 	// TempRoot holds attempt directories and stored artifacts
 	// (RENDER_TEMP_ROOT).
 	TempRoot string
+	// ContentReady is the content budget (RENDER_CONTENT_READY_SECONDS): a page whose
+	// committed document does not become ready within it (an endless loop, a mount that never
+	// ends) fails with RENDER_CONTENT_ERROR, final for that input, instead of holding its slot
+	// to the render deadline.
+	ContentReady time.Duration
 	// CleanupGrace is how long a child may take to close after it was
 	// asked to (RENDER_CLEANUP_GRACE_SECONDS).
 	CleanupGrace time.Duration
@@ -221,6 +230,7 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 		bad("RENDER_TEMP_ROOT", "must be an absolute path of at most %d characters (browser socket paths live below it)", maxTempRootLen)
 	}
 	c.CleanupGrace = l.Seconds("RENDER_CLEANUP_GRACE_SECONDS", DefaultCleanupGrace, 86400)
+	c.ContentReady = l.Seconds("RENDER_CONTENT_READY_SECONDS", DefaultContentReady, 3600)
 	c.ResultTTL = l.Seconds("RENDER_RESULT_TTL_SECONDS", DefaultResultTTL, 86400)
 	c.MarkRetention = l.Seconds("RENDER_MARK_RETENTION_SECONDS", DefaultMarkRetention, 86400)
 	mb := l.Positive

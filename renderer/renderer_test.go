@@ -512,17 +512,17 @@ func TestAdmissionRefusalsStartNothing(t *testing.T) {
 				c.AcceptBy = time.Now().Add(-time.Minute)
 			})
 			return r
-		}, http.StatusForbidden, rc.CodeInputExpired},
+		}, http.StatusServiceUnavailable, rc.CodeServiceUnavailable},
 		{"other epoch", func() *rc.ExecutionRequest {
 			r := e.request(fixture.Ready, rc.OpPageCapture, small, time.Minute)
 			e.sign(r, func(c *ticket.Admission) { c.Epoch = "ep_previous" })
 			return r
-		}, http.StatusForbidden, rc.CodeInputExpired},
+		}, http.StatusServiceUnavailable, rc.CodeServiceUnavailable},
 		{"other worker", func() *rc.ExecutionRequest {
 			r := e.request(fixture.Ready, rc.OpPageCapture, small, time.Minute)
 			e.sign(r, func(c *ticket.Admission) { c.WorkerID = "w-other" })
 			return r
-		}, http.StatusForbidden, rc.CodeInputExpired},
+		}, http.StatusServiceUnavailable, rc.CodeServiceUnavailable},
 		{"ticket for another attempt", func() *rc.ExecutionRequest {
 			r := e.request(fixture.Ready, rc.OpPageCapture, small, time.Minute)
 			e.sign(r, func(c *ticket.Admission) { c.AttemptID = "ra_other" })
@@ -532,7 +532,7 @@ func TestAdmissionRefusalsStartNothing(t *testing.T) {
 			r := e.request(fixture.Ready, rc.OpPageCapture, small, time.Minute)
 			e.sign(r, func(c *ticket.Admission) { c.SlotGeneration = 1 })
 			return r
-		}, http.StatusConflict, rc.CodeInputExpired},
+		}, http.StatusTooManyRequests, rc.CodeWorkerBusy},
 		{"other environment digest", func() *rc.ExecutionRequest {
 			r := e.request(fixture.Ready, rc.OpPageCapture, small, time.Minute)
 			r.RenderProfileDigest = digest.Bytes([]byte("another environment"))

@@ -371,17 +371,22 @@ func (s *Server) admit(req *rc.ExecutionRequest) (rc.Receipt, *rc.Error) {
 		}
 		return a.snapshot(), nil
 	}
+	// An authentic ticket outside its window (clock skew, a dispatch that arrived late) or for
+	// another epoch of this worker (it restarted inside the coordinator's registry lag) is a
+	// condition of the node, not of the input: the coordinator retries elsewhere or later
+	// without counting the attempt (render-execution.md: infrastructure, retryable).
 	if verr != nil {
-		return rc.Receipt{}, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "admission ticket %s", strings.TrimPrefix(verr.Error(), "ticket: token ")).WithTrace(req.TraceID)
+		return rc.Receipt{}, rc.NewError(rc.CodeServiceUnavailable, rc.StageAdmission, "admission ticket %s (clock skew or a late dispatch)", strings.TrimPrefix(verr.Error(), "ticket: token ")).WithTrace(req.TraceID)
 	}
 	if claims.WorkerID != s.cfg.WorkerID || claims.Epoch != s.epoch {
-		return rc.Receipt{}, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "admission ticket is for another worker or epoch").WithTrace(req.TraceID)
+		return rc.Receipt{}, rc.NewError(rc.CodeServiceUnavailable, rc.StageAdmission, "admission ticket is for another worker or epoch (this worker restarted)").WithTrace(req.TraceID)
 	}
 	if claims.AcceptBy.Sub(claims.IssuedAt) > s.cfg.MarkRetention {
 		return rc.Receipt{}, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "admission ticket lives longer than this worker keeps cancel marks (%s)", s.cfg.MarkRetention).WithTrace(req.TraceID)
 	}
 	if claims.SlotGeneration <= s.generation {
-		return rc.Receipt{}, rc.NewError(rc.CodeInputExpired, rc.StageAdmission, "slot generation %d is not above the accepted generation %d", claims.SlotGeneration, s.generation).WithTrace(req.TraceID).In(rc.SituationConflict)
+		// A fenced slot generation: capacity, not input (the slot was handed on).
+		return rc.Receipt{}, rc.NewError(rc.CodeWorkerBusy, rc.StageAdmission, "slot generation %d is not above the accepted generation %d", claims.SlotGeneration, s.generation).WithTrace(req.TraceID)
 	}
 	if len(s.attempts) >= s.cfg.MaxReceipts {
 		// Nothing can be recorded, so the refusal fences the slot

@@ -46,7 +46,14 @@ func (h *jobsAPI) cancel(ctx context.Context, sc auth.Scope, in *jobIn) (*Single
 	if _, err := h.svc.Job(ctx, sc, in.ID(), true); err != nil {
 		return nil, err
 	}
-	return jobView(h.q.Cancel(ctx, sc, in.ID()))
+	j, err := h.q.Cancel(ctx, sc, in.ID())
+	if err == nil {
+		// The job's render work (its render check) is cancelled now, not at the job's next
+		// lease renewal: the cancel is persisted, then the renderer is told, and the slot
+		// comes back when it stops. A failure here leaves it to the job's own cancel watch.
+		_ = h.svc.CancelRenderWork(ctx, sc, j.ID)
+	}
+	return jobView(j, err)
 }
 
 func jobView(j jobs.Job, err error) (*Single[JobView], error) {

@@ -16,7 +16,16 @@ type pagesAPI struct {
 
 func (s *Server) registerPages(st *store.Store, svc *authoring.Service) {
 	h := &pagesAPI{&sources[content.Page, PageView]{st: st, svc: svc, src: store.Pages,
-		Kind: Kind[content.Page, PageView]{Rows: store.Bind(st, store.Pages.Table), Read: auth.PageRead, Write: auth.PageWrite, View: PageOf}}}
+		Kind: Kind[content.Page, PageView]{Rows: store.Bind(st, store.Pages.Table), Read: auth.PageRead, Write: auth.PageWrite, View: PageOf,
+			Archived: func(ctx context.Context, sc auth.Scope, ids []string) {
+				// An archived page's screenshot renders are cancelled (persisted first, then
+				// its renderer is told).
+				for _, id := range ids {
+					if svc != nil {
+						_ = svc.CancelRenderWork(ctx, sc, "screenshot:"+id)
+					}
+				}
+			}}}}
 	h.register(s, sourceDocs{source: "Current source of a page, or one version of it (?version=N)",
 		versions:     "History of a page's source versions, newest first",
 		dependencies: "Components the current version uses, recursively, with the versions resolved"})

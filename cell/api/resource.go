@@ -122,6 +122,9 @@ type Kind[R, V any] struct {
 	OwnList bool
 	// CreateSummary and UpdateSummary describe the kind's create and versioned update.
 	CreateSummary, UpdateSummary string
+	// Archived, when set, is told the IDs archived (after the archive committed): a page's
+	// unfinished render work is cancelled.
+	Archived func(ctx context.Context, sc auth.Scope, ids []string)
 }
 
 // RegisterKind registers a kind's standard operations (Register) with its create (201 with
@@ -200,14 +203,14 @@ func (k Kind[R, V]) Register(s *Server) {
 		})
 	Scoped(s, k.op("archive-"+one, http.MethodPost, k.item()+"/archive", "Archive a "+one+" (no restore, no hard delete)", k.Write),
 		func(ctx context.Context, sc auth.Scope, in *ObjectID) (*ArchiveOutput, error) {
-			return archived(k.Rows.Archive(ctx, sc, []string{in.ID()}), []string{in.ID()})
+			return k.archived(ctx, sc, k.Rows.Archive(ctx, sc, []string{in.ID()}), []string{in.ID()})
 		})
 	Scoped(s, k.op("archive-"+many, http.MethodPost, k.collection()+"/archive", "Archive up to 100 "+many+" at once, all or nothing", k.Write),
 		func(ctx context.Context, sc auth.Scope, in *ArchiveBatch) (*ArchiveOutput, error) {
 			if !in.Body.Confirm {
 				return nil, problem.Invalid(problem.FieldError{Field: "body.confirm", Message: "must be true: archived objects cannot be restored"})
 			}
-			return archived(k.Rows.Archive(ctx, sc, in.Body.IDs), in.Body.IDs)
+			return k.archived(ctx, sc, k.Rows.Archive(ctx, sc, in.Body.IDs), in.Body.IDs)
 		})
 }
 
@@ -224,6 +227,13 @@ type ArchiveOutput struct {
 	Body struct {
 		Archived []string `json:"archived"`
 	}
+}
+
+func (k Kind[R, V]) archived(ctx context.Context, sc auth.Scope, err error, ids []string) (*ArchiveOutput, error) {
+	if err == nil && k.Archived != nil {
+		k.Archived(ctx, sc, ids)
+	}
+	return archived(err, ids)
 }
 
 func archived(err error, ids []string) (*ArchiveOutput, error) {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -351,4 +352,24 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = fmt.Fprintln(w, "ok")
+}
+
+// RenderOwnerPermitted is the render coordinator's dispatch-time permission recheck
+// (render.Coordinator.Permitted): a validation's owner is "validation:<user>", and a member
+// removed since it was queued does not get it dispatched. Other owners (jobs, screenshots) are
+// cancelled by their own business actions.
+func RenderOwnerPermitted(dir *directory.Cached) func(ctx context.Context, ws, owner string) (bool, error) {
+	return func(ctx context.Context, ws, owner string) (bool, error) {
+		user, ok := strings.CutPrefix(owner, "validation:")
+		if !ok {
+			return true, nil
+		}
+		if _, err := dir.Role(ctx, ws, user); err != nil {
+			if errors.Is(err, directory.ErrNotFound) {
+				return false, nil
+			}
+			return true, err
+		}
+		return true, nil
+	}
 }

@@ -421,7 +421,7 @@ func (s *Service) conclude(ctx context.Context, sc auth.Scope, t Target, fileTyp
 	case err != nil:
 		return v, err
 	default:
-		check = s.renderCheck(ctx, sc, "validation:"+sc.Principal().UserID, "validate", op, m, cmp.Or(s.RenderWait, DefaultRenderWait))
+		check = s.renderCheck(ctx, sc, "validation:"+sc.Principal().UserID, "validate", op, m, cmp.Or(s.RenderWait, DefaultRenderWait), true)
 	}
 	v.Stages.Render = Stage{Status: check.Status, Code: check.Code, Message: check.Message, Findings: check.Findings, RequestID: check.Request.ID}
 	v.Status, v.Valid = check.Status, check.Status == "passed"
@@ -446,12 +446,42 @@ func (s *Service) jobRenderCheck(ctx context.Context, r *jobs.Run, sc auth.Scope
 	if s.Render != nil {
 		wait = s.Render.Config().RequestTimeout + 5*time.Second
 	}
-	check := s.renderCheck(ctx, sc, r.Job.ID, "render-check", rc.OpPageDiagnose, m, wait)
+	// A cancel of the job (seen at its lease renewal; the cancel endpoint also cancels the
+	// render work at once) cancels its render request.
+	watch, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go func() {
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-watch.Done():
+				return
+			case <-t.C:
+				if r.CancelRequested() {
+					_ = s.CancelRenderWork(context.WithoutCancel(watch), sc, r.Job.ID)
+					return
+				}
+			}
+		}
+	}()
+	check := s.renderCheck(ctx, sc, r.Job.ID, "render-check", rc.OpPageDiagnose, m, wait, false)
 	switch check.Status {
 	case "passed":
 		return nil
 	case "failed":
 		return jobs.Fail(CodeRenderCheckFailed, "%s", findingsSummary(check))
+	}
+	if check.Request.State == render.StateCancelled {
+		// Only the job's cancel cancels its render request (CancelRenderWork): the job
+		// converges to canceled, even before its lease renewal has seen the cancel.
+		return jobs.ErrCanceled
+	}
+	if render.Terminal(check.Request.State) {
+		// The render request spent its budget (attempts or deadline) or was cancelled: a job
+		// retry would only re-link to it (the spec forbids renewing a render budget), so the job
+		// fails now with the render's code.
+		return jobs.Fail(cmp.Or(check.Code, CodeRenderUnavailable), "the render check could not run: %s", check.Message)
 	}
 	return &jobs.Failure{Code: cmp.Or(check.Code, CodeRenderUnavailable), Summary: "the render check could not run: " + check.Message, Retryable: true}
 }

@@ -100,7 +100,9 @@ func (s *Service) Screenshot(ctx context.Context, sc auth.Scope, pageID string) 
 func renderFailure(req render.Request, available bool) error {
 	msg := cmp.Or(req.ErrorMessage, "the render did not finish")
 	switch {
-	case !render.Terminal(req.State) && !available:
+	case !render.Terminal(req.State) && req.State != render.StateExecuting && !available:
+		// Still waiting for a renderer (an executing one that stopped answering is a render
+		// that did not finish in time: 504 below, never "cancelled").
 		return problem.New(problem.RenderServiceUnavailable, "no renderer is available; the screenshot waits in the queue within its deadline — ask again")
 	case !render.Terminal(req.State):
 		return problem.New(problem.RenderDeadlineExceeded, "the screenshot is not ready yet; it goes on — ask again")

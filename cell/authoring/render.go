@@ -202,6 +202,17 @@ func notReproducible(format string, args ...any) error {
 	return problem.New(problem.RenderInputNotReproducible, format, args...)
 }
 
+// CancelRenderWork cancels the unfinished render requests a business owner started (a job's
+// ID for its render check): the cancel is persisted first, then the renderer is told, so the
+// slot comes back as soon as the renderer stops the attempt.
+func (s *Service) CancelRenderWork(ctx context.Context, sc auth.Scope, owner string) error {
+	if s == nil || s.Render == nil {
+		return nil
+	}
+	_, err := s.Render.CancelOwner(ctx, sc, owner)
+	return err
+}
+
 // RenderCheck is a render stage's conclusion.
 type RenderCheck struct {
 	// Status is passed, failed (content), or unavailable (the check could not run).
@@ -214,7 +225,12 @@ type RenderCheck struct {
 
 // renderCheck runs a diagnosis of the snapshot through the coordinator and waits for it, at
 // most wait. "Unavailable" is never "passed" nor "source has errors".
-func (s *Service) renderCheck(ctx context.Context, sc auth.Scope, owner, stage string, op rc.Operation, m *snapshot.Manifest, wait time.Duration) RenderCheck {
+//
+// renew says whether a check that ended without success is run again under a new request (a
+// user validating again); a job's retries pass false, so they re-link to the request they
+// started and never renew its render budget. A deadline on ctx (a job's business deadline) is
+// passed down as the request's deadline when it is stricter than the render stage's own.
+func (s *Service) renderCheck(ctx context.Context, sc auth.Scope, owner, stage string, op rc.Operation, m *snapshot.Manifest, wait time.Duration, renew bool) RenderCheck {
 	if s.Render == nil {
 		return RenderCheck{Status: "unavailable", Code: string(rc.CodeServiceUnavailable), Message: "this cell has no render capacity configured"}
 	}
@@ -225,7 +241,11 @@ func (s *Service) renderCheck(ctx context.Context, sc auth.Scope, owner, stage s
 			wait = 2 * time.Second
 		}
 	}
-	req, err := s.Render.Submit(ctx, sc, render.Spec{Owner: owner, Stage: stage, Operation: op, Category: render.Interactive, Snapshot: m, Renew: true})
+	spec := render.Spec{Owner: owner, Stage: stage, Operation: op, Category: render.Interactive, Snapshot: m, Renew: renew}
+	if dl, ok := ctx.Deadline(); ok {
+		spec.Deadline = dl
+	}
+	req, err := s.Render.Submit(ctx, sc, spec)
 	if err != nil {
 		pe := problem.As(err)
 		switch pe.Code {
@@ -255,14 +275,17 @@ func (s *Service) renderCheck(ctx context.Context, sc auth.Scope, owner, stage s
 		return out
 	case render.StateFailed:
 		if rc.Code(req.ErrorCode).Category() == rc.CategoryContent {
-			return RenderCheck{Status: "failed", Code: req.ErrorCode, Message: req.ErrorMessage, Request: req}
+			// A content fault that ended the render (a page that never became ready within its
+			// content budget) is named in the findings too, where a client looks for it.
+			return RenderCheck{Status: "failed", Code: req.ErrorCode, Message: req.ErrorMessage, Request: req,
+				Findings: []rc.Finding{{Severity: rc.SeverityError, Code: req.ErrorCode, Scene: rc.DefaultScene, Message: req.ErrorMessage}}}
 		}
 		return RenderCheck{Status: "unavailable", Code: req.ErrorCode, Message: req.ErrorMessage, Request: req}
 	case render.StateCancelled, render.StateExpired:
 		return RenderCheck{Status: "unavailable", Code: req.ErrorCode, Message: req.ErrorMessage, Request: req}
 	}
 	code := rc.CodeServiceUnavailable
-	if s.Render.Health(ctx).Available {
+	if req.State == render.StateExecuting || s.Render.Health(ctx).Available {
 		code = rc.CodeDeadlineExceeded
 	}
 	return RenderCheck{Status: "unavailable", Code: string(code), Message: "the render check did not finish in time; it goes on and a repeat returns its result", Request: req}

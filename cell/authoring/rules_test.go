@@ -77,6 +77,8 @@ func TestRenderFailure(t *testing.T) {
 	}{
 		{"queued, no renderer", render.StateQueued, "", false, problem.RenderServiceUnavailable},
 		{"executing, renderers up", render.StateExecuting, "", true, problem.RenderDeadlineExceeded},
+		{"executing, its renderer frozen", render.StateExecuting, "", false, problem.RenderDeadlineExceeded},
+		{"expired at the deadline", render.StateExpired, rc.CodeDeadlineExceeded, false, problem.RenderDeadlineExceeded},
 		{"retry wait, renderers up", render.StateRetryWait, "", true, problem.RenderDeadlineExceeded},
 		{"content", render.StateFailed, rc.CodeContentError, true, problem.RenderContentError},
 		{"timeout", render.StateFailed, rc.CodeDeadlineExceeded, true, problem.RenderDeadlineExceeded},

@@ -19,6 +19,17 @@ import (
 
 func zapErr(err error) zap.Field { return zap.Error(err) }
 
+// reclaimTimeout is the shortest time a coordinator stage gets: once a request's budget is
+// spent, its attempt still has to be stopped and its release proven.
+const reclaimTimeout = 2 * time.Second
+
+// stageTimeout is a coordinator stage's time: what is left of the request's budget, at most
+// limit, at least reclaimTimeout (a caller never waits on it past the deadline: Wait expires
+// the request there, whatever its driver is doing).
+func (c *Coordinator) stageTimeout(a *attempt, limit time.Duration) time.Duration {
+	return max(min(limit, a.req.DeadlineAt.Sub(c.now())), reclaimTimeout)
+}
+
 // attempt is a live attempt as its driver sees it.
 type attempt struct {
 	req            Request
@@ -49,6 +60,9 @@ func (c *Coordinator) startDriver(ctx context.Context, attemptID string, res *re
 		a := &attempt{req: res.req, attemptID: attemptID, workerID: res.workerID, epoch: res.epoch, url: res.url,
 			slotGeneration: res.slotGeneration, state: "reserved"}
 		if fresh {
+			if !c.permitted(ctx, a) {
+				return
+			}
 			ok, err := c.markDispatched(ctx, attemptID)
 			if err != nil || !ok {
 				// Not ours to send any more (the reconciler released it): nothing was sent.
@@ -59,6 +73,30 @@ func (c *Coordinator) startDriver(ctx context.Context, attemptID string, res *re
 		}
 		c.query(ctx, a)
 	}()
+}
+
+// permitted rechecks the owner's permission of a reserved attempt's request (Permitted). When
+// it is gone the cancel is persisted first and the reserved attempt released without counting:
+// nothing was sent.
+func (c *Coordinator) permitted(ctx context.Context, a *attempt) bool {
+	if c.Permitted == nil {
+		return true
+	}
+	var owner string
+	if err := c.db.Q(ctx).QueryRow(ctx, `SELECT owner FROM render_requests WHERE workspace_id = $1 AND id = $2`,
+		a.req.WorkspaceID, a.req.ID).Scan(&owner); err != nil {
+		return true
+	}
+	ok, err := c.Permitted(ctx, a.req.WorkspaceID, owner)
+	if err != nil || ok {
+		return true
+	}
+	if _, err := c.db.Exec(ctx, `UPDATE render_requests SET cancel_version = cancel_version + 1, updated_at = $3
+		WHERE workspace_id = $1 AND id = $2`, a.req.WorkspaceID, a.req.ID, c.now().UTC()); err != nil {
+		return true
+	}
+	c.finish(ctx, a, rc.NewError(rc.CodeCancelled, rc.StageAdmission, "the owner may no longer render in this workspace"), false)
+	return false
 }
 
 // send posts the execution request with its admission ticket and preview access.
@@ -89,7 +127,7 @@ func (c *Coordinator) send(ctx context.Context, a *attempt) {
 		c.finish(ctx, a, rc.NewError(rc.CodeInternal, rc.StageAdmission, "signing the ticket failed"), false)
 		return
 	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, c.stageTimeout(a, 10*time.Second))
 	rec, ans, err := c.client.post(pctx, a.url, &req)
 	cancel()
 	switch {
@@ -125,9 +163,14 @@ func (c *Coordinator) PreviewAccess(ws, ref string, until time.Time) (rc.Preview
 func (c *Coordinator) refused(ctx context.Context, a *attempt, e *rc.Error) {
 	switch e.Code {
 	case rc.CodeWorkerBusy, rc.CodeServiceUnavailable, rc.CodeUnauthenticated:
-		// Explicitly not taken over: the attempt gives its budget back.
-		if e.Code == rc.CodeUnauthenticated {
+		// Explicitly not taken over: the attempt gives its budget back. A node condition (a
+		// restart inside the registry's lag, clock skew, a fenced slot) keeps the worker out of
+		// dispatch until the registry's next look at it.
+		switch e.Code {
+		case rc.CodeUnauthenticated:
 			c.setWorkerState(ctx, a.workerID, a.epoch, "unready", "service credential refused")
+		case rc.CodeServiceUnavailable:
+			c.setWorkerState(ctx, a.workerID, a.epoch, "unready", "refused admission: "+clip(e.Message, 200))
 		}
 		c.finish(ctx, a, e, false)
 	case rc.CodeProfileMismatch:
@@ -143,7 +186,7 @@ func (c *Coordinator) refused(ctx context.Context, a *attempt, e *rc.Error) {
 
 // query asks the attempt's own worker/epoch what became of it (lost response, takeover).
 func (c *Coordinator) query(ctx context.Context, a *attempt) {
-	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	qctx, cancel := context.WithTimeout(ctx, c.stageTimeout(a, 5*time.Second))
 	rec, ans, err := c.client.get(qctx, a.url, a.attemptID)
 	cancel()
 	switch {
@@ -163,7 +206,7 @@ func (c *Coordinator) query(ctx context.Context, a *attempt) {
 // notKnown handles a worker that does not know the attempt: on a new epoch the old process
 // groups are proven gone; on the same epoch a cancel mark makes sure a late POST never starts.
 func (c *Coordinator) notKnown(ctx context.Context, a *attempt) {
-	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	qctx, cancel := context.WithTimeout(ctx, c.stageTimeout(a, 5*time.Second))
 	defer cancel()
 	caps, ans, err := c.client.capabilities(qctx, a.url)
 	if err != nil || ans.err != nil {
@@ -217,13 +260,13 @@ func (c *Coordinator) poll(ctx context.Context, a *attempt, rec rc.Receipt) {
 			lastCheck = time.Now()
 			cur, err := c.get(ctx, a.req.WorkspaceID, a.req.ID)
 			if err == nil && (cur.CancelVersion > a.req.CancelVersion || !c.now().Before(cur.DeadlineAt)) && cancelSent < max(cur.CancelVersion, 1) {
-				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				cctx, cancel := context.WithTimeout(ctx, c.stageTimeout(a, 5*time.Second))
 				_, _ = c.client.cancel(cctx, a.url, a.attemptID, max(cur.CancelVersion, 1))
 				cancel()
 				cancelSent = max(cur.CancelVersion, 1)
 			}
 		}
-		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		qctx, cancel := context.WithTimeout(ctx, c.stageTimeout(a, 5*time.Second))
 		next, ans, err := c.client.get(qctx, a.url, a.attemptID)
 		cancel()
 		switch {
@@ -310,7 +353,12 @@ func (c *Coordinator) fetch(ctx context.Context, a *attempt, rec rc.Receipt) (*R
 	if desc == nil {
 		return nil, rc.NewError(rc.CodeResultLost, rc.StageResult, "result lacks its %s", name)
 	}
-	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// The result is worth fetching only within the budget: a late one is never committed.
+	left := a.req.DeadlineAt.Sub(c.now())
+	if left <= 0 {
+		return nil, rc.NewError(rc.CodeDeadlineExceeded, rc.StageRetrieval, "deadline passed before the result was fetched")
+	}
+	fctx, cancel := context.WithTimeout(ctx, min(30*time.Second, left))
 	defer cancel()
 	data, e := c.client.artifact(fctx, a.url, a.attemptID, *desc)
 	if e != nil {
@@ -459,9 +507,12 @@ func (c *Coordinator) finish(ctx context.Context, a *attempt, e *rc.Error, count
 			pause = 50 * time.Millisecond
 		}
 		switch {
-		case cur.CancelVersion > 0 || e.Code == rc.CodeCancelled:
+		case cur.CancelVersion > 0:
+			// A business cancel (persisted before the renderer was told) decides first.
 			next, code = StateCancelled, rc.NewError(rc.CodeCancelled, e.Stage, "the render was cancelled")
-		case e.Code == rc.CodeDeadlineExceeded || !now.Before(cur.DeadlineAt):
+		case e.Code == rc.CodeDeadlineExceeded || e.Code == rc.CodeCancelled || !now.Before(cur.DeadlineAt):
+			// Without a business cancel, a stop the coordinator asked for is the deadline's: the
+			// request expires (RENDER_DEADLINE_EXCEEDED), never "cancelled".
 			next, code = StateExpired, rc.NewError(rc.CodeDeadlineExceeded, e.Stage, "the render stage's budget ran out")
 		case retryable(e) && used < cur.MaxAttempts && now.Add(pause).Before(cur.DeadlineAt):
 			next = StateRetryWait

@@ -39,7 +39,7 @@ import (
 // isolation, hence root) through the coordinator. The preview documents come from a small
 // document server that speaks render-ready.v1 like the preview host; what a document does is
 // chosen by the snapshot's entity ID: "ready" mounts at once, "slow" after 3 s, "never" stays
-// pending forever.
+// pending forever, "loop" runs an endless loop on the page's main thread.
 
 // docServer serves snapshot documents for the renderers' browsers and checks the preview
 // access each document request carries.
@@ -110,6 +110,8 @@ func (d *docServer) document(w http.ResponseWriter, r *http.Request) {
 		mount = ``
 	case "slow":
 		mount = `setTimeout(() => { S.mount = "mounted"; pub(); }, 3000);`
+	case "loop": // the page's script never ends: its main thread answers nothing any more
+		mount = `setTimeout(() => { for (;;) {} }, 30);`
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	fmt.Fprintf(w, `<!doctype html><html><head><meta charset="utf-8"><script>
@@ -145,7 +147,7 @@ func rendererBinary(t *testing.T) string {
 	return filepath.Join(testenv.MustHaveBin(t, "renderer"), "renderer")
 }
 
-func startRenderer(t *testing.T, f *fixture, d *docServer, id, credFile string) *renderer {
+func startRenderer(t *testing.T, f *fixture, d *docServer, id, credFile string, extraEnv ...string) *renderer {
 	t.Helper()
 	rendererBinary(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -161,7 +163,11 @@ func startRenderer(t *testing.T, f *fixture, d *docServer, id, credFile string) 
 		"RENDER_PREVIEW_BASE_URL="+d.url,
 		"RENDER_TEMP_ROOT="+shortTemp(t),
 		"RENDER_SERVICE_CREDENTIAL_FILE="+credFile,
+		// "never" documents stay pending until their render deadline, not a content budget's
+		// end, unless a test sets one.
+		"RENDER_CONTENT_READY_SECONDS=3600",
 	)}
+	r.env = append(r.env, extraEnv...)
 	r.start(t)
 	return r
 }
@@ -226,7 +232,7 @@ type world struct {
 	profile   string
 }
 
-func newWorld(t *testing.T, n int) *world {
+func newWorld(t *testing.T, n int, rendererEnv ...string) *world {
 	t.Helper()
 	rendererBinary(t)
 	f := setup(t, 2)
@@ -237,7 +243,7 @@ func newWorld(t *testing.T, n int) *world {
 	for i := range n {
 		// Worker IDs name the renderer's cgroup, whose leftovers a starting renderer kills:
 		// parallel tests need their own.
-		r := startRenderer(t, f, w.docs, fmt.Sprintf("r%d-%s", i+1, strings.TrimPrefix(ids.New("t"), "t_")[:8]), w.cred)
+		r := startRenderer(t, f, w.docs, fmt.Sprintf("r%d-%s", i+1, strings.TrimPrefix(ids.New("t"), "t_")[:8]), w.cred, rendererEnv...)
 		w.renderers = append(w.renderers, r)
 		w.workers = append(w.workers, Worker{ID: r.id, URL: r.url})
 	}
@@ -383,7 +389,7 @@ func TestCancelAndDeadlineOfExecutingRequests(t *testing.T) {
 // waitAttempt waits until the request's latest attempt is in one of states.
 func (w *world) waitAttempt(t *testing.T, requestID string, states ...string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(90 * time.Second) // a loaded machine starts renderers' browsers slowly
 	for {
 		var st string
 		_ = w.f.db.Pool.QueryRow(context.Background(), `SELECT state FROM render_attempts WHERE request_id = $1
@@ -541,5 +547,174 @@ func TestLostDispatchResponseQueriesTheSameWorker(t *testing.T) {
 	_ = w.f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM render_attempts WHERE request_id = $1`, req.ID).Scan(&attempts)
 	if served, _ := w.docs.counts(cur.SnapshotRef); attempts != 1 || served != 1 {
 		t.Fatalf("%d attempts, document served %d times; want one of each", attempts, served)
+	}
+}
+
+// Both renderers that could serve a workspace are frozen (SIGSTOP) during its attempt: the
+// waiting caller gets its answer by the request's deadline — expired with
+// RENDER_DEADLINE_EXCEEDED, never cancelled — while the attempt keeps its capacity (its stop is
+// not proven); another workspace renders on the third renderer meanwhile, and after SIGCONT
+// the frozen workspace renders again.
+func TestFrozenRenderersExpireTheRequestByItsDeadline(t *testing.T) {
+	w, c, sc := start(t, 3, func(cfg *Config) { cfg.WorkspaceConcurrency = 1; cfg.RequestTimeout = 2 * time.Minute })
+	ctx := context.Background()
+	other := w.f.scopes[1]
+	stuck, err := c.Submit(ctx, sc, Spec{Owner: "t", Stage: "frozen", Operation: rc.OpPageDiagnose, Category: Interactive,
+		Snapshot: docManifest(t, sc, "never", 1), Deadline: time.Now().Add(60 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.waitAttempt(t, stuck.ID, "running", "accepted")
+	var busy string
+	_ = w.f.db.Pool.QueryRow(ctx, `SELECT worker_id FROM render_attempts WHERE request_id = $1 AND released = false`, stuck.ID).Scan(&busy)
+	var frozen, rest []*renderer
+	for _, r := range w.renderers {
+		if r.id == busy {
+			frozen = append(frozen, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	if len(frozen) != 1 {
+		t.Fatalf("attempt on %q, not on one of the renderers", busy)
+	}
+	frozen = append(frozen, rest[0])
+	spare := rest[1]
+	for _, r := range frozen {
+		if err := syscall.Kill(-r.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			for _, r := range frozen {
+				_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGCONT)
+			}
+		}
+	}
+	t.Cleanup(thaw)
+	// The registry sees the frozen ones go (a dispatch to a frozen idle renderer would hold
+	// that attempt's capacity too, until it answers).
+	for deadline := time.Now().Add(30 * time.Second); c.Health(ctx).Ready != 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the frozen renderers stay dispatchable: %+v", c.Health(ctx))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The caller of the stuck request waits no longer than its deadline (a little slack for a
+	// loaded machine's scheduling, far below the 2-minute render budget).
+	type waited struct {
+		r   Request
+		err error
+	}
+	stuckDone := make(chan waited, 1)
+	go func() {
+		wctx, cancel := context.WithDeadline(ctx, stuck.DeadlineAt.Add(3*time.Second))
+		defer cancel()
+		r, err := c.Wait(wctx, sc, stuck.ID)
+		stuckDone <- waited{r, err}
+	}()
+	// Another workspace renders on the renderer that is left, while the first one's attempt is
+	// stuck on a frozen renderer.
+	elsewhere := submitDoc(t, c, other, "elsewhere", rc.OpPageCapture, "ready", 2)
+	if r := wait(t, c, other, elsewhere.ID, time.Minute); r.State != StateSucceeded {
+		t.Fatalf("another workspace's render while two renderers are frozen: %+v", r)
+	}
+	var ranOn string
+	_ = w.f.db.Pool.QueryRow(ctx, `SELECT worker_id FROM render_attempts WHERE request_id = $1`, elsewhere.ID).Scan(&ranOn)
+	if ranOn != spare.id {
+		t.Fatalf("the other workspace's render ran on %q, want the unfrozen %q", ranOn, spare.id)
+	}
+	res := <-stuckDone
+	got, err := res.r, res.err
+	if err != nil {
+		t.Fatalf("the caller waited past the request's deadline: %v (%+v)", err, got)
+	}
+	if got.State != StateExpired || got.ErrorCode != string(rc.CodeDeadlineExceeded) {
+		t.Fatalf("at its deadline the request is %s/%s, want expired/RENDER_DEADLINE_EXCEEDED", got.State, got.ErrorCode)
+	}
+	var live int
+	_ = w.f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM render_attempts WHERE request_id = $1 AND released = false`, stuck.ID).Scan(&live)
+	if live != 1 || !got.Reclaiming {
+		t.Fatalf("the frozen attempt was released without proof (%d live, reclaiming %v)", live, got.Reclaiming)
+	}
+	// Back from SIGCONT: the renderer answers for the attempt, its capacity returns and the
+	// workspace renders again; the expired request stays expired (no 409 cancelled).
+	thaw()
+	next := submitDoc(t, c, sc, "after", rc.OpPageCapture, "ready", 3)
+	if r := wait(t, c, sc, next.ID, 2*time.Minute); r.State != StateSucceeded {
+		t.Fatalf("the next render after SIGCONT: %+v", r)
+	}
+	waitReleased(t, w, 30*time.Second)
+	if r, _ := c.Get(ctx, sc, stuck.ID); r.State != StateExpired || r.Reclaiming {
+		t.Fatalf("after the renderers came back the stuck request is %+v, want expired and reclaimed", r)
+	}
+}
+
+// A page whose script never ends is a content error of that page once its content budget is
+// spent — final, not retried, named by its message — and another page of the same workspace
+// (concurrency 1: it queues behind, for at most the content budget) renders meanwhile.
+func TestEndlessLoopPageIsAContentErrorAndFreesItsWorkspace(t *testing.T) {
+	w := newWorld(t, 2, "RENDER_CONTENT_READY_SECONDS=3")
+	c := w.coordinator(t, func(cfg *Config) { cfg.WorkspaceConcurrency = 1; cfg.RequestTimeout = 2 * time.Minute })
+	sc := w.f.scopes[0]
+	loop := submitDoc(t, c, sc, "loop", rc.OpPageDiagnose, "loop", 1)
+	w.waitAttempt(t, loop.ID, "dispatched", "accepted", "running")
+	other := submitDoc(t, c, sc, "other", rc.OpPageDiagnose, "ready", 2)
+	got := wait(t, c, sc, loop.ID, 2*time.Minute)
+	if got.State != StateFailed || got.ErrorCode != string(rc.CodeContentError) || got.AttemptsUsed != 1 ||
+		!strings.Contains(got.ErrorMessage, "did not become ready within 3s") {
+		t.Fatalf("the endless-loop page: %+v, want failed once with RENDER_CONTENT_ERROR naming its content budget", got)
+	}
+	if r := wait(t, c, sc, other.ID, 2*time.Minute); r.State != StateSucceeded {
+		t.Fatalf("the other page of the workspace: %+v", r)
+	}
+	waitReleased(t, w, 30*time.Second)
+}
+
+// Business cancellation (a cancelled job, through CancelOwner with the job's ID as owner)
+// reaches the render work it started: the executing render is cancelled on its renderer and its
+// slot comes back, and a queued one of the same owner never dispatches.
+func TestCancelOwnerFreesTheSlotOfAnExecutingRender(t *testing.T) {
+	w, c, sc := start(t, 1, func(cfg *Config) { cfg.RequestTimeout = 2 * time.Minute })
+	ctx := context.Background()
+	running, err := c.Submit(ctx, sc, Spec{Owner: "job_cancelled", Stage: "render-check", Operation: rc.OpPageDiagnose,
+		Category: Interactive, Snapshot: docManifest(t, sc, "never", 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued, err := c.Submit(ctx, sc, Spec{Owner: "job_cancelled", Stage: "render-check-2", Operation: rc.OpPageDiagnose,
+		Category: Interactive, Snapshot: docManifest(t, sc, "ready", 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bystander := submitDoc(t, c, sc, "bystander", rc.OpPageCapture, "ready", 3)
+	w.waitAttempt(t, running.ID, "running", "accepted")
+	n, err := c.CancelOwner(ctx, sc, "job_cancelled")
+	if err != nil || n != 2 {
+		t.Fatalf("CancelOwner: %d cancelled, %v; want the executing and the queued one", n, err)
+	}
+	// The slot comes back: poll the state change (bounded), no timing asserted.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var live int
+		_ = w.f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM render_attempts WHERE request_id = $1 AND released = false`, running.ID).Scan(&live)
+		if live == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cancelled render's attempt still holds its slot")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := wait(t, c, sc, running.ID, 30*time.Second); r.State != StateCancelled || r.ErrorCode != string(rc.CodeCancelled) {
+		t.Fatalf("the executing render after its owner's cancel: %+v", r)
+	}
+	if r, _ := c.Get(ctx, sc, queued.ID); r.State != StateCancelled || r.AttemptsUsed != 0 {
+		t.Fatalf("the queued render of the cancelled owner: %+v, want cancelled without an attempt", r)
+	}
+	if r := wait(t, c, sc, bystander.ID, 2*time.Minute); r.State != StateSucceeded {
+		t.Fatalf("another owner's render after the cancel: %+v", r)
 	}
 }

@@ -145,13 +145,11 @@ func (c *Coordinator) attemptsWhere(ctx context.Context, where string, args ...a
 	return kept
 }
 
-// reconcile expires what waited past its deadline, takes over attempts whose driver's lease
-// ended.
+// reconcile expires what waited or executed past its deadline and takes over attempts whose
+// driver's lease ended.
 func (c *Coordinator) reconcile(ctx context.Context) {
 	now := c.now().UTC()
-	rows, err := c.db.Q(ctx).Query(ctx, `UPDATE render_requests SET state = 'expired', finished_at = $1, updated_at = $1,
-		error_code = 'RENDER_DEADLINE_EXCEEDED', error_stage = 'admission', error_message = 'the render stage''s budget ran out while waiting'
-		WHERE state IN ('queued', 'retry_wait') AND deadline_at <= $1 RETURNING id`, now)
+	rows, err := c.db.Q(ctx).Query(ctx, expireSQL+` RETURNING id`, now)
 	if err == nil {
 		var expired []string
 		for rows.Next() {
@@ -211,6 +209,45 @@ func (c *Coordinator) Cancel(ctx context.Context, sc auth.Scope, id string) (Req
 		}
 	}
 	return r, nil
+}
+
+// CancelOwner cancels every unfinished render request of a business owner (a job ID,
+// "validation:<user>", "screenshot:<page>"), its renewals included: the business action that
+// needed them ended (a cancelled job, a removed member, an archived page). Each cancel is
+// persisted first (its cancel version), then the renderer of an executing one is told. It
+// returns the number of requests cancelled.
+func (c *Coordinator) CancelOwner(ctx context.Context, sc auth.Scope, owner string) (int, error) {
+	ws := sc.WorkspaceID()
+	rows, err := c.db.Q(ctx).Query(ctx, `SELECT id FROM render_requests WHERE workspace_id = $1
+		AND state IN ('queued', 'retry_wait', 'executing') AND (owner = $2 OR left(owner, length($2) + 7) = $2 || '/after:')
+		LIMIT 1000`, ws, owner)
+	if err != nil {
+		return 0, err
+	}
+	var list []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		list = append(list, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, id := range list {
+		r, err := c.Cancel(ctx, sc, id)
+		if err != nil {
+			return n, err
+		}
+		if r.CancelVersion > 0 {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Health is the render capability right now: dispatchable workers and queue depth.

@@ -128,6 +128,10 @@ type Request struct {
 	ErrorCode     string
 	ErrorStage    string
 	ErrorMessage  string
+	// Reclaiming: the request ended (expired, cancelled, failed) but an attempt of it still
+	// holds its capacity until the renderer proves its resources released (the spec's
+	// "reclaiming"). Read by Get and Wait only.
+	Reclaiming bool
 }
 
 // Result is a committed, verified render result.
@@ -161,6 +165,11 @@ type Coordinator struct {
 	TickInterval time.Duration
 	// Observe, when set, is told about dispatches and finished requests (metrics).
 	Observe func(event string, op rc.Operation, d time.Duration)
+	// Permitted, when set, rechecks at dispatch that the request's business owner may still
+	// render in the workspace (a removed member's queued validation does not run). false
+	// cancels the request before anything is sent; an error lets it run (the check is a
+	// business guard, not a reason to fail renders while the directory is away).
+	Permitted func(ctx context.Context, workspaceID, owner string) (bool, error)
 
 	kick    chan struct{}
 	mu      sync.Mutex
@@ -348,8 +357,38 @@ func (c *Coordinator) Get(ctx context.Context, sc auth.Scope, id string) (Reques
 }
 
 func (c *Coordinator) get(ctx context.Context, ws, id string) (Request, error) {
-	return scanRequest(c.db.Q(ctx).QueryRow(ctx, `SELECT `+requestCols+` FROM render_requests
+	r, err := scanRequest(c.db.Q(ctx).QueryRow(ctx, `SELECT `+requestCols+` FROM render_requests
 		WHERE workspace_id = $1 AND id = $2`, ws, id))
+	if err == nil && Terminal(r.State) && r.State != StateSucceeded {
+		err = c.db.Q(ctx).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM render_attempts
+			WHERE workspace_id = $1 AND request_id = $2 AND released = false)`, ws, id).Scan(&r.Reclaiming)
+	}
+	return r, err
+}
+
+// expireSQL ends requests that reached their deadline without a result: waiting ones and
+// executing ones alike (render-execution.md: executing → expired at the deadline). The
+// attempt of an executing one is not touched: it keeps its capacity until its stop is proven
+// (its driver asks the renderer to stop it and releases it on the terminal receipt).
+const expireSQL = `UPDATE render_requests SET state = 'expired', finished_at = $1, updated_at = $1,
+	error_code = 'RENDER_DEADLINE_EXCEEDED',
+	error_stage = CASE WHEN state = 'executing' THEN 'cleanup' ELSE 'admission' END,
+	error_message = CASE WHEN state = 'executing' THEN 'the render stage''s budget ran out while executing; its resources are being reclaimed'
+		ELSE 'the render stage''s budget ran out while waiting' END
+	WHERE state IN ('queued', 'retry_wait', 'executing') AND deadline_at <= $1`
+
+// expireOverdue expires one request past its deadline (if it still is not terminal) and
+// returns it as it stands then.
+func (c *Coordinator) expireOverdue(ctx context.Context, ws, id string) (Request, error) {
+	tag, err := c.db.Exec(ctx, expireSQL+` AND workspace_id = $2 AND id = $3`, c.now().UTC(), ws, id)
+	if err != nil {
+		return Request{}, err
+	}
+	if tag.RowsAffected() == 1 {
+		c.notify(id)
+		c.Kick()
+	}
+	return c.get(ctx, ws, id)
 }
 
 // Result reads the committed result of a succeeded request and records its consumption.
@@ -374,16 +413,23 @@ func (c *Coordinator) Result(ctx context.Context, sc auth.Scope, id string) (Res
 	return r, err
 }
 
-// Wait waits until the request is terminal or ctx ends, and returns it as it stands then.
+// Wait waits until the request is terminal or ctx ends, and returns it as it stands then. It
+// never waits past the request's deadline: a request still waiting or executing then is
+// expired on the spot (RENDER_DEADLINE_EXCEEDED; an attempt whose stop is not proven keeps its
+// capacity and the request shows as reclaiming until it is).
 func (c *Coordinator) Wait(ctx context.Context, sc auth.Scope, id string) (Request, error) {
 	for {
 		ch := c.waiter(id)
 		r, err := c.get(ctx, sc.WorkspaceID(), id)
+		if err == nil && !Terminal(r.State) && !c.now().Before(r.DeadlineAt) {
+			r, err = c.expireOverdue(ctx, r.WorkspaceID, id)
+		}
 		if err != nil || Terminal(r.State) {
 			c.dropWaiter(id, ch)
 			return r, err
 		}
-		t := time.NewTimer(250 * time.Millisecond) // another replica may finish it
+		pause := min(250*time.Millisecond, max(r.DeadlineAt.Sub(c.now()), time.Millisecond)) // another replica may finish it
+		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()

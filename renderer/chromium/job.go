@@ -28,6 +28,10 @@ type Job struct {
 	// child uses Budget only to stop polling in time to report what it
 	// saw.
 	Budget time.Duration `json:"budget"`
+	// ContentReady is the content budget: a committed document that is not ready within it
+	// (counted from the first readiness read) is the page's fault, RENDER_CONTENT_ERROR. Zero
+	// means none (only Budget).
+	ContentReady time.Duration `json:"content_ready,omitempty"`
 	// BrowserLog forwards the browser's own output to the child's
 	// standard error, for diagnosing launch problems.
 	BrowserLog bool `json:"browser_log,omitempty"`

@@ -89,6 +89,11 @@ func (a *attempt) waitReady(ctx context.Context, scene string) (*rc.ReadyState, 
 	// cancelled (the supervisor closes the browser).
 	rctx, cancel := context.WithDeadline(ctx, a.until)
 	defer cancel()
+	// The content budget (per readiness wait) starts with the committed document; a read that
+	// hangs (the page's main thread in an endless loop) ends with it.
+	readCtx, endReads := context.WithCancel(rctx)
+	defer endReads()
+	var contentUntil time.Time
 	for {
 		before := a.ch.look(a.loader)
 		if before.state != nil {
@@ -97,13 +102,17 @@ func (a *attempt) waitReady(ctx context.Context, scene string) (*rc.ReadyState, 
 		if e := channelFault(before); e != nil {
 			return last, e
 		}
+		if before.committed && contentUntil.IsZero() && a.job.ContentReady > 0 && time.Now().Add(a.job.ContentReady).Before(a.until) {
+			contentUntil = time.Now().Add(a.job.ContentReady)
+			defer time.AfterFunc(a.job.ContentReady, endReads).Stop()
+		}
 		if before.committed {
 			var raw string
-			err := a.inIsolatedWorld(rctx, inspectExpr, &raw)
+			err := a.inIsolatedWorld(readCtx, inspectExpr, &raw)
 			switch {
 			case err != nil && ctx.Err() != nil:
 				return last, rc.NewError(rc.CodeBrowserLost, rc.StageReadiness, "browser stopped answering while reading readiness")
-			case err != nil && rctx.Err() != nil:
+			case err != nil && readCtx.Err() != nil:
 				// The budget ran out during the read: reported below.
 			case err != nil:
 				worldFailures++
@@ -142,6 +151,9 @@ func (a *attempt) waitReady(ctx context.Context, scene string) (*rc.ReadyState, 
 				}
 			}
 		}
+		if !contentUntil.IsZero() && time.Now().After(contentUntil) {
+			return last, contentNotReady(a.job.ContentReady, last)
+		}
 		if time.Now().After(a.until) {
 			e := rc.NewError(rc.CodeDeadlineExceeded, rc.StageReadiness, "preview not ready before the deadline")
 			if last != nil {
@@ -155,6 +167,23 @@ func (a *attempt) waitReady(ctx context.Context, scene string) (*rc.ReadyState, 
 		}
 		time.Sleep(pollInterval)
 	}
+}
+
+// contentNotReady is the content error of a committed page that did not become ready within
+// its content budget: final for that input (the same input is not retried).
+func contentNotReady(budget time.Duration, last *rc.ReadyState) *rc.Error {
+	msg := fmt.Sprintf("the page did not become ready within %s", budget.Round(time.Second))
+	if last == nil {
+		msg += " (it never reported its readiness: its script may run an endless loop)"
+	} else if n := last.Resources.Pending(); n > 0 {
+		msg += fmt.Sprintf(" (%d resources still pending)", n)
+	}
+	e := rc.NewError(rc.CodeContentError, rc.StageReadiness, "%s", msg)
+	if last != nil {
+		res := last.Resources
+		e.Resources = &res
+	}
+	return e
 }
 
 // channelFault is the error of a view that waiting cannot fix.

@@ -197,9 +197,11 @@ func run() error {
 		return fmt.Errorf("CELL_BLOB_URL: %w", err)
 	}
 	defer bucket.Close()
+	cachedDir := directory.NewCached(dir, directory.CacheOptions{TTL: s.AuthTTL, MaxStale: s.AuthMaxStale})
 	var coordinator *render.Coordinator
 	if s.Render != nil {
 		coordinator = render.New(*s.Render, cellDB, bucket, log.Named("render"))
+		coordinator.Permitted = api.RenderOwnerPermitted(cachedDir)
 		coordinator.Start(ctx)
 		defer coordinator.Stop()
 	}
@@ -220,7 +222,7 @@ func run() error {
 		RateWorkspace:           ratelimit.Limit{Rate: float64(s.RateWS), Burst: s.RateWSBurst},
 		RateToken:               ratelimit.Limit{Rate: float64(s.RateToken), Burst: s.RateTokBurst},
 		JobWorkspaceConcurrency: s.JobWSCap,
-		Dir:                     directory.NewCached(dir, directory.CacheOptions{TTL: s.AuthTTL, MaxStale: s.AuthMaxStale}),
+		Dir:                     cachedDir,
 	})
 	if len(s.Failpoints) > 0 {
 		log.Warn("failpoints set: for fault tests only", zap.Any("failpoints", s.Failpoints))
