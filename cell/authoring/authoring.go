@@ -123,13 +123,13 @@ func checkSource(kind, fileType, source string) []problem.FieldError {
 	var fe []problem.FieldError
 	std := catalog.Standards[kind]
 	if !slices.Contains(std.FileTypes, fileType) {
-		fe = append(fe, problem.FieldError{Field: "body.file_type", Message: "must be one of " + strings.Join(std.FileTypes, ", ")})
+		fe = append(fe, problem.FieldError{Field: "file_type", Message: "must be one of " + strings.Join(std.FileTypes, ", ")})
 	}
 	if strings.TrimSpace(source) == "" {
-		fe = append(fe, problem.FieldError{Field: "body.source", Message: "must not be empty"})
+		fe = append(fe, problem.FieldError{Field: "source", Message: "must not be empty"})
 	}
 	if len(source) > std.Limits.MaxSourceBytes {
-		fe = append(fe, problem.FieldError{Field: "body.source", Message: fmt.Sprintf("is larger than %d bytes", std.Limits.MaxSourceBytes)})
+		fe = append(fe, problem.FieldError{Field: "source", Message: fmt.Sprintf("is larger than %d bytes", std.Limits.MaxSourceBytes)})
 	}
 	return fe
 }
@@ -138,7 +138,7 @@ func checkSource(kind, fileType, source string) []problem.FieldError {
 func checkNew(kind, key, fileType, source string) []problem.FieldError {
 	fe := checkSource(kind, fileType, source)
 	if !objectKey.MatchString(key) {
-		fe = append(fe, problem.FieldError{Field: "body.key", Message: "1-64 of a-z, 0-9 and '-', starting with a letter"})
+		fe = append(fe, problem.FieldError{Field: "key", Message: "1-64 of a-z, 0-9 and '-', starting with a letter"})
 	}
 	return fe
 }
@@ -158,7 +158,7 @@ func (s *Service) enqueueEdit(ctx context.Context, sc auth.Scope, kind, jobKind,
 func (s *Service) SubmitPageCreate(ctx context.Context, sc auth.Scope, in PageCreate, maxAttempts int) (jobs.Job, error) {
 	fe := checkNew("page", in.Key, in.FileType, in.Source)
 	if len(in.Title) > 200 {
-		fe = append(fe, problem.FieldError{Field: "body.title", Message: "at most 200 characters"})
+		fe = append(fe, problem.FieldError{Field: "title", Message: "at most 200 characters"})
 	}
 	if len(fe) > 0 {
 		return jobs.Job{}, problem.Invalid(fe...)

@@ -186,7 +186,7 @@ func (s *Service) PreviewProject(ctx context.Context, sc auth.Scope, projectID, 
 	}
 	pageID := findRoute(tree.Routes, "", route)
 	if pageID == "" {
-		return PreviewArtifact{}, problem.Invalid(problem.FieldError{Field: "body.route", Message: "no route " + route + " with a page in the project's route tree"})
+		return PreviewArtifact{}, problem.Invalid(problem.FieldError{Field: "route", Message: "no route " + route + " with a page in the project's route tree"})
 	}
 	return s.PreviewPage(ctx, sc, pageID, route)
 }
