@@ -351,22 +351,27 @@ func (s *Service) resolver(sc auth.Scope, ids map[string]string) compile.Resolve
 	})
 }
 
-// Stage is one stage's conclusion in a validation.
+// Stage is one stage's conclusion in a validation: Status is passed, failed, unavailable or
+// skipped; Code says why a stage failed (a content code) or could not run (an infrastructure
+// code); the compile stage has Diagnostics, the render stage Findings (most severe first) and
+// its render request (a repeat of the same validation returns the same request). cell/api
+// shows it as its Stage.
 type Stage struct {
-	Status      string               `json:"status" enum:"passed,failed,unavailable,skipped"`
-	Code        string               `json:"code,omitempty" doc:"why the stage failed (a content code) or could not run (an infrastructure code)"`
+	Status      string               `json:"status"`
+	Code        string               `json:"code,omitempty"`
 	Message     string               `json:"message,omitempty"`
-	Diagnostics []compile.Diagnostic `json:"diagnostics,omitempty" doc:"compile stage: errors and warnings with file, line and column"`
-	Findings    []rc.Finding         `json:"findings,omitempty" doc:"render stage: the diagnosis items (runtime errors, content faults, layout warnings), most severe first"`
-	RequestID   string               `json:"render_request_id,omitempty" doc:"render stage: the render request; a repeat of the same validation returns the same request"`
+	Diagnostics []compile.Diagnostic `json:"diagnostics,omitempty"`
+	Findings    []rc.Finding         `json:"findings,omitempty"`
+	RequestID   string               `json:"render_request_id,omitempty"`
 }
 
 // Validation is the answer of a validation: valid only when every stage passed. A stage that
-// could not run makes the whole unavailable, never "passed" and never "source has errors".
+// could not run makes the whole unavailable (Status passed, failed or unavailable; Code the
+// infrastructure error code when unavailable), never "passed" and never "source has errors".
 type Validation struct {
 	Valid  bool   `json:"valid"`
-	Status string `json:"status" enum:"passed,failed,unavailable"`
-	Code   string `json:"code,omitempty" doc:"infrastructure error code when status is unavailable"`
+	Status string `json:"status"`
+	Code   string `json:"code,omitempty"`
 	Stages struct {
 		Compile Stage `json:"compile"`
 		Render  Stage `json:"render"`
