@@ -13,6 +13,7 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
 
+	"slidecells/cell"
 	"slidecells/cell/api"
 	"slidecells/migrations"
 	"slidecells/shared/db/dbtest"
@@ -32,6 +33,18 @@ type bundle struct {
 	wsB      string // on cell-b, demo user is owner
 	pat      string
 	patScope string // only project:read
+}
+
+// newAPI builds a cell's services over c's database and blob store, as cell/cmd/cell does, and
+// the API that serves them.
+func newAPI(t *testing.T, c api.Config) *api.Server {
+	t.Helper()
+	svc, err := cell.New(cell.Config{DB: c.DB, Blobs: c.Blobs, Renderer: c.Renderer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Services = svc
+	return api.New(c)
 }
 
 func setup(t *testing.T) *bundle {
@@ -74,11 +87,11 @@ func setup(t *testing.T) *bundle {
 		t.Fatal(err)
 	}
 	b.patScope, _, _ = dir.CreateToken(ctx, b.user.ID, "narrow", []string{"project:read"}, time.Hour)
-	b.api = api.New(api.Config{CellID: "cell-a", DB: dbtest.Open(t, cellURL), Log: zap.NewNop(), Blobs: newBucket(t),
+	b.api = newAPI(t, api.Config{CellID: "cell-a", DB: dbtest.Open(t, cellURL), Log: zap.NewNop(), Blobs: newBucket(t),
 		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: time.Nanosecond, MaxStale: time.Minute})})
 	b.srv = httptest.NewServer(b.api.Handler())
 	t.Cleanup(b.srv.Close)
-	apiB := api.New(api.Config{CellID: "cell-b", DB: dbtest.Open(t, dbtest.NewDatabase(t, migrations.FS, migrations.Cell)), Log: zap.NewNop(), Blobs: newBucket(t),
+	apiB := newAPI(t, api.Config{CellID: "cell-b", DB: dbtest.Open(t, dbtest.NewDatabase(t, migrations.FS, migrations.Cell)), Log: zap.NewNop(), Blobs: newBucket(t),
 		Dir: directory.NewCached(dir, directory.CacheOptions{TTL: time.Nanosecond, MaxStale: time.Minute})})
 	b.apiB = apiB
 	b.srvB = httptest.NewServer(apiB.Handler())

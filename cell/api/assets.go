@@ -157,7 +157,7 @@ type uploadAssetIn = struct {
 
 func (h *assetOps) upload(ctx context.Context, sc auth.Scope, in *uploadAssetIn) (*Created[AssetView], error) {
 	a, err := h.svc.Upload(ctx, sc, content.Upload{Body: in.r, ContentType: in.ContentType, Name: in.Name, Tags: in.Tags})
-	return h.kind.Created(sc, a, err)
+	return h.kind.Created(sc, a, fieldsAt("query.", err)) // the upload's name and tags are query parameters
 }
 
 type assetContentIn = struct {
@@ -242,7 +242,7 @@ type copyAssetIn = struct {
 func (h *assetOps) copy(ctx context.Context, sc auth.Scope, in *copyAssetIn) (*Created[AssetView], error) {
 	var name *string
 	if in.Body != nil && in.Body.Name != nil {
-		if err := content.CheckName("body.name", *in.Body.Name, false); err != nil {
+		if err := content.CheckName("name", *in.Body.Name, false); err != nil {
 			return nil, err
 		}
 		name = in.Body.Name

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 	"go.uber.org/zap"
@@ -21,7 +22,7 @@ import (
 
 // fail is the one writer of the cell's error answers.
 func (s *Server) fail(ctx context.Context, w http.ResponseWriter, err error) {
-	pe := problem.As(err)
+	pe := atRequest(problem.As(err))
 	noteError(ctx, pe.Code)
 	switch {
 	case inAttempt(ctx) && db.IsRetryable(err):
@@ -32,6 +33,60 @@ func (s *Server) fail(ctx context.Context, w http.ResponseWriter, err error) {
 		s.Log.Error("request failed", zap.String("trace_id", TraceID(ctx)), zap.String("code", string(pe.Code)), zap.Error(err))
 	}
 	problem.Write(w, pe, TraceID(ctx))
+}
+
+// Field errors. The domain packages name the fields of their own objects ("max_attempts",
+// "colors.primary", "build_assets[2].path"): they know nothing of requests. A field error whose
+// field names no request location is one of the request body's, and atRequest answers it at
+// body.<field>; one that names a location (body, body.…, query.…, path.…, header.…) is the
+// pipeline's or huma's and stays as it is. Handlers whose domain input is not the body (an
+// upload's query parameters) map it with fieldsAt.
+
+// requestLocations are the prefixes of field errors that name a request location already.
+var requestLocations = []string{"body.", "query.", "path.", "header.", "cookie."}
+
+// atRequest answers pe's domain field names at their request paths; pe itself is not changed
+// (problem errors may be shared values).
+func atRequest(pe *problem.Error) *problem.Error {
+	if len(pe.Fields) == 0 {
+		return pe
+	}
+	out := *pe
+	out.Fields = make([]problem.FieldError, len(pe.Fields))
+	for i, f := range pe.Fields {
+		if f.Field != "" && f.Field != "body" && !hasLocation(f.Field) {
+			f.Field = "body." + f.Field
+		}
+		out.Fields[i] = f
+	}
+	return &out
+}
+
+func hasLocation(field string) bool {
+	for _, p := range requestLocations {
+		if strings.HasPrefix(field, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// fieldsAt answers the domain field errors of err at a request location other than the body,
+// e.g. fieldsAt("query.", err) for a domain input that came as query parameters.
+func fieldsAt(location string, err error) error {
+	var pe *problem.Error
+	if !errors.As(err, &pe) || len(pe.Fields) == 0 {
+		return err
+	}
+	out := *pe
+	out.Fields = make([]problem.FieldError, len(pe.Fields))
+	for i, f := range pe.Fields {
+		if f.Field != "" && f.Field != "body" && !hasLocation(f.Field) {
+			f.Field = location + f.Field
+		}
+		out.Fields[i] = f
+	}
+	return &out
 }
 
 // answer is what an operation's handler, run by huma, writes to. An error of the operation is

@@ -63,8 +63,8 @@ type pagePreviewIn = struct {
 	ObjectID
 }
 
-func (h *previewAPI) page(ctx context.Context, sc auth.Scope, in *pagePreviewIn) (*Single[authoring.PreviewArtifact], error) {
-	return single(h.svc.PreviewPage(ctx, sc, in.ID(), ""))
+func (h *previewAPI) page(ctx context.Context, sc auth.Scope, in *pagePreviewIn) (*Single[PreviewArtifact], error) {
+	return previewOf(h.svc.PreviewPage(ctx, sc, in.ID(), ""))
 }
 
 type projectPreviewIn = struct {
@@ -74,10 +74,10 @@ type projectPreviewIn = struct {
 	} `required:"false"`
 }
 
-func (h *previewAPI) project(ctx context.Context, sc auth.Scope, in *projectPreviewIn) (*Single[authoring.PreviewArtifact], error) {
+func (h *previewAPI) project(ctx context.Context, sc auth.Scope, in *projectPreviewIn) (*Single[PreviewArtifact], error) {
 	route := ""
 	if in.Body != nil {
 		route = in.Body.Route
 	}
-	return single(h.svc.PreviewProject(ctx, sc, in.ID(), route))
+	return previewOf(h.svc.PreviewProject(ctx, sc, in.ID(), route))
 }

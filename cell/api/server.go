@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -17,10 +16,10 @@ import (
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
 
+	"slidecells/cell"
 	"slidecells/cell/auth"
 	"slidecells/cell/authoring"
 	cblob "slidecells/cell/blob"
-	"slidecells/cell/compile"
 	"slidecells/cell/idempotency"
 	"slidecells/cell/jobs"
 	"slidecells/cell/ratelimit"
@@ -33,7 +32,6 @@ import (
 	"slidecells/shared/httpserve"
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
-	"slidecells/shared/ticket"
 )
 
 // Version is the service version reported by /api/v1/system/version (set at build time).
@@ -84,24 +82,16 @@ type Config struct {
 	DB     *db.DB
 	Dir    *directory.Cached
 	Log    *zap.Logger
-	// Renderer is the cell's render coordinator; nil when no renderer is configured (render
-	// health is then unavailable and every render stage answers unavailable).
+	// Services are the cell's services (cell.New), which the API serves. Without them the
+	// operations are declared (the OpenAPI document, the operation list) but cannot run.
+	Services *cell.Services
+	// Renderer is the cell's render coordinator, for render health and its metrics; nil when no
+	// renderer is configured (render health is then unavailable).
 	Renderer *render.Coordinator
 	// Collectors are further metrics of the cell's background work (the render retention).
 	Collectors []prometheus.Collector
-	// PublicURL, TicketSigner and PreviewTTL make preview URLs (CELL_PUBLIC_URL,
-	// RENDER_TICKET_SIGNING_KEY_FILE, CELL_PREVIEW_TTL); without URL or signer previews answer 503.
-	PublicURL    *url.URL
-	TicketSigner *ticket.Signer
-	PreviewTTL   time.Duration
-	// RenderWait bounds a validation's or a screenshot's wait for its render (CELL_RENDER_WAIT).
-	RenderWait time.Duration
 	// Blobs is the cell's blob store (fileblob locally, s3blob in production).
 	Blobs *blob.Bucket
-	// IdempotencyRetention is how long Idempotency-Key answers are replayed (default 24h).
-	IdempotencyRetention time.Duration
-	// CompileSlots bounds concurrent compiles in this process (default 2).
-	CompileSlots int
 	// RateWorkspace and RateToken are the default request rate limits per workspace and per
 	// token (ratelimit); a Rate of 0 is no limit. Workspaces' overrides come from Dir.
 	RateWorkspace, RateToken ratelimit.Limit
@@ -117,8 +107,13 @@ type Config struct {
 	PreviewBackend http.Handler
 }
 
-// New builds the API with every operation registered.
+// New builds the API over the cell's services with every operation registered.
 func New(c Config) *Server {
+	svc := c.Services
+	if svc == nil {
+		svc = &cell.Services{Store: &store.Store{}, Blobs: &cblob.Store{}, Idem: &idempotency.Store{}, Jobs: &jobs.Queue{},
+			Authoring: &authoring.Service{}}
+	}
 	mux := http.NewServeMux()
 	hc := huma.DefaultConfig("Presentation platform API", "1.0.0")
 	hc.OpenAPIPath = "/openapi"
@@ -136,7 +131,9 @@ func New(c Config) *Server {
 		Auth:      &auth.Authenticator{Dir: c.Dir},
 		Guard:     &tenancy.Guard{DB: c.DB, CellID: c.CellID, Dir: c.Dir},
 		StartedAt: time.Now(),
-		Idem:      &idempotency.Store{DB: c.DB, Retention: c.IdempotencyRetention, Fence: tenancy.Writable},
+		Idem:      svc.Idem,
+		Jobs:      svc.Jobs,
+		Authoring: svc.Authoring,
 		byPattern: map[string]Operation{},
 		metrics:   newMetrics(c.DB),
 
@@ -163,20 +160,12 @@ func New(c Config) *Server {
 	s.registerIdentity()
 	s.registerCapabilities()
 	s.registerStandards()
-	st := &store.Store{DB: c.DB}
+	st := svc.Store
 	s.registerProjects(st)
 	s.registerAssets(st)
 	s.registerDesign(st)
 	s.registerProjectStructure(st)
 	s.registerAI(st)
-	s.Jobs = &jobs.Queue{DB: c.DB}
-	s.Jobs.Init()
-	compiler, err := compile.New(compile.Options{Slots: max(1, c.CompileSlots), KitItems: authoring.KitItems()})
-	if err != nil {
-		panic("api: compiler: " + err.Error()) // static options: a bad one is a programming error
-	}
-	s.Authoring = &authoring.Service{Store: st, Jobs: s.Jobs, Compiler: compiler, Modules: &cblob.Store{Bucket: c.Blobs}, Render: c.Renderer, RenderWait: c.RenderWait,
-		Previews: &authoring.Previews{PublicBase: c.PublicURL, Signer: c.TicketSigner, TTL: c.PreviewTTL}}
 	s.registerJobs(s.Jobs, s.Authoring)
 	s.registerPages(st, s.Authoring)
 	s.registerComponents(st, s.Authoring)

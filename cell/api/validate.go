@@ -31,20 +31,20 @@ func (s *Server) registerValidation(st *store.Store, svc *authoring.Service) {
 		Summary: "Validate a page or component: its current source, a given content, or an edit of a version (needs the entity kind's read scope)"}, h.entity)
 }
 
-func (h *validateAPI) page(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[authoring.Validation], error) {
+func (h *validateAPI) page(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[Validation], error) {
 	v, err := h.st.PageVersion(ctx, sc, in.ID(), 0)
 	if err != nil {
 		return nil, err
 	}
-	return single(h.svc.ValidatePage(ctx, sc, h.svc.PageTarget(ctx, sc, in.ID()), v.FileType, v.Source))
+	return validationOf(h.svc.ValidatePage(ctx, sc, h.svc.PageTarget(ctx, sc, in.ID()), v.FileType, v.Source))
 }
 
-func (h *validateAPI) component(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[authoring.Validation], error) {
+func (h *validateAPI) component(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[Validation], error) {
 	c, err := h.st.ComponentDraft(ctx, sc, in.ID())
 	if err != nil {
 		return nil, err
 	}
-	return single(h.svc.ValidateComponent(ctx, sc, c.Key, c.FileType, c.Source))
+	return validationOf(h.svc.ValidateComponent(ctx, sc, c.Key, c.FileType, c.Source))
 }
 
 type validateEntityIn = struct {
@@ -58,8 +58,8 @@ type validateEntityIn = struct {
 	}
 }
 
-func (h *validateAPI) entity(ctx context.Context, sc auth.Scope, in *validateEntityIn) (*Single[authoring.Validation], error) {
-	return single(h.svc.ValidateEntity(ctx, sc, authoring.EntityRequest(in.Body)))
+func (h *validateAPI) entity(ctx context.Context, sc auth.Scope, in *validateEntityIn) (*Single[Validation], error) {
+	return validationOf(h.svc.ValidateEntity(ctx, sc, authoring.EntityRequest(in.Body)))
 }
 
 func single[T any](v T, err error) (*Single[T], error) {

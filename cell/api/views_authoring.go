@@ -1,9 +1,12 @@
 package api
 
 import (
+	rc "slidecells/shared/rendercontract"
 	"time"
 
 	"slidecells/cell/auth"
+	"slidecells/cell/authoring"
+	"slidecells/cell/compile"
 	"slidecells/cell/content"
 	"slidecells/cell/object"
 )
@@ -104,4 +107,48 @@ func labels(l content.Labels) content.Labels {
 		l.Tags = []string{}
 	}
 	return l
+}
+
+// PreviewArtifact is a short-lived preview of a page a browser opens directly.
+type PreviewArtifact struct {
+	PreviewURL  string    `json:"preview_url" doc:"opens directly in a browser through the public host; short-lived: do not store it"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	ArtifactID  string    `json:"artifact_id" doc:"the preview snapshot"`
+	PageID      string    `json:"page_id"`
+	Route       string    `json:"route,omitempty"`
+	InputDigest string    `json:"input_digest"`
+}
+
+// previewOf shows a preview.
+func previewOf(a authoring.PreviewArtifact, err error) (*Single[PreviewArtifact], error) {
+	return single(PreviewArtifact(a), err)
+}
+
+// Stage is one stage's conclusion in a validation.
+type Stage struct {
+	Status      string               `json:"status" enum:"passed,failed,unavailable,skipped"`
+	Code        string               `json:"code,omitempty" doc:"why the stage failed (a content code) or could not run (an infrastructure code)"`
+	Message     string               `json:"message,omitempty"`
+	Diagnostics []compile.Diagnostic `json:"diagnostics,omitempty" doc:"compile stage: errors and warnings with file, line and column"`
+	Findings    []rc.Finding         `json:"findings,omitempty" doc:"render stage: the diagnosis items (runtime errors, content faults, layout warnings), most severe first"`
+	RequestID   string               `json:"render_request_id,omitempty" doc:"render stage: the render request; a repeat of the same validation returns the same request"`
+}
+
+// Validation is the answer of a validation: valid only when every stage passed. A stage that
+// could not run makes the whole unavailable, never "passed" and never "source has errors".
+type Validation struct {
+	Valid  bool   `json:"valid"`
+	Status string `json:"status" enum:"passed,failed,unavailable"`
+	Code   string `json:"code,omitempty" doc:"infrastructure error code when status is unavailable"`
+	Stages struct {
+		Compile Stage `json:"compile"`
+		Render  Stage `json:"render"`
+	} `json:"stages"`
+}
+
+// validationOf shows a validation.
+func validationOf(v authoring.Validation, err error) (*Single[Validation], error) {
+	out := Validation{Valid: v.Valid, Status: v.Status, Code: v.Code}
+	out.Stages.Compile, out.Stages.Render = Stage(v.Stages.Compile), Stage(v.Stages.Render)
+	return single(out, err)
 }

@@ -123,13 +123,13 @@ func checkSource(kind, fileType, source string) []problem.FieldError {
 	var fe []problem.FieldError
 	std := catalog.Standards[kind]
 	if !slices.Contains(std.FileTypes, fileType) {
-		fe = append(fe, problem.FieldError{Field: "body.file_type", Message: "must be one of " + strings.Join(std.FileTypes, ", ")})
+		fe = append(fe, problem.FieldError{Field: "file_type", Message: "must be one of " + strings.Join(std.FileTypes, ", ")})
 	}
 	if strings.TrimSpace(source) == "" {
-		fe = append(fe, problem.FieldError{Field: "body.source", Message: "must not be empty"})
+		fe = append(fe, problem.FieldError{Field: "source", Message: "must not be empty"})
 	}
 	if len(source) > std.Limits.MaxSourceBytes {
-		fe = append(fe, problem.FieldError{Field: "body.source", Message: fmt.Sprintf("is larger than %d bytes", std.Limits.MaxSourceBytes)})
+		fe = append(fe, problem.FieldError{Field: "source", Message: fmt.Sprintf("is larger than %d bytes", std.Limits.MaxSourceBytes)})
 	}
 	return fe
 }
@@ -138,7 +138,7 @@ func checkSource(kind, fileType, source string) []problem.FieldError {
 func checkNew(kind, key, fileType, source string) []problem.FieldError {
 	fe := checkSource(kind, fileType, source)
 	if !objectKey.MatchString(key) {
-		fe = append(fe, problem.FieldError{Field: "body.key", Message: "1-64 of a-z, 0-9 and '-', starting with a letter"})
+		fe = append(fe, problem.FieldError{Field: "key", Message: "1-64 of a-z, 0-9 and '-', starting with a letter"})
 	}
 	return fe
 }
@@ -158,7 +158,7 @@ func (s *Service) enqueueEdit(ctx context.Context, sc auth.Scope, kind, jobKind,
 func (s *Service) SubmitPageCreate(ctx context.Context, sc auth.Scope, in PageCreate, maxAttempts int) (jobs.Job, error) {
 	fe := checkNew("page", in.Key, in.FileType, in.Source)
 	if len(in.Title) > 200 {
-		fe = append(fe, problem.FieldError{Field: "body.title", Message: "at most 200 characters"})
+		fe = append(fe, problem.FieldError{Field: "title", Message: "at most 200 characters"})
 	}
 	if len(fe) > 0 {
 		return jobs.Job{}, problem.Invalid(fe...)
@@ -351,22 +351,27 @@ func (s *Service) resolver(sc auth.Scope, ids map[string]string) compile.Resolve
 	})
 }
 
-// Stage is one stage's conclusion in a validation.
+// Stage is one stage's conclusion in a validation: Status is passed, failed, unavailable or
+// skipped; Code says why a stage failed (a content code) or could not run (an infrastructure
+// code); the compile stage has Diagnostics, the render stage Findings (most severe first) and
+// its render request (a repeat of the same validation returns the same request). cell/api
+// shows it as its Stage.
 type Stage struct {
-	Status      string               `json:"status" enum:"passed,failed,unavailable,skipped"`
-	Code        string               `json:"code,omitempty" doc:"why the stage failed (a content code) or could not run (an infrastructure code)"`
+	Status      string               `json:"status"`
+	Code        string               `json:"code,omitempty"`
 	Message     string               `json:"message,omitempty"`
-	Diagnostics []compile.Diagnostic `json:"diagnostics,omitempty" doc:"compile stage: errors and warnings with file, line and column"`
-	Findings    []rc.Finding         `json:"findings,omitempty" doc:"render stage: the diagnosis items (runtime errors, content faults, layout warnings), most severe first"`
-	RequestID   string               `json:"render_request_id,omitempty" doc:"render stage: the render request; a repeat of the same validation returns the same request"`
+	Diagnostics []compile.Diagnostic `json:"diagnostics,omitempty"`
+	Findings    []rc.Finding         `json:"findings,omitempty"`
+	RequestID   string               `json:"render_request_id,omitempty"`
 }
 
 // Validation is the answer of a validation: valid only when every stage passed. A stage that
-// could not run makes the whole unavailable, never "passed" and never "source has errors".
+// could not run makes the whole unavailable (Status passed, failed or unavailable; Code the
+// infrastructure error code when unavailable), never "passed" and never "source has errors".
 type Validation struct {
 	Valid  bool   `json:"valid"`
-	Status string `json:"status" enum:"passed,failed,unavailable"`
-	Code   string `json:"code,omitempty" doc:"infrastructure error code when status is unavailable"`
+	Status string `json:"status"`
+	Code   string `json:"code,omitempty"`
 	Stages struct {
 		Compile Stage `json:"compile"`
 		Render  Stage `json:"render"`

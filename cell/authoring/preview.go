@@ -122,11 +122,12 @@ func renderFailure(req render.Request, available bool) error {
 	return problem.New(problem.RenderFailed, "%s (%s)", msg, cmp.Or(req.ErrorCode, "unknown"))
 }
 
-// PreviewArtifact is a short-lived preview of a page a browser opens directly.
+// PreviewArtifact is a short-lived preview of a page a browser opens directly (cell/api shows
+// it as its PreviewArtifact).
 type PreviewArtifact struct {
-	PreviewURL  string    `json:"preview_url" doc:"opens directly in a browser through the public host; short-lived: do not store it"`
+	PreviewURL  string    `json:"preview_url"`
 	ExpiresAt   time.Time `json:"expires_at"`
-	ArtifactID  string    `json:"artifact_id" doc:"the preview snapshot"`
+	ArtifactID  string    `json:"artifact_id"`
 	PageID      string    `json:"page_id"`
 	Route       string    `json:"route,omitempty"`
 	InputDigest string    `json:"input_digest"`
@@ -188,7 +189,7 @@ func (s *Service) PreviewProject(ctx context.Context, sc auth.Scope, projectID, 
 	}
 	pageID := findRoute(tree.Routes, "", route)
 	if pageID == "" {
-		return PreviewArtifact{}, problem.Invalid(problem.FieldError{Field: "body.route", Message: "no route " + route + " with a page in the project's route tree"})
+		return PreviewArtifact{}, problem.Invalid(problem.FieldError{Field: "route", Message: "no route " + route + " with a page in the project's route tree"})
 	}
 	return s.PreviewPage(ctx, sc, pageID, route)
 }

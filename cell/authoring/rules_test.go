@@ -162,15 +162,15 @@ func TestCheckNew(t *testing.T) {
 	}{
 		{"a good page", "page", "intro", "tsx", "x", nil},
 		{"an html page", "page", "intro-2", "html", "<p>", nil},
-		{"an html component", "component", "card", "html", "<p>", []string{"body.file_type"}},
+		{"an html component", "component", "card", "html", "<p>", []string{"file_type"}},
 		{"a jsx component", "component", "card", "jsx", "x", nil},
 		{"a 64-character key", "page", "k" + strings.Repeat("a", 63), "tsx", "x", nil},
-		{"a 65-character key", "page", "k" + strings.Repeat("a", 64), "tsx", "x", []string{"body.key"}},
-		{"an underscore", "page", "my_page", "tsx", "x", []string{"body.key"}},
+		{"a 65-character key", "page", "k" + strings.Repeat("a", 64), "tsx", "x", []string{"key"}},
+		{"an underscore", "page", "my_page", "tsx", "x", []string{"key"}},
 		{"a page source at the limit", "page", "p", "tsx", strings.Repeat("x", catalog.Standards["page"].Limits.MaxSourceBytes), nil},
-		{"a component source over its limit", "component", "c", "tsx", strings.Repeat("x", catalog.Standards["component"].Limits.MaxSourceBytes+1), []string{"body.source"}},
-		{"a component source at the page limit", "component", "c", "tsx", strings.Repeat("x", catalog.Standards["page"].Limits.MaxSourceBytes), []string{"body.source"}},
-		{"an empty source", "component", "c", "tsx", "", []string{"body.source"}},
+		{"a component source over its limit", "component", "c", "tsx", strings.Repeat("x", catalog.Standards["component"].Limits.MaxSourceBytes+1), []string{"source"}},
+		{"a component source at the page limit", "component", "c", "tsx", strings.Repeat("x", catalog.Standards["page"].Limits.MaxSourceBytes), []string{"source"}},
+		{"an empty source", "component", "c", "tsx", "", []string{"source"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var fields []string

@@ -24,7 +24,7 @@ func (s *Service) ValidateEntity(ctx context.Context, sc auth.Scope, r EntityReq
 		if ok {
 			return nil
 		}
-		return problem.Invalid(problem.FieldError{Field: "body." + field, Message: msg})
+		return problem.Invalid(problem.FieldError{Field: field, Message: msg})
 	}
 	if r.EntityType == "component" {
 		if err := sc.Require(auth.ComponentRead); err != nil {

@@ -65,10 +65,10 @@ type Upload struct {
 // keep their files as assets. Errors are problem errors (413, 415, 422). Operations that call it
 // with a request body must declare MaxBodyBytes: cblob.MaxBytes.
 func (as *Assets) Upload(ctx context.Context, sc scope.Scope, up Upload) (Asset, error) {
-	if err := CheckName("query.name", up.Name, true); err != nil {
+	if err := CheckName("name", up.Name, true); err != nil {
 		return Asset{}, err
 	}
-	tags, err := CheckTags("query.tags", up.Tags)
+	tags, err := CheckTags("tags", up.Tags)
 	if err != nil {
 		return Asset{}, err
 	}
@@ -132,20 +132,20 @@ func (as *Assets) Replace(ctx context.Context, sc scope.Scope, id, ifMatch strin
 func Changes(name *string, tags *[]string, metadata *map[string]any) (AssetChanges, error) {
 	var c AssetChanges
 	if name != nil {
-		if err := CheckName("body.name", *name, false); err != nil {
+		if err := CheckName("name", *name, false); err != nil {
 			return c, err
 		}
 		c.Name = name
 	}
 	if tags != nil {
-		t, err := CheckTags("body.tags", *tags)
+		t, err := CheckTags("tags", *tags)
 		if err != nil {
 			return c, err
 		}
 		c.Tags = &t
 	}
 	if metadata != nil {
-		m, err := checkMetadata("body.metadata", *metadata)
+		m, err := checkMetadata("metadata", *metadata)
 		if err != nil {
 			return c, err
 		}

@@ -38,7 +38,7 @@ func TestCheckTags(t *testing.T) {
 		}(), nil, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := CheckTags("body.tags", c.in)
+			got, err := CheckTags("tags", c.in)
 			if (err == nil) != c.ok || (c.ok && !slices.Equal(got, c.want)) {
 				t.Fatalf("CheckTags(%v) = %v %v", c.in, got, err)
 			}
@@ -60,7 +60,7 @@ func TestCheckName(t *testing.T) {
 		{"too long", strings.Repeat("é", MaxAssetNameLen+1), false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if err := CheckName("body.name", c.in, c.optional); (err == nil) != c.ok {
+			if err := CheckName("name", c.in, c.optional); (err == nil) != c.ok {
 				t.Fatalf("CheckName(%q) = %v", c.in, err)
 			}
 		})
@@ -122,9 +122,9 @@ func TestCheckRouteTree(t *testing.T) {
 		want []string
 	}{
 		{"root and children", RouteTree{Routes: []RouteNode{node(""), node("intro", node("one"))}}, nil},
-		{"duplicate path", RouteTree{Routes: []RouteNode{node("intro"), node("intro")}}, []string{"body.route_tree.routes[1].segment"}},
-		{"nested root", RouteTree{Routes: []RouteNode{node("intro", node(""))}}, []string{"body.route_tree.routes[0].children[0].segment"}},
-		{"too deep", RouteTree{Routes: []RouteNode{deep}}, []string{"body.route_tree.routes[0]" + strings.Repeat(".children[0]", maxRouteDepth)}},
+		{"duplicate path", RouteTree{Routes: []RouteNode{node("intro"), node("intro")}}, []string{"route_tree.routes[1].segment"}},
+		{"nested root", RouteTree{Routes: []RouteNode{node("intro", node(""))}}, []string{"route_tree.routes[0].children[0].segment"}},
+		{"too deep", RouteTree{Routes: []RouteNode{deep}}, []string{"route_tree.routes[0]" + strings.Repeat(".children[0]", maxRouteDepth)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, fe := checkRouteTree(c.tree)
@@ -138,7 +138,7 @@ func TestCheckRouteTree(t *testing.T) {
 		})
 	}
 	refs, _ := checkRouteTree(RouteTree{Routes: []RouteNode{{Segment: "a", PageID: "pg_1"}}})
-	if refs["pg_1"] != "body.route_tree.routes[0].page_id" {
+	if refs["pg_1"] != "route_tree.routes[0].page_id" {
 		t.Fatalf("refs %v", refs)
 	}
 }
@@ -151,9 +151,9 @@ func TestChanges(t *testing.T) {
 		err  error
 		want []string
 	}{
-		{"empty name", func() error { _, err := Changes(&name, nil, nil); return err }(), []string{"body.name"}},
-		{"bad tag", func() error { _, err := Changes(nil, &tags, nil); return err }(), []string{"body.tags"}},
-		{"metadata too large", func() error { _, err := Changes(nil, nil, &meta); return err }(), []string{"body.metadata"}},
+		{"empty name", func() error { _, err := Changes(&name, nil, nil); return err }(), []string{"name"}},
+		{"bad tag", func() error { _, err := Changes(nil, &tags, nil); return err }(), []string{"tags"}},
+		{"metadata too large", func() error { _, err := Changes(nil, nil, &meta); return err }(), []string{"metadata"}},
 		{"nothing", func() error { _, err := Changes(nil, nil, nil); return err }(), nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {

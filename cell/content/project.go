@@ -121,7 +121,7 @@ func (ps *Projects) read(ctx context.Context, sc scope.Scope, projectID string, 
 func (ps *Projects) PutConfiguration(ctx context.Context, sc scope.Scope, projectID string, baseline int64,
 	settings ProjectSettings, pres *design.StylePresentationFields) (ProjectConfiguration, int64, error) {
 	cfg := ProjectConfiguration{ProjectSettings: settings}
-	const prefix = "body.configuration.presentation."
+	const prefix = "configuration.presentation."
 	var themeKey string
 	if pres != nil {
 		if pres.StyleSpecMarkdown != nil && len(*pres.StyleSpecMarkdown) > design.MaxStyleSpecBytes {
@@ -151,7 +151,7 @@ func (ps *Projects) ApplyStyle(ctx context.Context, sc scope.Scope, projectID, s
 	}
 	style, err := ps.Store.GetStyle(ctx, sc, styleID)
 	if problem.As(err).Code == problem.NotFound {
-		return cfg, 0, problem.Invalid(problem.FieldError{Field: "body.style_id", Message: "not a live style of this workspace"})
+		return cfg, 0, problem.Invalid(problem.FieldError{Field: "style_id", Message: "not a live style of this workspace"})
 	}
 	if err != nil {
 		return cfg, 0, err
@@ -167,7 +167,7 @@ func (ps *Projects) ApplyStyle(ctx context.Context, sc scope.Scope, projectID, s
 				return nil, problem.Wrap(err, "stored configuration unreadable")
 			}
 			cfg.Presentation = &ProjectPresentation{StylePresentation: snap.Presentation, StyleID: style.ID, StyleSnapshotDigest: style.SnapshotDigest}
-			return cfg, liveTheme(live, themeKey, "body.style_id")
+			return cfg, liveTheme(live, themeKey, "style_id")
 		})
 	return cfg, v, err
 }
@@ -224,7 +224,7 @@ func (ps *Projects) PutBuildAssets(ctx context.Context, sc scope.Scope, projectI
 			var fe []problem.FieldError
 			paths := map[string]int{}
 			for i := range list {
-				f := fmt.Sprintf("body.build_assets[%d]", i)
+				f := fmt.Sprintf("build_assets[%d]", i)
 				if j, dup := paths[list[i].Path]; dup {
 					fe = append(fe, problem.FieldError{Field: f + ".path", Message: fmt.Sprintf("same path as build_assets[%d]", j)})
 				}
@@ -284,9 +284,9 @@ func checkRouteTree(t RouteTree) (map[string]string, []problem.FieldError) {
 			walk(n.Children, next, f+".children", depth+1)
 		}
 	}
-	walk(t.Routes, "", "body.route_tree.routes", 1)
+	walk(t.Routes, "", "route_tree.routes", 1)
 	if count > maxRouteNodes {
-		fe = append(fe, problem.FieldError{Field: "body.route_tree.routes", Message: fmt.Sprintf("at most %d routes in all", maxRouteNodes)})
+		fe = append(fe, problem.FieldError{Field: "route_tree.routes", Message: fmt.Sprintf("at most %d routes in all", maxRouteNodes)})
 	}
 	return refs, fe
 }

@@ -40,13 +40,13 @@ func TestThemeChangeCheck(t *testing.T) {
 		want   []string
 	}{
 		{"valid", ThemeChange{ThemeScales: ThemeScales{Colors: map[string]string{"accent": "#0f0"}, Spacing: []int{0, 4}}}, nil},
-		{"bad color name", ThemeChange{ThemeScales: ThemeScales{Colors: map[string]string{"Accent": "#0f0"}}}, []string{"body.colors.Accent"}},
-		{"bad color value", ThemeChange{ThemeScales: ThemeScales{Colors: map[string]string{"accent": "green"}}}, []string{"body.colors.accent"}},
-		{"decreasing spacing", ThemeChange{ThemeScales: ThemeScales{Spacing: []int{0, 8, 4}}}, []string{"body.spacing[2]"}},
-		{"radius out of range", ThemeChange{ThemeScales: ThemeScales{Radius: []int{0, MaxRadiusPx + 1}}}, []string{"body.radius[1]"}},
+		{"bad color name", ThemeChange{ThemeScales: ThemeScales{Colors: map[string]string{"Accent": "#0f0"}}}, []string{"colors.Accent"}},
+		{"bad color value", ThemeChange{ThemeScales: ThemeScales{Colors: map[string]string{"accent": "green"}}}, []string{"colors.accent"}},
+		{"decreasing spacing", ThemeChange{ThemeScales: ThemeScales{Spacing: []int{0, 8, 4}}}, []string{"spacing[2]"}},
+		{"radius out of range", ThemeChange{ThemeScales: ThemeScales{Radius: []int{0, MaxRadiusPx + 1}}}, []string{"radius[1]"}},
 		{"family and preset", ThemeChange{ThemeFontBindings: ThemeFontBindings{BodyFontFamilyID: ptr("ffam_x"), BodyFontPreset: ptr("system-ui")}},
-			[]string{"body.body_font_family_id", "body.body_font_preset"}},
-		{"preset of another role", ThemeChange{ThemeFontBindings: ThemeFontBindings{CodeFontPreset: ptr("system-ui")}}, []string{"body.code_font_preset"}},
+			[]string{"body_font_family_id", "body_font_preset"}},
+		{"preset of another role", ThemeChange{ThemeFontBindings: ThemeFontBindings{CodeFontPreset: ptr("system-ui")}}, []string{"code_font_preset"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, errs := c.change.Check()
@@ -145,9 +145,9 @@ func TestStyleRequestForms(t *testing.T) {
 		{"both forms", `{"name":"S","page_width":1,"configuration":{"presentation":{}}}`, false, []string{"body"}},
 		{"neither form", `{"name":"S"}`, false, []string{"body"}},
 		{"name-only update", `{"version":1,"name":"T"}`, true, nil},
-		{"update without version", `{"name":"T"}`, true, []string{"body.version"}},
-		{"unknown field", `{"name":"S","page_width":1280,"colour":"red"}`, false, []string{"body.colour"}},
-		{"bad layout", `{"name":"S","default_layout":"grid"}`, false, []string{"body.default_layout"}},
+		{"update without version", `{"name":"T"}`, true, []string{"version"}},
+		{"unknown field", `{"name":"S","page_width":1280,"colour":"red"}`, false, []string{"colour"}},
+		{"bad layout", `{"name":"S","default_layout":"grid"}`, false, []string{"default_layout"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var r StyleRequest

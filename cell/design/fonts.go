@@ -213,9 +213,9 @@ func FaceErr(err error) error {
 	case !errors.As(err, &fa):
 		return err
 	case fa.Missing:
-		return problem.Invalid(problem.FieldError{Field: "body.asset_id", Message: "no asset with this ID in the workspace"})
+		return problem.Invalid(problem.FieldError{Field: "asset_id", Message: "no asset with this ID in the workspace"})
 	default:
-		return problem.Invalid(problem.FieldError{Field: "body.asset_id", Message: fmt.Sprintf("the asset is %s, not a font (%s)", fa.ContentType, FontTypeList())})
+		return problem.Invalid(problem.FieldError{Field: "asset_id", Message: fmt.Sprintf("the asset is %s, not a font (%s)", fa.ContentType, FontTypeList())})
 	}
 }
 
@@ -237,14 +237,14 @@ func (d FaceDescriptors) Check() (FontFacePatch, []problem.FieldError) {
 	if d.FamilyName != nil {
 		name, msg := CheckFamilyName(*d.FamilyName)
 		if msg != "" {
-			errs = append(errs, problem.FieldError{Field: "body.family_name", Message: msg})
+			errs = append(errs, problem.FieldError{Field: "family_name", Message: msg})
 		}
 		p.FamilyName = &name
 	}
 	if d.FontWeight != nil {
 		lo, hi, msg := ParseFontWeight(*d.FontWeight)
 		if msg != "" {
-			errs = append(errs, problem.FieldError{Field: "body.font_weight", Message: msg})
+			errs = append(errs, problem.FieldError{Field: "font_weight", Message: msg})
 		} else {
 			p.WeightMin, p.WeightMax = &lo, &hi
 		}
@@ -252,7 +252,7 @@ func (d FaceDescriptors) Check() (FontFacePatch, []problem.FieldError) {
 	if d.UnicodeRange != nil {
 		r, msg := ParseUnicodeRange(*d.UnicodeRange)
 		if msg != "" {
-			errs = append(errs, problem.FieldError{Field: "body.unicode_range", Message: msg})
+			errs = append(errs, problem.FieldError{Field: "unicode_range", Message: msg})
 		} else {
 			p.UnicodeRange = &r
 		}

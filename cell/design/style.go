@@ -36,8 +36,8 @@ const (
 	defaultStyleLayout   = "title-content"
 	defaultStyleBG       = "#ffffff"
 	maxStyleName         = 200
-	formAPrefix          = "body.configuration.presentation."
-	formBPrefix          = "body."
+	formAPrefix          = "configuration.presentation."
+	formBPrefix          = ""
 	styleThemeKeyPattern = `^[a-z][a-z0-9-]{0,63}$`
 )
 
@@ -86,7 +86,7 @@ func (r *StyleRequest) Name() *string { return r.name }
 // Version is the requested version baseline (updates).
 func (r *StyleRequest) Version() int64 { return r.version }
 
-// Prefix is the field path prefix of the presentation fields ("body." or the form A prefix).
+// Prefix is the field path prefix of the presentation fields ("" or the form A prefix).
 func (r *StyleRequest) Prefix() string { return r.prefix }
 
 // StyleCSSVariables are a presentation's CSS custom properties.
@@ -146,26 +146,26 @@ func (r *StyleRequest) Parse(update bool) []problem.FieldError {
 		case presentationKeys[k]:
 			top = append(top, k)
 		default:
-			errs = append(errs, fieldErr("body."+k, "unknown field"))
+			errs = append(errs, fieldErr(k, "unknown field"))
 		}
 	}
 	// name and version
 	if v, ok := r.raw["name"]; ok {
 		var name string
 		if err := json.Unmarshal(v, &name); err != nil {
-			errs = append(errs, fieldErr("body.name", "must be a string"))
+			errs = append(errs, fieldErr("name", "must be a string"))
 		} else if n := utf8.RuneCountInString(name); n < 1 || n > maxStyleName {
-			errs = append(errs, fieldErr("body.name", fmt.Sprintf("must be 1 to %d characters", maxStyleName)))
+			errs = append(errs, fieldErr("name", fmt.Sprintf("must be 1 to %d characters", maxStyleName)))
 		} else {
 			r.name = &name
 		}
 	} else if !update {
-		errs = append(errs, fieldErr("body.name", "required"))
+		errs = append(errs, fieldErr("name", "required"))
 	}
 	if update {
 		v, ok := r.raw["version"]
 		if err := json.Unmarshal(v, &r.version); !ok || err != nil || r.version < 1 {
-			errs = append(errs, fieldErr("body.version", "required: the version you read (an integer >= 1)"))
+			errs = append(errs, fieldErr("version", "required: the version you read (an integer >= 1)"))
 		}
 	}
 	// form
@@ -178,15 +178,15 @@ func (r *StyleRequest) Parse(update bool) []problem.FieldError {
 		r.form, r.prefix = "A", formAPrefix
 		var cfg map[string]json.RawMessage
 		if err := json.Unmarshal(r.raw["configuration"], &cfg); err != nil || cfg == nil {
-			return append(errs, fieldErr("body.configuration", "must be an object with a presentation object"))
+			return append(errs, fieldErr("configuration", "must be an object with a presentation object"))
 		}
 		for _, k := range sortedKeys(cfg) {
 			if k != "presentation" {
-				errs = append(errs, fieldErr("body.configuration."+k, "unknown field"))
+				errs = append(errs, fieldErr("configuration."+k, "unknown field"))
 			}
 		}
 		if err := json.Unmarshal(cfg["presentation"], &pres); err != nil || pres == nil {
-			return append(errs, fieldErr("body.configuration.presentation", "must be an object"))
+			return append(errs, fieldErr("configuration.presentation", "must be an object"))
 		}
 		for _, k := range sortedKeys(pres) {
 			if !presentationKeys[k] {
@@ -415,7 +415,7 @@ func ThemeKeyOf(p StylePresentation) string {
 // NewStyle is the style a create makes: the request laid over the default presentation.
 func (r *StyleRequest) NewStyle() (Style, error) {
 	if r.name == nil { // not a parsed object (the API's schema check answers that first)
-		return Style{}, problem.Invalid(fieldErr("body.name", "required"))
+		return Style{}, problem.Invalid(fieldErr("name", "required"))
 	}
 	p, errs := r.Apply(DefaultStylePresentation())
 	if len(errs) > 0 {

@@ -144,7 +144,7 @@ func (c ThemeChange) Apply(t *Theme) {
 func checkColors(in map[string]string) (map[string]string, []problem.FieldError) {
 	var errs []problem.FieldError
 	if len(in) > MaxThemeColors {
-		errs = append(errs, problem.FieldError{Field: "body.colors", Message: fmt.Sprintf("at most %d colors", MaxThemeColors)})
+		errs = append(errs, problem.FieldError{Field: "colors", Message: fmt.Sprintf("at most %d colors", MaxThemeColors)})
 	}
 	out := map[string]string{}
 	for k, v := range defaultColors {
@@ -159,9 +159,9 @@ func checkColors(in map[string]string) (map[string]string, []problem.FieldError)
 		v := in[n]
 		switch {
 		case !themeColorName.MatchString(n):
-			errs = append(errs, problem.FieldError{Field: "body.colors." + n, Message: "color names match ^[a-z][a-z0-9-]{0,31}$"})
+			errs = append(errs, problem.FieldError{Field: "colors." + n, Message: "color names match ^[a-z][a-z0-9-]{0,31}$"})
 		case !hexColor.MatchString(v):
-			errs = append(errs, problem.FieldError{Field: "body.colors." + n, Message: hexColorMessage})
+			errs = append(errs, problem.FieldError{Field: "colors." + n, Message: hexColorMessage})
 		default:
 			out[n] = NormalizeHex(v)
 		}
@@ -172,10 +172,10 @@ func checkColors(in map[string]string) (map[string]string, []problem.FieldError)
 // checkScale validates a spacing or radius scale.
 func checkScale(field string, in []int, max int) []problem.FieldError {
 	if len(in) == 0 || len(in) > MaxScaleSteps {
-		return []problem.FieldError{{Field: "body." + field, Message: fmt.Sprintf("give 1 to %d steps", MaxScaleSteps)}}
+		return []problem.FieldError{{Field: field, Message: fmt.Sprintf("give 1 to %d steps", MaxScaleSteps)}}
 	}
 	for i, v := range in {
-		path := fmt.Sprintf("body.%s[%d]", field, i)
+		path := fmt.Sprintf("%s[%d]", field, i)
 		if v < 0 || v > max {
 			return []problem.FieldError{{Field: path, Message: fmt.Sprintf("must be within 0..%d px", max)}}
 		}
@@ -193,7 +193,7 @@ func resolveFonts(b ThemeFontBindings, base map[string]ThemeFont) (map[string]Th
 	var errs []problem.FieldError
 	for _, role := range FontRoles {
 		fam, preset := b.role(role)
-		famField, presetField := "body."+role+"_font_family_id", "body."+role+"_font_preset"
+		famField, presetField := role+"_font_family_id", role+"_font_preset"
 		switch {
 		case fam != nil && preset != nil:
 			msg := fmt.Sprintf("give either %s_font_family_id or %s_font_preset, not both", role, role)
@@ -224,7 +224,7 @@ func resolveFonts(b ThemeFontBindings, base map[string]ThemeFont) (map[string]Th
 func UnknownFamilyFields(roles []string) error {
 	var fields []problem.FieldError
 	for _, role := range roles {
-		fields = append(fields, problem.FieldError{Field: "body." + role + "_font_family_id", Message: "no font family with this ID in the workspace"})
+		fields = append(fields, problem.FieldError{Field: role + "_font_family_id", Message: "no font family with this ID in the workspace"})
 	}
 	return problem.Invalid(fields...)
 }

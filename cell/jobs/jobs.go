@@ -215,7 +215,7 @@ func (q *Queue) Enqueue(ctx context.Context, s auth.Scope, n NewJob) (Job, error
 		n.MaxAttempts = DefaultMaxAttempts
 	}
 	if n.MaxAttempts < 1 || n.MaxAttempts > MaxMaxAttempts {
-		return Job{}, problem.Invalid(problem.FieldError{Field: "body.max_attempts", Message: fmt.Sprintf("must be 1 to %d", MaxMaxAttempts)})
+		return Job{}, problem.Invalid(problem.FieldError{Field: "max_attempts", Message: fmt.Sprintf("must be 1 to %d", MaxMaxAttempts)})
 	}
 	var retryOf *string
 	if n.RetryOfJobID != "" {

@@ -92,12 +92,12 @@ const MaxArchiveBatch = 100
 // ID is absent, archived already, or of another workspace, nothing changes and the answer is 404.
 func (st *Store) Archive(ctx context.Context, s auth.Scope, k Kind, ids []string) error {
 	if len(ids) == 0 || len(ids) > MaxArchiveBatch {
-		return problem.Invalid(problem.FieldError{Field: "body.ids", Message: fmt.Sprintf("give 1 to %d IDs", MaxArchiveBatch)})
+		return problem.Invalid(problem.FieldError{Field: "ids", Message: fmt.Sprintf("give 1 to %d IDs", MaxArchiveBatch)})
 	}
 	seen := map[string]bool{}
 	for _, id := range ids {
 		if seen[id] {
-			return problem.Invalid(problem.FieldError{Field: "body.ids", Message: "IDs must be unique"})
+			return problem.Invalid(problem.FieldError{Field: "ids", Message: "IDs must be unique"})
 		}
 		seen[id] = true
 	}

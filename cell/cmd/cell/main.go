@@ -22,9 +22,9 @@ import (
 	_ "gocloud.dev/blob/memblob"  // mem:// buckets (tests)
 	_ "gocloud.dev/blob/s3blob"   // s3:// buckets (production)
 
+	"slidecells/cell"
 	"slidecells/cell/api"
 	"slidecells/cell/authoring"
-	cblob "slidecells/cell/blob"
 	"slidecells/cell/idempotency"
 	"slidecells/cell/maintenance"
 	"slidecells/cell/preview"
@@ -215,22 +215,27 @@ func run() error {
 		previewBackend = preview.NewBackend(preview.BackendConfig{Bucket: bucket, Credentials: s.PreviewCredentials,
 			Keys: func() []ticket.PublicKey { return []ticket.PublicKey{signer.PublicKey()} }})
 	}
+	var failpoint func(string) error
+	if len(s.Failpoints) > 0 {
+		log.Warn("failpoints set: for fault tests only", zap.Any("failpoints", s.Failpoints))
+		failpoint = s.Failpoints.Hit
+	}
+	services, err := cell.New(cell.Config{DB: cellDB, Blobs: bucket, Renderer: coordinator,
+		PublicURL: s.PublicURL, TicketSigner: s.TicketSigner, PreviewTTL: s.PreviewTTL, RenderWait: s.RenderWait,
+		IdempotencyRetention: s.IdemRetention, CompileSlots: s.CompileSlots, Failpoint: failpoint})
+	if err != nil {
+		return err
+	}
 	srv := api.New(api.Config{
-		CellID: s.CellID, DB: cellDB, Log: log, Renderer: coordinator, Collectors: retention.Collectors(), IdempotencyRetention: s.IdemRetention, Blobs: bucket,
-		BenchWithoutIdempotency: s.BenchNoIdem, CompileSlots: s.CompileSlots,
-		TicketSigner: s.TicketSigner, PreviewBackend: previewBackend, PublicURL: s.PublicURL, PreviewTTL: s.PreviewTTL, RenderWait: s.RenderWait,
+		CellID: s.CellID, DB: cellDB, Log: log, Services: services, Renderer: coordinator, Collectors: retention.Collectors(), Blobs: bucket,
+		BenchWithoutIdempotency: s.BenchNoIdem, PreviewBackend: previewBackend,
 		RateWorkspace:           ratelimit.Limit{Rate: float64(s.RateWS), Burst: s.RateWSBurst},
 		RateToken:               ratelimit.Limit{Rate: float64(s.RateToken), Burst: s.RateTokBurst},
 		JobWorkspaceConcurrency: s.JobWSCap,
 		Dir:                     cachedDir,
 	})
-	if len(s.Failpoints) > 0 {
-		log.Warn("failpoints set: for fault tests only", zap.Any("failpoints", s.Failpoints))
-		srv.Idem.Failpoint = s.Failpoints.Hit
-		srv.Authoring.Failpoint = s.Failpoints.Hit
-	}
 	housekeeping := maintenance.New(maintenance.Config{
-		Idempotency: srv.Idem, Temps: &cblob.Store{Bucket: bucket}, Log: log,
+		Idempotency: services.Idem, Temps: services.Blobs, Log: log,
 	})
 	go housekeeping.Run(ctx)
 	workers := srv.Workers(s.JobSlots, s.JobLease)
