@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
@@ -75,6 +76,10 @@ type settings struct {
 	RateWSBurst        int
 	RateToken          int
 	RateTokBurst       int
+	RateAuthFail       int
+	RateAuthFailBurst  int
+	// TrustedProxies: the peers whose X-Forwarded-For names the client (CELL_TRUSTED_PROXIES).
+	TrustedProxies []netip.Prefix
 }
 
 func load() (settings, error) {
@@ -98,7 +103,11 @@ func load() (settings, error) {
 		RateWSBurst:   l.Int("CELL_RATE_WORKSPACE_BURST", 400, 1, 10_000_000),
 		RateToken:     l.Int("CELL_RATE_TOKEN", 100, 0, 1_000_000),
 		RateTokBurst:  l.Int("CELL_RATE_TOKEN_BURST", 200, 1, 10_000_000),
+
+		RateAuthFail:      l.Int("CELL_RATE_AUTH_FAILURES", 10, 0, 1_000_000),
+		RateAuthFailBurst: l.Int("CELL_RATE_AUTH_FAILURES_BURST", 50, 1, 10_000_000),
 	}
+	s.TrustedProxies = trustedProxies(l)
 	if s.BlobURL != "" && !strings.HasPrefix(s.BlobURL, "file://") && !strings.HasPrefix(s.BlobURL, "s3://") && !strings.HasPrefix(s.BlobURL, "mem://") {
 		l.Fail("CELL_BLOB_URL", "use file:///path, s3://bucket or mem://")
 	}
@@ -212,6 +221,8 @@ func run() error {
 		TicketSigner: s.TicketSigner, PreviewBackend: previewBackend, PublicURL: s.PublicURL, PreviewTTL: s.PreviewTTL, RenderWait: s.RenderWait,
 		RateWorkspace:           ratelimit.Limit{Rate: float64(s.RateWS), Burst: s.RateWSBurst},
 		RateToken:               ratelimit.Limit{Rate: float64(s.RateToken), Burst: s.RateTokBurst},
+		RateAuthFailures:        ratelimit.Limit{Rate: float64(s.RateAuthFail), Burst: s.RateAuthFailBurst},
+		TrustedProxies:          s.TrustedProxies,
 		JobWorkspaceConcurrency: s.JobWSCap,
 		Dir:                     directory.NewCached(dir, directory.CacheOptions{TTL: s.AuthTTL, MaxStale: s.AuthMaxStale}),
 	})
@@ -235,6 +246,33 @@ func run() error {
 	log.Info("listening", zap.String("addr", ln.Addr().String()))
 	defer log.Info("stopped")
 	return httpserve.Run(ctx, ln, srv.Handler(), s.ShutdownGrace)
+}
+
+// trustedProxies reads CELL_TRUSTED_PROXIES: comma-separated networks (CIDR) or addresses,
+// "none" for none; unset, api.DefaultTrustedProxies (loopback and private networks).
+func trustedProxies(l *config.Loader) []netip.Prefix {
+	v := strings.TrimSpace(l.String("CELL_TRUSTED_PROXIES", "", false))
+	switch v {
+	case "":
+		return api.DefaultTrustedProxies
+	case "none":
+		return nil
+	}
+	var out []netip.Prefix
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil {
+				l.Fail("CELL_TRUSTED_PROXIES", "%q is neither a network (CIDR) nor an address; use a comma-separated list, or none", f)
+				continue
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out
 }
 
 // openBucket opens the blob store; a local folder is created when missing.
