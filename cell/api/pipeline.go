@@ -62,6 +62,10 @@ func (s *Server) pipeline(op Operation, next http.HandlerFunc) http.HandlerFunc 
 			}
 		}
 		r = r.WithContext(ctx)
+		if err := s.edgeCheck(r, op); err != nil {
+			s.fail(ctx, w, err)
+			return
+		}
 		if op.Idempotency == KeyRequired && !s.benchWithoutIdempotency {
 			s.idempotent(w, r, op, next)
 			return

@@ -75,7 +75,9 @@ type Server struct {
 	trustedProxies []netip.Prefix
 	ops            []Operation
 	byPattern      map[string]Operation
-	metrics        *metrics
+	// jsonBody: the operations that take a JSON body (see edgeCheck).
+	jsonBody map[string]bool
+	metrics  *metrics
 	// benchWithoutIdempotency: see Config.BenchWithoutIdempotency.
 	benchWithoutIdempotency bool
 }
@@ -146,6 +148,7 @@ func New(c Config) *Server {
 		StartedAt: time.Now(),
 		Idem:      &idempotency.Store{DB: c.DB, Retention: c.IdempotencyRetention, Fence: tenancy.Writable},
 		byPattern: map[string]Operation{},
+		jsonBody:  map[string]bool{},
 		metrics:   newMetrics(c.DB),
 
 		benchWithoutIdempotency: c.BenchWithoutIdempotency,
