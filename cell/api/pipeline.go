@@ -173,7 +173,7 @@ func fingerprintBody(r *http.Request, limit int64) (fp []byte, rewind func() err
 	cleanup = func() {}
 	head, err := io.ReadAll(io.LimitReader(r.Body, min(limit, memoryBodyLimit)+1))
 	if err != nil {
-		return nil, nil, cleanup, problem.New(problem.BadRequest, "the request body could not be read")
+		return nil, nil, cleanup, bodyReadError(err)
 	}
 	if int64(len(head)) > limit {
 		return nil, nil, cleanup, problem.New(problem.PayloadTooLarge, "the request body is larger than %d bytes", limit)
@@ -193,7 +193,7 @@ func fingerprintBody(r *http.Request, limit int64) (fp []byte, rewind func() err
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(f, h), io.MultiReader(bytes.NewReader(head), io.LimitReader(r.Body, limit+1-int64(len(head)))))
 	if err != nil {
-		return nil, nil, cleanup, problem.New(problem.BadRequest, "the request body could not be read")
+		return nil, nil, cleanup, bodyReadError(err)
 	}
 	if n > limit {
 		return nil, nil, cleanup, problem.New(problem.PayloadTooLarge, "the request body is larger than %d bytes", limit)

@@ -80,6 +80,9 @@ type settings struct {
 	RateAuthFailBurst  int
 	// TrustedProxies: the peers whose X-Forwarded-For names the client (CELL_TRUSTED_PROXIES).
 	TrustedProxies []netip.Prefix
+	// HTTP bounds slow bodies, idle keep-alive connections and connections at once
+	// (CELL_BODY_TIMEOUT, CELL_MIN_BODY_RATE, CELL_IDLE_TIMEOUT, CELL_MAX_CONNECTIONS).
+	HTTP httpserve.Limits
 }
 
 func load() (settings, error) {
@@ -108,6 +111,13 @@ func load() (settings, error) {
 		RateAuthFailBurst: l.Int("CELL_RATE_AUTH_FAILURES_BURST", 50, 1, 10_000_000),
 	}
 	s.TrustedProxies = trustedProxies(l)
+	s.HTTP = httpserve.Limits{
+		BodyTimeout:  l.PositiveDuration("CELL_BODY_TIMEOUT", 30*time.Second),
+		MinBodyRate:  int64(l.Int("CELL_MIN_BODY_RATE", 64<<10, 1024, 1<<30)),
+		MaxBodyBytes: cblob.MaxBytes,
+		IdleTimeout:  l.PositiveDuration("CELL_IDLE_TIMEOUT", 120*time.Second),
+		MaxConns:     l.Int("CELL_MAX_CONNECTIONS", 4096, 16, 1_000_000),
+	}
 	if s.BlobURL != "" && !strings.HasPrefix(s.BlobURL, "file://") && !strings.HasPrefix(s.BlobURL, "s3://") && !strings.HasPrefix(s.BlobURL, "mem://") {
 		l.Fail("CELL_BLOB_URL", "use file:///path, s3://bucket or mem://")
 	}
@@ -245,7 +255,7 @@ func run() error {
 	}
 	log.Info("listening", zap.String("addr", ln.Addr().String()))
 	defer log.Info("stopped")
-	return httpserve.Run(ctx, ln, srv.Handler(), s.ShutdownGrace)
+	return httpserve.RunLimited(ctx, ln, srv.Handler(), s.ShutdownGrace, s.HTTP)
 }
 
 // trustedProxies reads CELL_TRUSTED_PROXIES: comma-separated networks (CIDR) or addresses,
