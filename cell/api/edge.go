@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"slidecells/shared/problem"
+	"slidecells/shared/textrule"
 )
 
 // The request's edge checks, run by the pipeline for every operation before its handler, once
@@ -81,9 +82,10 @@ func (s *Server) edgeCheck(r *http.Request, op Operation) error {
 	if int64(len(body)) > limit {
 		return problem.New(problem.PayloadTooLarge, "the request body is larger than %d bytes", limit)
 	}
+	body, f := scanJSONText(body, s.nameFields(op))
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
-	if f := jsonTextProblem(body); f != nil {
+	if f != nil {
 		return problem.Invalid(*f)
 	}
 	return nil
@@ -158,12 +160,22 @@ func queryUnescape(s string) (string, error) {
 
 // jsonTextProblem finds the first JSON string (key or value) of body that holds U+0000, invalid
 // UTF-8 or an unpaired surrogate escape, and names its path; nil when there is none or when
-// body is not JSON (the decoder then answers for it). A body without a backslash-u escape and
-// with valid UTF-8 is passed at once.
+// body is not JSON (the decoder then answers for it).
 func jsonTextProblem(body []byte) *problem.FieldError {
-	if utf8.Valid(body) && !bytes.Contains(body, []byte(`\u`)) {
-		return nil
+	_, fe := scanJSONText(body, nil)
+	return fe
+}
+
+// scanJSONText checks every JSON string of body as jsonTextProblem says, and the strings at
+// names (paths with array indexes written [], e.g. body.pages[].title) by the name rule
+// (textrule): it returns body with those NFC-normalized, or the first field at fault. A body
+// without a backslash-u escape, with valid UTF-8 and no name path is passed at once.
+func scanJSONText(body []byte, names map[string]bool) ([]byte, *problem.FieldError) {
+	if len(names) == 0 && utf8.Valid(body) && !bytes.Contains(body, []byte(`\u`)) {
+		return body, nil
 	}
+	out := body
+	var splices []splice
 	d := json.NewDecoder(bytes.NewReader(body))
 	type frame struct {
 		array bool
@@ -172,12 +184,15 @@ func jsonTextProblem(body []byte) *problem.FieldError {
 	}
 	var stack []frame
 	expectKey := false
-	// path names the current value; of its container only when a key is at fault.
-	path := func(container bool) string {
+	// path names the current value; of its container only when a key is at fault. pattern
+	// writes array indexes as [].
+	path := func(container, pattern bool) string {
 		var b strings.Builder
 		b.WriteString("body")
 		for i, f := range stack {
 			switch {
+			case f.array && pattern:
+				b.WriteString("[]")
 			case f.array:
 				b.WriteString("[" + strconv.Itoa(f.index) + "]")
 			case container && i == len(stack)-1:
@@ -202,7 +217,7 @@ func jsonTextProblem(body []byte) *problem.FieldError {
 		start := d.InputOffset()
 		tok, err := d.Token()
 		if err != nil {
-			return nil // the end, or not JSON: the decoder answers for it
+			break // the end, or not JSON: the decoder answers for it
 		}
 		end := d.InputOffset()
 		switch v := tok.(type) {
@@ -226,20 +241,47 @@ func jsonTextProblem(body []byte) *problem.FieldError {
 			isKey := expectKey && len(stack) > 0 && !stack[len(stack)-1].array
 			if msg := badJSONString(raw); msg != "" {
 				if isKey {
-					return &problem.FieldError{Field: path(true), Message: "a property name " + msg}
+					return nil, &problem.FieldError{Field: path(true, false), Message: "a property name " + msg}
 				}
-				return &problem.FieldError{Field: path(false), Message: msg}
+				return nil, &problem.FieldError{Field: path(false, false), Message: msg}
 			}
 			if isKey {
 				stack[len(stack)-1].key = v
 				expectKey = false
 				continue
 			}
+			if names[path(false, true)] {
+				n, msg := textrule.Name(v)
+				if msg != "" {
+					return nil, &problem.FieldError{Field: path(false, false), Message: msg}
+				}
+				if n != v {
+					enc, _ := json.Marshal(n)
+					splices = append(splices, splice{start: end - int64(len(raw)), end: end, with: enc})
+				}
+			}
 			afterValue()
 		default:
 			afterValue()
 		}
 	}
+	if len(splices) > 0 {
+		out = make([]byte, 0, len(body))
+		at := int64(0)
+		for _, sp := range splices {
+			out = append(out, body[at:sp.start]...)
+			out = append(out, sp.with...)
+			at = sp.end
+		}
+		out = append(out, body[at:]...)
+	}
+	return out, nil
+}
+
+// splice replaces body[start:end] by with.
+type splice struct {
+	start, end int64
+	with       []byte
 }
 
 // badJSONString says what is wrong with a raw JSON string literal (quotes included), or "".

@@ -75,8 +75,10 @@ type Server struct {
 	trustedProxies []netip.Prefix
 	ops            []Operation
 	byPattern      map[string]Operation
-	// jsonBody: the operations that take a JSON body (see edgeCheck).
+	// jsonBody: the operations that take a JSON body (see edgeCheck); names: their name
+	// fields (textrules.go).
 	jsonBody map[string]bool
+	names    nameFieldIndex
 	metrics  *metrics
 	// benchWithoutIdempotency: see Config.BenchWithoutIdempotency.
 	benchWithoutIdempotency bool

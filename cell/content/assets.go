@@ -8,13 +8,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"slidecells/cell/auth"
 	cblob "slidecells/cell/blob"
 	"slidecells/cell/design"
 	"slidecells/cell/store"
 	"slidecells/shared/problem"
+	"slidecells/shared/textrule"
 )
 
 // Asset limits (docs/assets.md). The content limit is cblob.MaxBytes.
@@ -187,8 +187,8 @@ var assetExt = map[string]string{
 	cblob.TypePDF: "pdf",
 }
 
-// CheckName rejects names that are empty (unless optional), too long, or hold control
-// characters (which PostgreSQL cannot store or which break headers).
+// CheckName rejects names that are empty (unless optional), too long, or break the name rule
+// (shared/textrule: control, bidirectional, zero-width characters, invalid UTF-8).
 func CheckName(field, name string, optional bool) error {
 	if name == "" && optional {
 		return nil
@@ -196,8 +196,8 @@ func CheckName(field, name string, optional bool) error {
 	if strings.TrimSpace(name) == "" || len([]rune(name)) > MaxAssetNameLen {
 		return problem.Invalid(problem.FieldError{Field: field, Message: "give 1 to 255 characters, not only white space"})
 	}
-	if strings.ContainsFunc(name, unicode.IsControl) {
-		return problem.Invalid(problem.FieldError{Field: field, Message: "control characters are not allowed"})
+	if _, msg := textrule.Name(name); msg != "" { // control, bidi, zero-width, invalid UTF-8
+		return problem.Invalid(problem.FieldError{Field: field, Message: msg})
 	}
 	return nil
 }
