@@ -28,6 +28,12 @@ import (
 //     unpaired surrogate escape (\ud800 alone), which a decoder would silently replace. 422
 //     with the field's path (body.name, body.items[0].title, query.cursor, path.page_id).
 
+// SourceBodyBytes caps the body of an operation that carries a page or component source
+// (3 MiB + 64 KiB = 3,211,264 bytes): the documented source limit, 512 KiB of UTF-8, is what
+// counts (checked on the decoded source), and a client that escapes every byte as \u00XX
+// (six bytes each) can still send a source of that size.
+const SourceBodyBytes = 6*(512<<10) + 64<<10
+
 // edgeCheck runs the edge checks; the body, when it was read, is put back on r.
 func (s *Server) edgeCheck(r *http.Request, op Operation) error {
 	limit := op.MaxBodyBytes

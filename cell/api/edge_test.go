@@ -283,3 +283,25 @@ func TestDecodeErrorsNameNoGoTypes(t *testing.T) {
 		t.Fatalf("only %d bodies checked", checked)
 	}
 }
+
+// TestSourceLimitIsTheDocumentedOne: a page source of exactly 512 KiB (bytes) made of the
+// characters JSON escapes to six bytes (<, >, &), sent escaped as Go's encoder does, is
+// accepted (202); one byte more is 422 naming body.source, not a 413 about the job input.
+func TestSourceLimitIsTheDocumentedOne(t *testing.T) {
+	b := setup(t)
+	project, _ := b.createProject(t, b.srv.URL, b.ws, "Big")
+	src := func(n int) string {
+		head := "export default () => null\n// "
+		return head + strings.Repeat("<>&", n)[:n-len(head)]
+	}
+	for _, c := range []struct {
+		n      int
+		status int
+	}{{512 << 10, http.StatusAccepted}, {512<<10 + 1, http.StatusUnprocessableEntity}} {
+		body, _ := json.Marshal(map[string]string{"project_id": project, "key": fmt.Sprintf("big-%d", c.n), "file_type": "tsx", "source": src(c.n)})
+		resp, out := b.call(t, call{method: http.MethodPost, path: "/api/v1/pages", ws: b.ws, key: ids.New("k"), body: string(body)})
+		if resp.StatusCode != c.status || c.status == http.StatusUnprocessableEntity && !strings.Contains(string(out), `"field":"body.source"`) {
+			t.Fatalf("%d bytes (%d in the body): %d %.300s", c.n, len(body), resp.StatusCode, out)
+		}
+	}
+}

@@ -27,7 +27,7 @@ func fromAddr(ip string) *http.Client {
 // a member flooding its own workspace is still held to the workspace's rate.
 func TestAdmissionFloodOfBogusTokens(t *testing.T) {
 	e := start(t, "", map[string][]string{"cell": {
-		"CELL_RATE_WORKSPACE=5", "CELL_RATE_WORKSPACE_BURST=20",
+		"CELL_RATE_WORKSPACE=1", "CELL_RATE_WORKSPACE_BURST=20",
 		"CELL_RATE_AUTH_FAILURES=1", "CELL_RATE_AUTH_FAILURES_BURST=10",
 	}})
 	ws := e.demo.WorkspaceA
@@ -68,7 +68,7 @@ func TestAdmissionFloodOfBogusTokens(t *testing.T) {
 			}
 		}
 	}
-	if unauthorized < 10 || limited < 200 {
+	if unauthorized < 10 || limited < 100 {
 		t.Fatalf("flood: %d × 401, %d × 429", unauthorized, limited)
 	}
 	if st, h := get(bystander, bogus()); st != http.StatusUnauthorized {
@@ -86,7 +86,7 @@ func TestAdmissionFloodOfBogusTokens(t *testing.T) {
 	}
 	// The member flooding its own workspace meets the workspace's limit.
 	refused := 0
-	for range 40 {
+	for range 100 {
 		if st, h := get(member, e.demo.PAT); st == http.StatusTooManyRequests && h.Get("X-RateLimit-Scope") == "workspace" {
 			refused++
 		}
