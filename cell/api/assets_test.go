@@ -395,6 +395,10 @@ func TestAssetCopyPatchTagsArchive(t *testing.T) {
 	if p := decodeAsset(t, body); resp.StatusCode != 200 || p.Version != 2 || p.Name != "x2" || strings.Join(p.Tags, ",") != "hero,logo" || p.Metadata["alt"] != "Our logo" {
 		t.Fatalf("patch: %d %s", resp.StatusCode, body)
 	}
+	edge := `{"version":1,"metadata":{"` + strings.Repeat("k", 128) + `":` + strings.Repeat(`{"a":`, 7) + `1` + strings.Repeat(`}`, 7) + `}}`
+	if resp, body := patch(y.ID, edge); resp.StatusCode != 200 {
+		t.Fatalf("metadata at its bounds (8 levels, a 128-character key): %d %s", resp.StatusCode, body)
+	}
 	if resp, body := patch(x.ID, `{"version":1,"name":"stale"}`); resp.StatusCode != 409 || code(t, body) != "VERSION_CONFLICT" {
 		t.Fatalf("stale version: %d %s", resp.StatusCode, body)
 	}
@@ -412,6 +416,12 @@ func TestAssetCopyPatchTagsArchive(t *testing.T) {
 		"blank name":     `{"version":2,"name":"   "}`,
 		"no version":     `{"name":"v"}`,
 		"metadata array": `{"version":2,"metadata":[1]}`,
+		// Free-form structure is bounded (#27.5): 1,000 levels, 9 levels, a 10,000-character key.
+		"deep body":         `{"version":2,"metadata":` + strings.Repeat(`{"a":`, 1000) + `1` + strings.Repeat(`}`, 1000) + `}`,
+		"deep metadata":     `{"version":2,"metadata":` + strings.Repeat(`{"a":`, 9) + `1` + strings.Repeat(`}`, 9) + `}`,
+		"deep array":        `{"version":2,"metadata":{"a":` + strings.Repeat(`[`, 8) + strings.Repeat(`]`, 8) + `}}`,
+		"long metadata key": `{"version":2,"metadata":{"` + strings.Repeat("k", 10000) + `":1}}`,
+		"bidi metadata key": `{"version":2,"metadata":{"a\u202eb":1}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			if resp, body := patch(x.ID, bad); resp.StatusCode != 422 || code(t, body) != "VALIDATION_FAILED" {

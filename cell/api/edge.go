@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -33,6 +34,32 @@ import (
 // counts (checked on the decoded source), and a client that escapes every byte as \u00XX
 // (six bytes each) can still send a source of that size.
 const SourceBodyBytes = 6*(512<<10) + 64<<10
+
+// MaxJSONDepth bounds how deep any JSON body nests (objects and arrays); free-form fields have
+// tighter bounds of their own (asset metadata: content.MaxMetadataDepth).
+const MaxJSONDepth = 32
+
+// jsonDepth is the deepest nesting of objects and arrays in body (strings skipped).
+func jsonDepth(body []byte) int {
+	depth, deepest, inString := 0, 0, false
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		switch {
+		case inString && c == '\\':
+			i++
+		case inString:
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
+}
 
 // edgeCheck runs the edge checks; the body, when it was read, is put back on r.
 func (s *Server) edgeCheck(r *http.Request, op Operation) error {
@@ -87,6 +114,10 @@ func (s *Server) edgeCheck(r *http.Request, op Operation) error {
 	}
 	if int64(len(body)) > limit {
 		return problem.New(problem.PayloadTooLarge, "the request body is larger than %d bytes", limit)
+	}
+	if jsonDepth(body) > MaxJSONDepth {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		return problem.Invalid(problem.FieldError{Field: "body", Message: fmt.Sprintf("nests deeper than %d levels", MaxJSONDepth)})
 	}
 	body, f := scanJSONText(body, s.nameFields(op))
 	r.Body = io.NopCloser(bytes.NewReader(body))

@@ -3,11 +3,13 @@ package content
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"slidecells/cell/auth"
 	cblob "slidecells/cell/blob"
@@ -23,6 +25,11 @@ const (
 	MaxAssetTagLen        = 64
 	MaxAssetMetadataBytes = 16 << 10
 	MaxAssetNameLen       = 255
+	// MaxMetadataDepth bounds how deep metadata nests (the object itself is level 1), and
+	// MaxMetadataKeyLen the characters of one of its keys: a standard JSON parser in a client
+	// must be able to read every answer that returns it.
+	MaxMetadataDepth  = 8
+	MaxMetadataKeyLen = 128
 )
 
 // assetTagPattern is the tag charset: lower-case letters, digits and . _ : -, starting with a
@@ -225,6 +232,9 @@ func checkMetadata(field string, m map[string]any) (json.RawMessage, error) {
 	if m == nil {
 		m = map[string]any{}
 	}
+	if fe := checkStructure(field, m, 1); fe != nil {
+		return nil, problem.Invalid(*fe)
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return nil, problem.Invalid(problem.FieldError{Field: field, Message: "not encodable as JSON"})
@@ -236,6 +246,42 @@ func checkMetadata(field string, m map[string]any) (json.RawMessage, error) {
 		return nil, problem.Invalid(problem.FieldError{Field: field, Message: "NUL characters are not allowed"})
 	}
 	return b, nil
+}
+
+// checkStructure bounds the depth and the key lengths of a free-form JSON value at field.
+func checkStructure(field string, v any, depth int) *problem.FieldError {
+	switch x := v.(type) {
+	case map[string]any:
+		if depth > MaxMetadataDepth {
+			return &problem.FieldError{Field: field, Message: fmt.Sprintf("nests deeper than %d levels", MaxMetadataDepth)}
+		}
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if utf8.RuneCountInString(k) > MaxMetadataKeyLen {
+				return &problem.FieldError{Field: field, Message: fmt.Sprintf("has a key longer than %d characters", MaxMetadataKeyLen)}
+			}
+			if _, msg := textrule.Name(k); msg != "" && k != "" {
+				return &problem.FieldError{Field: field, Message: "a key " + msg}
+			}
+			if fe := checkStructure(field+"."+k, x[k], depth+1); fe != nil {
+				return fe
+			}
+		}
+	case []any:
+		if depth > MaxMetadataDepth {
+			return &problem.FieldError{Field: field, Message: fmt.Sprintf("nests deeper than %d levels", MaxMetadataDepth)}
+		}
+		for i, e := range x {
+			if fe := checkStructure(field+"["+strconv.Itoa(i)+"]", e, depth+1); fe != nil {
+				return fe
+			}
+		}
+	}
+	return nil
 }
 
 // ParseIfMatch reads a strong entity tag holding a sha256: "hex" (quotes optional).
