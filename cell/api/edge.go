@@ -195,18 +195,12 @@ func queryUnescape(s string) (string, error) {
 	return b.String(), nil
 }
 
-// jsonTextProblem finds the first JSON string (key or value) of body that holds U+0000, invalid
-// UTF-8 or an unpaired surrogate escape, and names its path; nil when there is none or when
-// body is not JSON (the decoder then answers for it).
-func jsonTextProblem(body []byte) *problem.FieldError {
-	_, fe := scanJSONText(body, nil)
-	return fe
-}
-
-// scanJSONText checks every JSON string of body as jsonTextProblem says, and the strings at
-// names (paths with array indexes written [], e.g. body.pages[].title) by the name rule
-// (textrule): it returns body with those NFC-normalized, or the first field at fault. A body
-// without a backslash-u escape, with valid UTF-8 and no name path is passed at once.
+// scanJSONText finds the first JSON string (key or value) of body that holds U+0000, invalid
+// UTF-8 or an unpaired surrogate escape (nothing when body is not JSON: the decoder answers for
+// it), and checks the strings at names (paths with array indexes written [], e.g.
+// body.pages[].title) by the name rule (textrule). It returns body with those NFC-normalized,
+// or the first field at fault. A body without a backslash-u escape, with valid UTF-8 and no
+// name path is passed at once.
 func scanJSONText(body []byte, names map[string]bool) ([]byte, *problem.FieldError) {
 	if len(names) == 0 && utf8.Valid(body) && !bytes.Contains(body, []byte(`\u`)) {
 		return body, nil
