@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 
@@ -176,7 +175,7 @@ func (h *assetOps) content(ctx context.Context, sc auth.Scope, in *assetContentI
 		// The path's content can be replaced, so it is revalidated (ETag → 304); a URL
 		// pinned with ?sha256= names one content forever.
 		CacheControl:       "private, no-cache",
-		ContentDisposition: mime.FormatMediaType("inline", map[string]string{"filename": a.Name}),
+		ContentDisposition: contentDisposition(a.Name),
 	}
 	if in.SHA256 != "" {
 		out.CacheControl = "private, max-age=31536000, immutable"

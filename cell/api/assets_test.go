@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"image/jpeg"
 	"image/png"
 	"net/http"
 	"strings"
@@ -80,6 +81,15 @@ func decodeAsset(t *testing.T, body []byte) assetJSON {
 		t.Fatalf("not an asset: %s", body)
 	}
 	return a
+}
+
+// testJPEG is a small, whole JPEG.
+func testJPEG(t *testing.T) string {
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, image.NewGray(image.Rect(0, 0, 8, 8)), nil); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
 }
 
 func hexSHA(b []byte) string {
@@ -159,7 +169,7 @@ func TestAssetUploadDownloadRoundTrip(t *testing.T) {
 	for h, want := range map[string]string{
 		"Content-Type": "image/png", "Content-Length": fmt.Sprint(len(data)), "ETag": `"` + sum + `"`,
 		"Cache-Control": "private, no-cache", "X-Content-Type-Options": "nosniff",
-		"Content-Disposition": `inline; filename="Logo dark"`,
+		"Content-Disposition": `inline; filename="Logo dark"; filename*=UTF-8''Logo%20dark`,
 	} {
 		if resp.Header.Get(h) != want {
 			t.Errorf("%s: %q, want %q", h, resp.Header.Get(h), want)
@@ -239,7 +249,7 @@ func TestAssetContentTypes(t *testing.T) {
 	b.expectStored(t, 0, 0)
 	accepted := []struct{ name, declared, body, stored, kind string }{
 		{"svg", "image/svg+xml", `<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg" width="40" height="20"><rect width="4" height="2"/></svg>`, "image/svg+xml", "image"},
-		{"jpeg alias", "image/jpg", "\xff\xd8\xff\xe0\x00\x10JFIF\x00" + strings.Repeat("\x00", 32), "image/jpeg", "image"},
+		{"jpeg alias", "image/jpg", testJPEG(t), "image/jpeg", "image"}, // a whole JPEG: it must decode
 		{"webp", "image/webp", webp, "image/webp", "image"},
 		{"gif", "image/gif", "GIF89a\x01\x00\x01\x00\x00\x00\x00;", "image/gif", "image"},
 		{"woff2", "font/woff2", "wOF2\x00\x01\x00\x00" + strings.Repeat("\x01", 40), "font/woff2", "font"},
@@ -395,6 +405,10 @@ func TestAssetCopyPatchTagsArchive(t *testing.T) {
 	if p := decodeAsset(t, body); resp.StatusCode != 200 || p.Version != 2 || p.Name != "x2" || strings.Join(p.Tags, ",") != "hero,logo" || p.Metadata["alt"] != "Our logo" {
 		t.Fatalf("patch: %d %s", resp.StatusCode, body)
 	}
+	edge := `{"version":1,"metadata":{"` + strings.Repeat("k", 128) + `":` + strings.Repeat(`{"a":`, 7) + `1` + strings.Repeat(`}`, 7) + `}}`
+	if resp, body := patch(y.ID, edge); resp.StatusCode != 200 {
+		t.Fatalf("metadata at its bounds (8 levels, a 128-character key): %d %s", resp.StatusCode, body)
+	}
 	if resp, body := patch(x.ID, `{"version":1,"name":"stale"}`); resp.StatusCode != 409 || code(t, body) != "VERSION_CONFLICT" {
 		t.Fatalf("stale version: %d %s", resp.StatusCode, body)
 	}
@@ -412,6 +426,12 @@ func TestAssetCopyPatchTagsArchive(t *testing.T) {
 		"blank name":     `{"version":2,"name":"   "}`,
 		"no version":     `{"name":"v"}`,
 		"metadata array": `{"version":2,"metadata":[1]}`,
+		// Free-form structure is bounded (#27.5): 1,000 levels, 9 levels, a 10,000-character key.
+		"deep body":         `{"version":2,"metadata":` + strings.Repeat(`{"a":`, 1000) + `1` + strings.Repeat(`}`, 1000) + `}`,
+		"deep metadata":     `{"version":2,"metadata":` + strings.Repeat(`{"a":`, 9) + `1` + strings.Repeat(`}`, 9) + `}`,
+		"deep array":        `{"version":2,"metadata":{"a":` + strings.Repeat(`[`, 8) + strings.Repeat(`]`, 8) + `}}`,
+		"long metadata key": `{"version":2,"metadata":{"` + strings.Repeat("k", 10000) + `":1}}`,
+		"bidi metadata key": `{"version":2,"metadata":{"a\u202eb":1}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			if resp, body := patch(x.ID, bad); resp.StatusCode != 422 || code(t, body) != "VALIDATION_FAILED" {

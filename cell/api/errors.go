@@ -185,9 +185,17 @@ func humaError(status int, msg string, errs []error) *problem.Error {
 	for _, e := range errs {
 		var d *huma.ErrorDetail
 		if errors.As(e, &d) {
-			pe.Fields = append(pe.Fields, problem.FieldError{Field: d.Location, Message: d.Message})
+			field, msg := d.Location, d.Message
+			if f, m, ok := clientJSONError(field, msg); ok {
+				field, msg = f, m // no Go type names in answers
+			}
+			pe.Fields = append(pe.Fields, problem.FieldError{Field: field, Message: msg})
 		} else if e != nil && status < 500 {
-			pe.Fields = append(pe.Fields, problem.FieldError{Message: e.Error()})
+			field, msg := "", e.Error()
+			if f, m, ok := clientJSONError("body", msg); ok {
+				field, msg = f, m
+			}
+			pe.Fields = append(pe.Fields, problem.FieldError{Field: field, Message: msg})
 		}
 	}
 	return pe

@@ -51,7 +51,7 @@ func TestOneErrorWriter(t *testing.T) {
 		{"huma: invalid body on an idempotent write", call{method: "POST", path: "/api/v1/projects", ws: b.ws, key: key(), body: `{"name":""}`}, 422, problem.ValidationFailed},
 		{"huma: malformed ID in the path", call{method: "GET", path: "/api/v1/projects/prj_x", ws: b.ws}, 422, problem.ValidationFailed},
 		{"huma: malformed JSON", call{method: "POST", path: "/api/v1/validate/entity", ws: b.ws, body: `{`}, 400, problem.BadRequest},
-		{"huma: body too large", call{method: "POST", path: "/api/v1/validate/entity", ws: b.ws, body: `{"source":"` + strings.Repeat("x", 2<<20) + `"}`},
+		{"huma: body too large", call{method: "POST", path: "/api/v1/validate/entity", ws: b.ws, body: `{"source":"` + strings.Repeat("x", 3<<20+64<<10) + `"}`},
 			413, problem.PayloadTooLarge},
 		{"unrouted: unknown path", call{method: "GET", path: "/api/v1/nothing"}, 404, problem.NotFound},
 		{"unrouted: wrong method", call{method: "DELETE", path: "/api/v1/projects"}, 405, problem.MethodNotAllowed},

@@ -12,7 +12,6 @@ import (
 	"slidecells/cell/idempotency"
 	"slidecells/shared/cellproto"
 	"slidecells/shared/db"
-	"slidecells/shared/ids"
 	"slidecells/shared/problem"
 )
 
@@ -33,8 +32,8 @@ func (m opMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Requ
 
 func (m opMux) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.s.Mux.ServeHTTP(w, r) }
 
-// pipeline runs, in order: trace ID, authentication, workspace authorization (membership,
-// tenancy guard, scopes), idempotency, then the handler.
+// pipeline runs, in order: trace ID, admission and authentication, workspace authorization
+// (membership, the workspace's rate, tenancy guard, scopes), idempotency, then the handler.
 func (s *Server) pipeline(op Operation, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		trace := traceIDOf(r)
@@ -43,20 +42,11 @@ func (s *Server) pipeline(op Operation, next http.HandlerFunc) http.HandlerFunc 
 		ctx = db.WithOperation(ctx, op.ID)
 		nameOperation(ctx, op.ID)
 		if op.Access != Public {
-			// Noisy neighbours are turned away first, from memory: before authentication and
-			// before any database.
-			ws := r.PathValue("workspace_id")
-			if ws == "" {
-				ws = r.Header.Get(cellproto.HeaderWorkspaceID)
-			}
-			if op.Access != InWorkspace || !ids.Valid(ids.Workspace, ws) {
-				ws = ""
-			}
-			if err := s.Limiter.Allow(ctx, ws, r.Header.Get("Authorization")); err != nil {
-				s.fail(ctx, w, err)
-				return
-			}
-			p, err := s.Auth.Authenticate(ctx, r.Header.Get("Authorization"))
+			// Admission: only what the caller owns is charged before authentication (its
+			// address's failures, its credential); the workspace's bucket only once the caller
+			// is a member (authorize). All of it is answered from memory and the directory
+			// cache, before any cell database work.
+			p, err := s.admit(ctx, r)
 			if err != nil {
 				s.fail(ctx, w, err)
 				return
@@ -72,6 +62,10 @@ func (s *Server) pipeline(op Operation, next http.HandlerFunc) http.HandlerFunc 
 			}
 		}
 		r = r.WithContext(ctx)
+		if err := s.edgeCheck(r, op); err != nil {
+			s.fail(ctx, w, err)
+			return
+		}
 		if op.Idempotency == KeyRequired && !s.benchWithoutIdempotency {
 			s.idempotent(w, r, op, next)
 			return
@@ -179,7 +173,7 @@ func fingerprintBody(r *http.Request, limit int64) (fp []byte, rewind func() err
 	cleanup = func() {}
 	head, err := io.ReadAll(io.LimitReader(r.Body, min(limit, memoryBodyLimit)+1))
 	if err != nil {
-		return nil, nil, cleanup, problem.New(problem.BadRequest, "the request body could not be read")
+		return nil, nil, cleanup, bodyReadError(err)
 	}
 	if int64(len(head)) > limit {
 		return nil, nil, cleanup, problem.New(problem.PayloadTooLarge, "the request body is larger than %d bytes", limit)
@@ -199,7 +193,7 @@ func fingerprintBody(r *http.Request, limit int64) (fp []byte, rewind func() err
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(f, h), io.MultiReader(bytes.NewReader(head), io.LimitReader(r.Body, limit+1-int64(len(head)))))
 	if err != nil {
-		return nil, nil, cleanup, problem.New(problem.BadRequest, "the request body could not be read")
+		return nil, nil, cleanup, bodyReadError(err)
 	}
 	if n > limit {
 		return nil, nil, cleanup, problem.New(problem.PayloadTooLarge, "the request body is larger than %d bytes", limit)

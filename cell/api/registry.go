@@ -136,6 +136,9 @@ func Register[I, O any](s *Server, op Operation, h func(context.Context, *I) (*O
 	}
 	s.ops = append(s.ops, op)
 	s.byPattern[op.Method+" "+op.Path] = op
+	if _, ok := reflect.TypeFor[I]().FieldByName("Body"); ok && op.RawBody == nil {
+		s.jsonBody[op.ID] = true // edgeCheck: a body needs a JSON Content-Type
+	}
 	huma.Register(s.API, *op.huma(reflect.TypeFor[I]()), func(ctx context.Context, in *I) (*O, error) {
 		out, err := h(ctx, in)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"reflect"
 	"strconv"
 	"strings"
@@ -61,17 +62,24 @@ type Server struct {
 	StartedAt time.Time
 
 	Idem *idempotency.Store
-	// Limiter refuses requests over their workspace's or token's rate, before anything else.
+	// Limiter refuses requests over their address's failed authentications, their token's or
+	// (for members) their workspace's rate, before any cell database work.
 	Limiter *ratelimit.Limiter
 	// Jobs is the cell's mutation-job queue; Workers runs it.
 	Jobs *jobs.Queue
 	// Authoring creates and edits page and component source through jobs.
 	Authoring *authoring.Service
 
-	jobCap    int
-	ops       []Operation
-	byPattern map[string]Operation
-	metrics   *metrics
+	jobCap int
+	// trustedProxies: see Config.TrustedProxies.
+	trustedProxies []netip.Prefix
+	ops            []Operation
+	byPattern      map[string]Operation
+	// jsonBody: the operations that take a JSON body (see edgeCheck); names: their name
+	// fields (textrules.go).
+	jsonBody map[string]bool
+	names    nameFieldIndex
+	metrics  *metrics
 	// benchWithoutIdempotency: see Config.BenchWithoutIdempotency.
 	benchWithoutIdempotency bool
 }
@@ -95,6 +103,14 @@ type Config struct {
 	// RateWorkspace and RateToken are the default request rate limits per workspace and per
 	// token (ratelimit); a Rate of 0 is no limit. Workspaces' overrides come from Dir.
 	RateWorkspace, RateToken ratelimit.Limit
+	// RateAuthFailures bounds failed authentications per client address (CELL_RATE_AUTH_FAILURES);
+	// over it, requests from that address whose credential has not authenticated recently get
+	// 429 from memory. The zero Limit is off.
+	RateAuthFailures ratelimit.Limit
+	// TrustedProxies are the peers whose X-Forwarded-For names the client address (the router's
+	// networks, CELL_TRUSTED_PROXIES); from any other peer the connection's address is the
+	// client's. Nil trusts none.
+	TrustedProxies []netip.Prefix
 	// JobWorkspaceConcurrency bounds the mutation jobs of one workspace running at once (0: no
 	// bound); workspaces' overrides come from Dir.
 	JobWorkspaceConcurrency int
@@ -135,12 +151,14 @@ func New(c Config) *Server {
 		Jobs:      svc.Jobs,
 		Authoring: svc.Authoring,
 		byPattern: map[string]Operation{},
+		jsonBody:  map[string]bool{},
 		metrics:   newMetrics(c.DB),
 
 		benchWithoutIdempotency: c.BenchWithoutIdempotency,
 		jobCap:                  c.JobWorkspaceConcurrency,
 	}
-	s.Limiter = &ratelimit.Limiter{Workspace: c.RateWorkspace, Token: c.RateToken}
+	s.Limiter = &ratelimit.Limiter{Workspace: c.RateWorkspace, Token: c.RateToken, Address: c.RateAuthFailures}
+	s.trustedProxies = c.TrustedProxies
 	if c.Dir != nil {
 		s.Limiter.Overrides = c.Dir
 	}
@@ -253,6 +271,11 @@ func (s *Server) authorize(ctx context.Context, r *http.Request, op Operation, p
 	}
 	scope, err := s.Auth.Authorize(ctx, p, ws)
 	if err != nil {
+		return scope, err
+	}
+	// Only members spend the workspace's share (the answer above came from the directory
+	// cache; the guard below is the first cell database work).
+	if err := s.Limiter.AllowWorkspace(ctx, ws); err != nil {
 		return scope, err
 	}
 	epoch, _ := strconv.ParseInt(r.Header.Get(cellproto.HeaderPlacementEpoch), 10, 64)

@@ -41,7 +41,7 @@ func (h *sources[R, V]) register(s *Server, docs sourceDocs) {
 // Location.
 func (h *sources[R, V]) jobOp(id, path, summary string, lock Lock) Operation {
 	op := h.op(id, http.MethodPost, path, summary, h.Write)
-	op.Status, op.Lock, op.MaxBodyBytes = http.StatusAccepted, lock, 1<<20
+	op.Status, op.Lock, op.MaxBodyBytes = http.StatusAccepted, lock, SourceBodyBytes
 	return op
 }
 

@@ -96,7 +96,7 @@ func TestPutStoresContentAddressed(t *testing.T) {
 func TestPutLimitWhileReading(t *testing.T) {
 	s, sc := newStore(t), workspaceScope(t)
 	ctx := context.Background()
-	head := pngBytes(t, 1, 1, 0)
+	head := []byte("%PDF-1.7\n") // a PNG may not carry padding after its end (verifyRaster)
 	const limit = 4096
 	exact := append(append([]byte{}, head...), make([]byte, limit-len(head))...)
 	if _, err := s.Put(ctx, sc, bytes.NewReader(exact), PutOptions{MaxBytes: limit}); err != nil {

@@ -87,6 +87,9 @@ func (s *Store) Put(ctx context.Context, sc scope.Scope, r io.Reader, opts PutOp
 		return Object{}, err
 	}
 	obj := Object{ContentType: ct, Kind: KindOf(ct)}
+	if err := checkImageHeader(ct, head); err != nil { // a decompression bomb declares its size
+		return Object{}, err
+	}
 
 	tmp := TempPrefix + ws + "/" + ids.New("up")
 	defer s.remove(ctx, tmp)
@@ -129,6 +132,9 @@ func (s *Store) Put(ctx context.Context, sc scope.Scope, r io.Reader, opts PutOp
 	if err := w.Close(); err != nil {
 		return Object{}, problem.Wrap(err, "the content could not be stored")
 	}
+	if err := s.verifyTemp(ctx, tmp, ct); err != nil {
+		return Object{}, err
+	}
 	obj.Size = n
 	obj.SHA256 = hex.EncodeToString(h.Sum(nil))
 	obj.Key = Key(ws, obj.SHA256)
@@ -138,6 +144,19 @@ func (s *Store) Put(ctx context.Context, sc scope.Scope, r io.Reader, opts PutOp
 	}
 	obj.Created = created
 	return obj, nil
+}
+
+// verifyTemp decodes a raster image from its temporary blob before it becomes content.
+func (s *Store) verifyTemp(ctx context.Context, tmp, ct string) error {
+	if ct != TypePNG && ct != TypeJPEG {
+		return nil
+	}
+	rd, err := s.Bucket.NewReader(ctx, tmp, nil)
+	if err != nil {
+		return problem.Wrap(err, "the content could not be read")
+	}
+	defer rd.Close()
+	return verifyRaster(ctx, ct, rd)
 }
 
 // promote copies the temporary blob to its final key unless that exists. The copy is a

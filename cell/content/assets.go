@@ -3,17 +3,19 @@ package content
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
+	"unicode/utf8"
 
 	"slidecells/cell/auth/scope"
 	cblob "slidecells/cell/blob"
 	"slidecells/cell/design"
 	"slidecells/shared/problem"
+	"slidecells/shared/textrule"
 )
 
 // Asset limits (docs/assets.md). The content limit is cblob.MaxBytes.
@@ -22,6 +24,11 @@ const (
 	MaxAssetTagLen        = 64
 	MaxAssetMetadataBytes = 16 << 10
 	MaxAssetNameLen       = 255
+	// MaxMetadataDepth bounds how deep metadata nests (the object itself is level 1), and
+	// MaxMetadataKeyLen the characters of one of its keys: a standard JSON parser in a client
+	// must be able to read every answer that returns it.
+	MaxMetadataDepth  = 8
+	MaxMetadataKeyLen = 128
 )
 
 // assetTagPattern is the tag charset: lower-case letters, digits and . _ : -, starting with a
@@ -186,8 +193,8 @@ var assetExt = map[string]string{
 	cblob.TypePDF: "pdf",
 }
 
-// CheckName rejects names that are empty (unless optional), too long, or hold control
-// characters (which PostgreSQL cannot store or which break headers).
+// CheckName rejects names that are empty (unless optional), too long, or break the name rule
+// (shared/textrule: control, bidirectional, zero-width characters, invalid UTF-8).
 func CheckName(field, name string, optional bool) error {
 	if name == "" && optional {
 		return nil
@@ -195,8 +202,8 @@ func CheckName(field, name string, optional bool) error {
 	if strings.TrimSpace(name) == "" || len([]rune(name)) > MaxAssetNameLen {
 		return problem.Invalid(problem.FieldError{Field: field, Message: "give 1 to 255 characters, not only white space"})
 	}
-	if strings.ContainsFunc(name, unicode.IsControl) {
-		return problem.Invalid(problem.FieldError{Field: field, Message: "control characters are not allowed"})
+	if _, msg := textrule.Name(name); msg != "" { // control, bidi, zero-width, invalid UTF-8
+		return problem.Invalid(problem.FieldError{Field: field, Message: msg})
 	}
 	return nil
 }
@@ -224,6 +231,9 @@ func checkMetadata(field string, m map[string]any) (json.RawMessage, error) {
 	if m == nil {
 		m = map[string]any{}
 	}
+	if fe := checkStructure(field, m, 1); fe != nil {
+		return nil, problem.Invalid(*fe)
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return nil, problem.Invalid(problem.FieldError{Field: field, Message: "not encodable as JSON"})
@@ -235,6 +245,42 @@ func checkMetadata(field string, m map[string]any) (json.RawMessage, error) {
 		return nil, problem.Invalid(problem.FieldError{Field: field, Message: "NUL characters are not allowed"})
 	}
 	return b, nil
+}
+
+// checkStructure bounds the depth and the key lengths of a free-form JSON value at field.
+func checkStructure(field string, v any, depth int) *problem.FieldError {
+	switch x := v.(type) {
+	case map[string]any:
+		if depth > MaxMetadataDepth {
+			return &problem.FieldError{Field: field, Message: fmt.Sprintf("nests deeper than %d levels", MaxMetadataDepth)}
+		}
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if utf8.RuneCountInString(k) > MaxMetadataKeyLen {
+				return &problem.FieldError{Field: field, Message: fmt.Sprintf("has a key longer than %d characters", MaxMetadataKeyLen)}
+			}
+			if _, msg := textrule.Name(k); msg != "" && k != "" {
+				return &problem.FieldError{Field: field, Message: "a key " + msg}
+			}
+			if fe := checkStructure(field+"."+k, x[k], depth+1); fe != nil {
+				return fe
+			}
+		}
+	case []any:
+		if depth > MaxMetadataDepth {
+			return &problem.FieldError{Field: field, Message: fmt.Sprintf("nests deeper than %d levels", MaxMetadataDepth)}
+		}
+		for i, e := range x {
+			if fe := checkStructure(field+"["+strconv.Itoa(i)+"]", e, depth+1); fe != nil {
+				return fe
+			}
+		}
+	}
+	return nil
 }
 
 // ParseIfMatch reads a strong entity tag holding a sha256: "hex" (quotes optional).

@@ -17,6 +17,7 @@
 package jobs
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -49,9 +50,11 @@ const IDPrefix = ids.Job
 
 // Defaults.
 const (
-	DefaultMaxAttempts   = 3
-	MaxMaxAttempts       = 10
-	DefaultMaxInputBytes = 1 << 20
+	DefaultMaxAttempts = 3
+	MaxMaxAttempts     = 10
+	// DefaultMaxInputBytes bounds a job's stored input: a page source of the documented 512 KiB
+	// (bytes) whose every byte JSON encodes as six (\u00XX), with room for the other fields.
+	DefaultMaxInputBytes = 4 << 20
 	DefaultBackoffBase   = time.Second
 	DefaultBackoffMax    = 5 * time.Minute
 )
@@ -200,10 +203,14 @@ func (q *Queue) Enqueue(ctx context.Context, s auth.Scope, n NewJob) (Job, error
 	if s.WorkspaceID() == "" {
 		return Job{}, problem.Wrap(errors.New("jobs: no workspace scope"), "internal error")
 	}
-	input, err := json.Marshal(n.Input)
-	if err != nil {
+	// No HTML escaping: a source's <, > and & stay one byte each.
+	var enc bytes.Buffer
+	e := json.NewEncoder(&enc)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(n.Input); err != nil {
 		return Job{}, problem.Wrap(err, "job input")
 	}
+	input := bytes.TrimSuffix(enc.Bytes(), []byte("\n"))
 	maxIn := q.MaxInputBytes
 	if maxIn <= 0 {
 		maxIn = DefaultMaxInputBytes
@@ -222,7 +229,7 @@ func (q *Queue) Enqueue(ctx context.Context, s auth.Scope, n NewJob) (Job, error
 		retryOf = &n.RetryOfJobID
 	}
 	var j Job
-	err = q.DB.Tx(ctx, func(tx pgx.Tx) error {
+	err := q.DB.Tx(ctx, func(tx pgx.Tx) error {
 		if err := tenancy.Writable(ctx, tx, s.WorkspaceID()); err != nil {
 			return err
 		}

@@ -1,8 +1,9 @@
-// Package ratelimit is a cell's noisy-neighbour protection at its door: token buckets per
-// workspace and per token (golang.org/x/time/rate), checked first thing for every request,
-// before authentication and before any database is touched, so that a flooding tenant is
-// answered 429 RATE_LIMITED with Retry-After from memory and the cell's database, pools and
-// compile slots stay with the others.
+// Package ratelimit is a cell's noisy-neighbour protection at its door: token buckets
+// (golang.org/x/time/rate) per client address (failed authentications), per token and per
+// workspace, all checked in memory before any cell database is touched, so that a flooding
+// client is answered 429 RATE_LIMITED with Retry-After and the cell's database, pools and
+// compile slots stay with the others. Only members spend a workspace's bucket: it is charged
+// after authentication and membership (see admission.go).
 //
 // A workspace's rate and burst come from the cell's defaults or from its overrides in the
 // directory (cellctl workspaces limit), read through the cell's directory cache. Buckets live in
@@ -47,6 +48,8 @@ const DefaultBuckets = 100_000
 type Limiter struct {
 	// Workspace and Token are the default limits; Off disables a kind.
 	Workspace, Token Limit
+	// Address is the limit of failed authentications per client address (see CheckAddress).
+	Address Limit
 	// Overrides, when set, gives per-workspace overrides of Workspace.
 	Overrides Overrides
 	// Now is the clock; nil is time.Now.
@@ -55,6 +58,7 @@ type Limiter struct {
 	once sync.Once
 	ws   *lru.Cache[string, *bucket]
 	tok  *lru.Cache[[16]byte, *bucket]
+	adm  admission
 }
 
 type bucket struct {

@@ -184,6 +184,9 @@ func (e *env) do(t *testing.T, method, path, token string, body []byte, hdr ...s
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	if len(body) > 0 {
+		req.Header.Set("Content-Type", "application/json") // a JSON operation needs it (415); hdr may set another
+	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}

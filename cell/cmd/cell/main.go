@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
@@ -24,6 +25,7 @@ import (
 
 	"slidecells/cell"
 	"slidecells/cell/api"
+	cblob "slidecells/cell/blob"
 	"slidecells/cell/authoring"
 	"slidecells/cell/idempotency"
 	"slidecells/cell/maintenance"
@@ -77,6 +79,13 @@ type settings struct {
 	RateWSBurst        int
 	RateToken          int
 	RateTokBurst       int
+	RateAuthFail       int
+	RateAuthFailBurst  int
+	// TrustedProxies: the peers whose X-Forwarded-For names the client (CELL_TRUSTED_PROXIES).
+	TrustedProxies []netip.Prefix
+	// HTTP bounds slow bodies, idle keep-alive connections and connections at once
+	// (CELL_BODY_TIMEOUT, CELL_MIN_BODY_RATE, CELL_IDLE_TIMEOUT, CELL_MAX_CONNECTIONS).
+	HTTP httpserve.Limits
 }
 
 func load() (settings, error) {
@@ -100,6 +109,17 @@ func load() (settings, error) {
 		RateWSBurst:   l.Int("CELL_RATE_WORKSPACE_BURST", 400, 1, 10_000_000),
 		RateToken:     l.Int("CELL_RATE_TOKEN", 100, 0, 1_000_000),
 		RateTokBurst:  l.Int("CELL_RATE_TOKEN_BURST", 200, 1, 10_000_000),
+
+		RateAuthFail:      l.Int("CELL_RATE_AUTH_FAILURES", 10, 0, 1_000_000),
+		RateAuthFailBurst: l.Int("CELL_RATE_AUTH_FAILURES_BURST", 50, 1, 10_000_000),
+	}
+	s.TrustedProxies = trustedProxies(l)
+	s.HTTP = httpserve.Limits{
+		BodyTimeout:  l.PositiveDuration("CELL_BODY_TIMEOUT", 30*time.Second),
+		MinBodyRate:  int64(l.Int("CELL_MIN_BODY_RATE", 64<<10, 1024, 1<<30)),
+		MaxBodyBytes: cblob.MaxBytes,
+		IdleTimeout:  l.PositiveDuration("CELL_IDLE_TIMEOUT", 120*time.Second),
+		MaxConns:     l.Int("CELL_MAX_CONNECTIONS", 4096, 16, 1_000_000),
 	}
 	if s.BlobURL != "" && !strings.HasPrefix(s.BlobURL, "file://") && !strings.HasPrefix(s.BlobURL, "s3://") && !strings.HasPrefix(s.BlobURL, "mem://") {
 		l.Fail("CELL_BLOB_URL", "use file:///path, s3://bucket or mem://")
@@ -231,6 +251,8 @@ func run() error {
 		BenchWithoutIdempotency: s.BenchNoIdem, PreviewBackend: previewBackend,
 		RateWorkspace:           ratelimit.Limit{Rate: float64(s.RateWS), Burst: s.RateWSBurst},
 		RateToken:               ratelimit.Limit{Rate: float64(s.RateToken), Burst: s.RateTokBurst},
+		RateAuthFailures:        ratelimit.Limit{Rate: float64(s.RateAuthFail), Burst: s.RateAuthFailBurst},
+		TrustedProxies:          s.TrustedProxies,
 		JobWorkspaceConcurrency: s.JobWSCap,
 		Dir:                     cachedDir,
 	})
@@ -248,7 +270,34 @@ func run() error {
 	}
 	log.Info("listening", zap.String("addr", ln.Addr().String()))
 	defer log.Info("stopped")
-	return httpserve.Run(ctx, ln, srv.Handler(), s.ShutdownGrace)
+	return httpserve.RunLimited(ctx, ln, srv.Handler(), s.ShutdownGrace, s.HTTP)
+}
+
+// trustedProxies reads CELL_TRUSTED_PROXIES: comma-separated networks (CIDR) or addresses,
+// "none" for none; unset, api.DefaultTrustedProxies (loopback and private networks).
+func trustedProxies(l *config.Loader) []netip.Prefix {
+	v := strings.TrimSpace(l.String("CELL_TRUSTED_PROXIES", "", false))
+	switch v {
+	case "":
+		return api.DefaultTrustedProxies
+	case "none":
+		return nil
+	}
+	var out []netip.Prefix
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil {
+				l.Fail("CELL_TRUSTED_PROXIES", "%q is neither a network (CIDR) nor an address; use a comma-separated list, or none", f)
+				continue
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out
 }
 
 // openBucket opens the blob store; a local folder is created when missing.

@@ -1,0 +1,122 @@
+package httpserve
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestSlowBodiesAreCutOff: many connections on loopback declare a 1,000-byte body and send 8
+// bytes. Those whose handler reads the body get 408 once the body deadline passes and are
+// closed; those answered without reading it (a 401 before the body) get their answer at once
+// with Connection: close and are closed; meanwhile other clients are served.
+func TestSlowBodiesAreCutOff(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := Limits{BodyTimeout: 2 * time.Second, MinBodyRate: 1 << 20, MaxConns: 24}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/unauthenticated" {
+			http.Error(w, "no token", http.StatusUnauthorized)
+			return
+		}
+		if _, err := io.ReadAll(r.Body); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				http.Error(w, "body too slow", http.StatusRequestTimeout)
+				return
+			}
+			http.Error(w, "bad body", http.StatusBadRequest)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- RunLimited(ctx, ln, h, 5*time.Second, lim) }()
+	defer func() { stop(); <-done }()
+	addr := ln.Addr().String()
+
+	type outcome struct {
+		status string
+		closed bool
+		err    error
+	}
+	slow := func(path string) outcome {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return outcome{err: err}
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(60 * time.Second)) // the test's own bound
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n12345678", path)
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return outcome{err: err}
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		// The server closes the connection: the next read ends (EOF), it does not hang.
+		_, err = br.ReadByte()
+		return outcome{status: resp.Status, closed: errors.Is(err, io.EOF)}
+	}
+	const n = 10
+	var wg sync.WaitGroup
+	results := make([]outcome, 2*n)
+	for i := range n {
+		wg.Go(func() { results[i] = slow("/upload") })
+		wg.Go(func() { results[n+i] = slow("/unauthenticated") })
+	}
+	// Meanwhile others are served.
+	served := 0
+	client := &http.Client{Timeout: 30 * time.Second}
+	for range 20 {
+		resp, err := client.Post("http://"+addr+"/upload", "text/plain", strings.NewReader("hello"))
+		if err != nil {
+			t.Fatalf("a normal client: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) == "ok" {
+			served++
+		}
+	}
+	if served != 20 {
+		t.Fatalf("normal clients served: %d of 20", served)
+	}
+	wg.Wait()
+	for i, o := range results {
+		want := "408"
+		if i >= n {
+			want = "401"
+		}
+		if o.err != nil || !strings.HasPrefix(o.status, want) || !o.closed {
+			t.Errorf("slow client %d: %+v (want %s and closed)", i, o, want)
+		}
+	}
+}
+
+// TestBodyDeadline: the deadline grows with the declared length; an unknown length gets the
+// largest body's.
+func TestBodyDeadline(t *testing.T) {
+	l := Limits{BodyTimeout: 10 * time.Second, MinBodyRate: 1000, MaxBodyBytes: 100_000}
+	if d := l.BodyDeadline(5000); d != 15*time.Second {
+		t.Fatalf("5000 bytes: %v", d)
+	}
+	if d := l.BodyDeadline(-1); d != 110*time.Second {
+		t.Fatalf("unknown length: %v", d)
+	}
+	if d := (Limits{}).BodyDeadline(0); d != 30*time.Second {
+		t.Fatalf("defaults: %v", d)
+	}
+}
