@@ -201,14 +201,13 @@ func run(o options) (bool, error) {
 	}
 
 	type row struct {
-		bench      string
-		m          metric
-		ref, head  float64
-		ratio      float64 // HEAD over reference, >1 is better
-		ok         bool
-		rerun      bool
-		skipped    string
-		refS, curS string
+		bench     string
+		m         metric
+		ref, head float64
+		ratio     float64 // HEAD over reference, >1 is better
+		ok        bool
+		rerun     bool
+		skipped   string
 	}
 	var rows []row
 	allOK := true
