@@ -25,8 +25,8 @@ import (
 
 	"slidecells/cell"
 	"slidecells/cell/api"
-	cblob "slidecells/cell/blob"
 	"slidecells/cell/authoring"
+	cblob "slidecells/cell/blob"
 	"slidecells/cell/idempotency"
 	"slidecells/cell/maintenance"
 	"slidecells/cell/preview"
