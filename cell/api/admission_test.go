@@ -25,7 +25,7 @@ import (
 // The rates are low so that the outcomes do not depend on how fast this machine is.
 func admissionServer(t *testing.T, b *bundle, trusted []netip.Prefix) *httptest.Server {
 	t.Helper()
-	a := api.New(api.Config{CellID: "cell-a", DB: dbtest.Open(t, dbtest.NewDatabase(t, migrations.FS, migrations.Cell)),
+	a := newAPI(t, api.Config{CellID: "cell-a", DB: dbtest.Open(t, dbtest.NewDatabase(t, migrations.FS, migrations.Cell)),
 		Log: zap.NewNop(), Blobs: newBucket(t),
 		Dir:              directory.NewCached(b.dir, directory.CacheOptions{TTL: time.Minute, MaxStale: time.Minute}),
 		RateWorkspace:    ratelimit.Limit{Rate: 1, Burst: 20},
