@@ -242,15 +242,32 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			return nil, err
 		}
 	}
-	internalPort, err := pgserver.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	internalAddr := "127.0.0.1:" + strconv.Itoa(internalPort)
-	s.RouterInternalURL = "http://" + internalAddr
-	s.Router = &Proc{Name: "router", URL: s.RouterURL, OpsURL: s.RouterInternalURL, bin: filepath.Join(o.BinDir, "router"), log: filepath.Join(o.Dir, "logs", "router.log"),
-		env: append([]string{"ROUTER_LISTEN_ADDR=" + addr, "ROUTER_INTERNAL_ADDR=" + internalAddr, "DIRECTORY_DATABASE_URL=" + s.DirURL}, o.Env["router"]...)}
-	if err := s.Router.Start(); err != nil {
+	// The internal port is picked free and then bound by the router, so another process may take
+	// it in between (parallel tests): a router that exits at start is started again on a fresh
+	// port, at most three times.
+	for try := 1; ; try++ {
+		internalPort, err := pgserver.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		internalAddr := "127.0.0.1:" + strconv.Itoa(internalPort)
+		s.RouterInternalURL = "http://" + internalAddr
+		s.Router = &Proc{Name: "router", URL: s.RouterURL, OpsURL: s.RouterInternalURL, bin: filepath.Join(o.BinDir, "router"), log: filepath.Join(o.Dir, "logs", "router.log"),
+			env: append([]string{"ROUTER_LISTEN_ADDR=" + addr, "ROUTER_INTERNAL_ADDR=" + internalAddr, "DIRECTORY_DATABASE_URL=" + s.DirURL}, o.Env["router"]...)}
+		if err := s.Router.Start(); err != nil {
+			return nil, err
+		}
+		err = s.Router.WaitLive(ctx, 60*time.Second)
+		if err == nil {
+			break
+		}
+		select {
+		case <-s.Router.Done():
+			if try < 3 {
+				continue
+			}
+		default:
+		}
 		return nil, err
 	}
 	for _, p := range s.procs() {
