@@ -14,12 +14,16 @@ import (
 // Run serves h on ln until ctx ends or serving fails, then shuts the server down, letting
 // requests in flight finish within grace.
 func Run(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration) error {
-	hs := &http.Server{
+	return serve(ctx, ln, &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		IdleTimeout:       120 * time.Second,
-	}
+	}, grace)
+}
+
+// serve runs hs on ln until ctx ends or serving fails, then shuts it down within grace.
+func serve(ctx context.Context, ln net.Listener, hs *http.Server, grace time.Duration) error {
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

@@ -57,25 +57,12 @@ func (l Limits) withDefaults() Limits {
 // connections close after IdleTimeout, and at most MaxConns connections are served at once.
 func RunLimited(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, lim Limits) error {
 	lim = lim.withDefaults()
-	hs := &http.Server{
+	return serve(ctx, netutil.LimitListener(ln, lim.MaxConns), &http.Server{
 		Handler:           BoundBodies(h, lim),
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		IdleTimeout:       lim.IdleTimeout,
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(netutil.LimitListener(ln, lim.MaxConns)) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	}, grace)
 }
 
 // BodyDeadline is the time a body of declared length n (-1: unknown) may take under lim.
