@@ -100,7 +100,7 @@ func (e *env) validate(t *testing.T, ws, pageID string) validation {
 // failure; with the renderers stopped, validation says unavailable while ordinary API traffic
 // goes on.
 func TestRenderThroughTheRouter(t *testing.T) {
-	e := startWith(t, "", map[string][]string{"cell": {"CELL_PREVIEW_TTL=4s"}}, true)
+	e := startWith(t, "", map[string][]string{"cell": {"CELL_PREVIEW_TTL=10s"}}, true)
 	if len(e.s.Previews) == 0 {
 		t.Fatal("the stack started no preview hosts")
 	}
@@ -166,7 +166,9 @@ export default function M() { return <Image asset="` + ids.New(ids.Asset) + `" a
 	t.Logf("repeat screenshot answered in %s", time.Since(start))
 
 	// The preview URL opens in a browser through the router, with its fonts and assets, and
-	// no API token.
+	// no API token. The browser starts before the URL is made: the URL lives CELL_PREVIEW_TTL,
+	// and a browser starting on a loaded machine can take most of that.
+	open := startBrowser(t)
 	a = e.do(t, http.MethodPost, "/api/v1/pages/"+good+"/preview-artifact", e.demo.PAT, []byte(`{}`), "X-Workspace-ID", ws, "Content-Type", "application/json")
 	if a.status != http.StatusOK {
 		t.Fatalf("preview artifact: %d %s", a.status, a.body)
@@ -179,7 +181,7 @@ export default function M() { return <Image asset="` + ids.New(ids.Asset) + `" a
 	if !strings.HasPrefix(pv.PreviewURL, e.s.RouterURL+"/preview/w/"+ws+"/snapshots/snap_") {
 		t.Fatalf("preview URL %q is not on the public host", pv.PreviewURL)
 	}
-	text := openInBrowser(t, pv.PreviewURL)
+	text := open(pv.PreviewURL)
 	if !strings.Contains(text, "Quarterly results") {
 		t.Fatalf("the preview in a browser shows %q", text)
 	}
@@ -258,10 +260,10 @@ export default function M() { return <Image asset="` + ids.New(ids.Asset) + `" a
 	}
 }
 
-// openInBrowser opens url in headless Debian Chromium (tests only: run as root, without the
-// browser sandbox; the renderers never do that) and returns the document's text once the
-// preview mounted.
-func openInBrowser(t *testing.T, url string) string {
+// startBrowser starts headless Debian Chromium (tests only: run as root, without the
+// sandbox) and returns a function that opens a URL in it, waits for the preview runtime to mount
+// with its fonts loaded, and returns the page's text. The browser is closed when the test ends.
+func startBrowser(t *testing.T) func(url string) string {
 	t.Helper()
 	const chromium = "/usr/lib/chromium/chromium"
 	if _, err := os.Stat(chromium); err != nil {
@@ -272,17 +274,26 @@ func openInBrowser(t *testing.T, url string) string {
 		chromedp.Flag("disable-gpu", true), chromedp.Flag("no-first-run", true),
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
 		chromedp.UserDataDir(t.TempDir()))
-	defer cancelAlloc()
 	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
-	defer cancelT()
-	var text string
-	err := chromedp.Run(ctx, chromedp.Navigate(url),
-		chromedp.Poll(`window.__renderReady && window.__renderReady.mount === "mounted" && document.fonts.status === "loaded"`, nil, chromedp.WithPollingTimeout(30*time.Second)),
-		chromedp.Evaluate(`document.body.innerText`, &text))
-	if err != nil {
-		t.Fatalf("opening the preview: %v", err)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Run(ctx); err != nil { // starts the browser now
+		t.Fatalf("starting chromium: %v", err)
 	}
-	return text
+	return func(url string) string {
+		t.Helper()
+		ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
+		defer cancelT()
+		var text string
+		err := chromedp.Run(ctx, chromedp.Navigate(url),
+			chromedp.Poll(`window.__renderReady && window.__renderReady.mount === "mounted" && document.fonts.status === "loaded"`, nil, chromedp.WithPollingTimeout(30*time.Second)),
+			chromedp.Evaluate(`document.body.innerText`, &text))
+		if err != nil {
+			var state string
+			dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+			_ = chromedp.Run(dctx, chromedp.Evaluate(`JSON.stringify({ready: window.__renderReady || null, fonts: document.fonts.status, text: document.body ? document.body.innerText.slice(0, 300) : ""})`, &state))
+			dcancel()
+			t.Fatalf("opening the preview: %v (page state: %s)", err, state)
+		}
+		return text
+	}
 }
