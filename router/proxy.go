@@ -152,7 +152,7 @@ func (rt *Router) try(x *exchange, r *http.Request, a *attempt) {
 		switch {
 		case a.err == nil:
 			done(nil)
-		case r.Context().Err() != nil, x.body.slow():
+		case r.Context().Err() != nil, x.body.Slow():
 			done(errExcluded)
 		default:
 			done(a.err)

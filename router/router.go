@@ -19,6 +19,7 @@ import (
 
 	"slidecells/router/placement"
 	"slidecells/shared/cellproto"
+	"slidecells/shared/httpserve"
 	"slidecells/shared/logging"
 	"slidecells/shared/problem"
 )
@@ -260,9 +261,9 @@ type exchange struct {
 	r     *http.Request
 	reqID string
 	ws    string
-	cell  *cell      // the last cell tried; nil while none was
-	body  *bodyGuard // the request body's rate rule; nil without a body
-	first attempt    // the first attempt, allocated with the exchange
+	cell  *cell                // the last cell tried; nil while none was
+	body  *httpserve.BodyGuard // the request body's rate rule; nil without a body
+	first attempt              // the first attempt, allocated with the exchange
 }
 
 // cellID is the ID of the last cell tried, or "" before the router picked one.
@@ -310,10 +311,10 @@ func (rt *Router) serve(x *exchange) {
 
 	out, replayable, err := rt.bufferBody(x.r)
 	if replayable && x.body != nil {
-		x.body.clear() // all of it is in memory
+		x.body.Release() // all of it is in memory
 	}
 	if err != nil {
-		if x.body.slow() {
+		if x.body.Slow() {
 			err = errBodyTimeout(err)
 		}
 		rt.fail(x, err)
@@ -427,7 +428,7 @@ func (rt *Router) finishAttempt(x *exchange, a *attempt) {
 	switch {
 	case a.rejected != nil:
 		rt.fail(x, a.rejected)
-	case a.err != nil && x.body.slow():
+	case a.err != nil && x.body.Slow():
 		// The client sent its body too slowly: its fault, not the cell's.
 		rt.fail(x, errBodyTimeout(a.err))
 	case a.err != nil:

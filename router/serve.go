@@ -1,14 +1,12 @@
 package router
 
 import (
-	"errors"
-	"io"
 	"log"
 	"net"
 	"net/http"
-	"os"
-	"sync/atomic"
 	"time"
+
+	"slidecells/shared/httpserve"
 
 	"golang.org/x/net/netutil"
 )
@@ -95,64 +93,8 @@ func NewInternalServer(h http.Handler, errorLog *log.Logger) *http.Server {
 	}
 }
 
-// bodyGuard enforces the body-rate rule on one request body: the n-th byte must have arrived
-// by start + grace + n/rate. It does so with the connection's read deadline, moved forward
-// before every read, so a client that declares 1,000 bytes and sends 8 holds its connection
-// for about the grace, not forever. Once the body is read (or abandoned) the deadline is
-// cleared: an expired deadline left behind would make the server's background read of the
-// connection cancel the request.
-type bodyGuard struct {
-	body     io.ReadCloser
-	rc       *http.ResponseController
-	start    time.Time
-	grace    time.Duration
-	rate     int64
-	n        atomic.Int64 // bytes read; the transport reads on its own goroutine
-	timedOut atomic.Bool
-	cleared  atomic.Bool
-}
-
-func (g *bodyGuard) Read(p []byte) (int, error) {
-	if g.cleared.Load() {
-		return g.body.Read(p)
-	}
-	n := g.n.Load()
-	deadline := g.start.Add(g.grace + time.Duration(n)*time.Second/time.Duration(g.rate))
-	_ = g.rc.SetReadDeadline(deadline)
-	k, err := g.body.Read(p)
-	g.n.Add(int64(k))
-	switch {
-	case err == nil:
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		g.timedOut.Store(true)
-	case errors.Is(err, io.EOF):
-		g.clear()
-	}
-	return k, err
-}
-
-func (g *bodyGuard) Close() error {
-	g.clear()
-	return g.body.Close()
-}
-
-// slow reports whether the body-rate rule cut the body; false for no guard.
-func (g *bodyGuard) slow() bool { return g != nil && g.timedOut.Load() }
-
-// clear removes the read deadline (once).
-func (g *bodyGuard) clear() {
-	if g.cleared.CompareAndSwap(false, true) && !g.timedOut.Load() {
-		_ = g.rc.SetReadDeadline(time.Time{})
-	}
-}
-
-// guardBody puts the body-rate rule on r's body, if it has one.
-func (rt *Router) guardBody(w http.ResponseWriter, r *http.Request) *bodyGuard {
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
-		return nil
-	}
-	g := &bodyGuard{body: r.Body, rc: http.NewResponseController(w), start: time.Now(),
-		grace: rt.cfg.BodyTimeout, rate: rt.cfg.BodyMinRate}
-	r.Body = g
-	return g
+// guardBody puts the body-rate rule (Config.BodyTimeout as the grace, Config.BodyMinRate) on
+// r's body, if it has one: the rule and its mechanism are the cell's too (httpserve.BodyRate).
+func (rt *Router) guardBody(w http.ResponseWriter, r *http.Request) *httpserve.BodyGuard {
+	return httpserve.BodyRate{Grace: rt.cfg.BodyTimeout, MinRate: rt.cfg.BodyMinRate}.Guard(w, r)
 }

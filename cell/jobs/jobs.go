@@ -448,13 +448,6 @@ func (q *Queue) claim(ctx context.Context, owner string, n int, lease time.Durat
 	return append(out, more...), err
 }
 
-// CappedRetry was how long a job claimed beyond its workspace's cap waited before it was claimed
-// again.
-//
-// Deprecated: a claim no longer takes a job beyond its workspace's cap (nor writes the stage
-// waiting-for-slot); kept for callers that name it.
-const CappedRetry = 250 * time.Millisecond
-
 // renew extends the leases of owner's running jobs and reports which of them have a cancel
 // request.
 func (q *Queue) renew(ctx context.Context, owner string, lease time.Duration) (map[string]bool, error) {

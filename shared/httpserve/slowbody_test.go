@@ -106,17 +106,50 @@ func TestSlowBodiesAreCutOff(t *testing.T) {
 	}
 }
 
-// TestBodyDeadline: the deadline grows with the declared length; an unknown length gets the
-// largest body's.
-func TestBodyDeadline(t *testing.T) {
-	l := Limits{BodyTimeout: 10 * time.Second, MinBodyRate: 1000, MaxBodyBytes: 100_000}
-	if d := l.BodyDeadline(5000); d != 15*time.Second {
-		t.Fatalf("5000 bytes: %v", d)
+// TestBodyRateLetsASteadyBodyThrough: a body that arrives in pieces, each well within the
+// rate after the grace, is read whole, although it takes longer than the grace in all; and a
+// handler that works past the grace after reading its body is not cancelled (the deadline is
+// cleared at the end of the body).
+func TestBodyRateLetsASteadyBodyThrough(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if d := l.BodyDeadline(-1); d != 110*time.Second {
-		t.Fatalf("unknown length: %v", d)
+	lim := Limits{BodyTimeout: 300 * time.Millisecond, MinBodyRate: 100}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusRequestTimeout)
+			return
+		}
+		select { // work on past the grace: the request must not be cancelled
+		case <-time.After(600 * time.Millisecond):
+		case <-r.Context().Done():
+			http.Error(w, "cancelled", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = fmt.Fprintf(w, "%d", len(b))
+	})
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- RunLimited(ctx, ln, h, 5*time.Second, lim) }()
+	defer func() { stop(); <-done }()
+	pr, pw := io.Pipe()
+	go func() {
+		for range 5 { // 5 × 20 bytes, one piece every 150 ms: 750 ms in all, 133 B/s
+			_, _ = pw.Write([]byte(strings.Repeat("x", 20)))
+			time.Sleep(150 * time.Millisecond)
+		}
+		pw.Close()
+	}()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+ln.Addr().String()+"/", pr)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if d := (Limits{}).BodyDeadline(0); d != 30*time.Second {
-		t.Fatalf("defaults: %v", d)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(b) != "100" {
+		t.Fatalf("steady body: %d %q, want 200 \"100\"", resp.StatusCode, b)
 	}
 }

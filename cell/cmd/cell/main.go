@@ -26,7 +26,6 @@ import (
 	"slidecells/cell"
 	"slidecells/cell/api"
 	"slidecells/cell/authoring"
-	cblob "slidecells/cell/blob"
 	"slidecells/cell/idempotency"
 	"slidecells/cell/maintenance"
 	"slidecells/cell/preview"
@@ -115,11 +114,10 @@ func load() (settings, error) {
 	}
 	s.TrustedProxies = trustedProxies(l)
 	s.HTTP = httpserve.Limits{
-		BodyTimeout:  l.PositiveDuration("CELL_BODY_TIMEOUT", 30*time.Second),
-		MinBodyRate:  int64(l.Int("CELL_MIN_BODY_RATE", 64<<10, 1024, 1<<30)),
-		MaxBodyBytes: cblob.MaxBytes,
-		IdleTimeout:  l.PositiveDuration("CELL_IDLE_TIMEOUT", 120*time.Second),
-		MaxConns:     l.Int("CELL_MAX_CONNECTIONS", 4096, 16, 1_000_000),
+		BodyTimeout: l.PositiveDuration("CELL_BODY_TIMEOUT", 30*time.Second),
+		MinBodyRate: int64(l.Int("CELL_MIN_BODY_RATE", 4<<10, 1024, 1<<30)),
+		IdleTimeout: l.PositiveDuration("CELL_IDLE_TIMEOUT", 120*time.Second),
+		MaxConns:    l.Int("CELL_MAX_CONNECTIONS", 4096, 16, 1_000_000),
 	}
 	if s.BlobURL != "" && !strings.HasPrefix(s.BlobURL, "file://") && !strings.HasPrefix(s.BlobURL, "s3://") && !strings.HasPrefix(s.BlobURL, "mem://") {
 		l.Fail("CELL_BLOB_URL", "use file:///path, s3://bucket or mem://")
@@ -270,12 +268,9 @@ func run() error {
 	}
 	log.Info("listening", zap.String("addr", ln.Addr().String()))
 	defer log.Info("stopped")
-	// httpserve.RunLimited (s.HTTP: body deadline, idle bound, connection cap) is not used yet:
-	// with it a preview opened through the router answered "preview not found"
-	// (deploy/e2e TestRenderThroughTheRouter); until that is understood the cell serves as
-	// before and the router bounds slow bodies on the public path.
-	_ = s.HTTP
-	return httpserve.Run(ctx, ln, srv.Handler(), s.ShutdownGrace)
+	// The body-rate rule is the router's (httpserve.BodyRate), so a body the router lets through
+	// at its rate reaches the cell at the same rate and passes here too.
+	return httpserve.RunLimited(ctx, ln, srv.Handler(), s.ShutdownGrace, s.HTTP)
 }
 
 // trustedProxies reads CELL_TRUSTED_PROXIES: comma-separated networks (CIDR) or addresses,
