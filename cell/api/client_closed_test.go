@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"slidecells/cell/idempotency"
+	"slidecells/shared/testenv"
 )
 
 // A client that gives up while its write commits: the write stands (the execution is detached
@@ -41,15 +43,15 @@ func TestClientClosedIs499AndTheWriteStands(t *testing.T) {
 		resp.Body.Close()
 		t.Fatal("the request was not cancelled")
 	}
-	deadline := time.Now().Add(10 * time.Second)
 	var line observer.LoggedEntry
-	for time.Now().Before(deadline) {
-		if l := logs.FilterMessage("request").All(); len(l) > 0 {
-			line = l[0]
-			break
+	testenv.Eventually(t, 10*time.Second, 20*time.Millisecond, "the access log line", func() error {
+		l := logs.FilterMessage("request").All()
+		if len(l) == 0 {
+			return errors.New("none yet")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		line = l[0]
+		return nil
+	})
 	if got := line.ContextMap()["status"]; got != int64(499) {
 		t.Fatalf("access log status %v, want 499 (%+v)", got, line.ContextMap())
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -21,6 +23,7 @@ import (
 	"slidecells/shared/db/dbtest"
 	"slidecells/shared/directory"
 	"slidecells/shared/problem"
+	"slidecells/shared/testenv"
 )
 
 type fixture struct {
@@ -89,22 +92,18 @@ func (f *fixture) enqueue(t testing.TB, kind string, maxAttempts int) Job {
 // wait polls a job until it reaches one of states.
 func (f *fixture) wait(t *testing.T, id string, states ...string) Job {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		j, err := f.q.Get(context.Background(), f.scope, id)
-		if err != nil {
-			t.Fatal(err)
+	var j Job
+	testenv.Eventually(t, 20*time.Second, 10*time.Millisecond, "job "+id+" in "+strings.Join(states, " or "), func() error {
+		var err error
+		if j, err = f.q.Get(context.Background(), f.scope, id); err != nil {
+			return err
 		}
-		for _, s := range states {
-			if j.Status == s {
-				return j
-			}
+		if slices.Contains(states, j.Status) {
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s stayed %s (stage %q, want %v)", id, j.Status, j.Stage, states)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("job %s is %s (stage %q)", id, j.Status, j.Stage)
+	})
+	return j
 }
 
 // writes counts the business writes made for a job (projects named after it).
@@ -611,47 +610,42 @@ func TestWorkspaceConcurrencyCap(t *testing.T) {
 	}
 	f.q.Notify()
 	// One job of A and the one of B run; A's others wait for A's slot.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		mu.Lock()
-		ra, rb := running[f.scope.WorkspaceID()], running[f.scopeB.WorkspaceID()]
-		mu.Unlock()
-		if ra == 1 && rb == 1 {
-			break
+	counts := func(want map[string]int) func() error {
+		return func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			for ws, n := range want {
+				if running[ws] != n {
+					return fmt.Errorf("running: %v, want %v", running, want)
+				}
+			}
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("running: A %d, B %d", ra, rb)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
+	testenv.Eventually(t, 20*time.Second, 10*time.Millisecond, "one job of A and one of B running",
+		counts(map[string]int{f.scope.WorkspaceID(): 1, f.scopeB.WorkspaceID(): 1}))
 	// A's cap goes up to 3 (an override): three of A's jobs run at once.
 	overrides.Store(map[string]int{f.scope.WorkspaceID(): 3})
-	for {
-		mu.Lock()
-		ra := running[f.scope.WorkspaceID()]
-		mu.Unlock()
-		if ra == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("with the override: A %d running", ra)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, 20*time.Second, 10*time.Millisecond, "three of A's jobs running with the override",
+		counts(map[string]int{f.scope.WorkspaceID(): 3}))
 	close(release)
 	for _, j := range append(a, b) {
 		sc := f.scope
 		if j.ID == b.ID {
 			sc = f.scopeB
 		}
-		done, err := f.q.Get(ctx, sc, j.ID)
-		for err == nil && done.Status != Succeeded && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-			done, err = f.q.Get(ctx, sc, j.ID)
-		}
-		if done.Status != Succeeded || done.AttemptCount != 0 {
-			t.Fatalf("job %s: %+v %v", j.ID, done, err)
-		}
+		testenv.Eventually(t, 20*time.Second, 10*time.Millisecond, "job "+j.ID+" succeeded", func() error {
+			done, err := f.q.Get(ctx, sc, j.ID)
+			switch {
+			case err != nil:
+				return err
+			case done.Status != Succeeded:
+				return fmt.Errorf("%s", done.Status)
+			case done.AttemptCount != 0:
+				t.Fatalf("job %s used an attempt waiting for its slot: %+v", j.ID, done)
+			}
+			return nil
+		})
 	}
 	mu.Lock()
 	defer mu.Unlock()

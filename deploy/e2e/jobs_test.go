@@ -3,11 +3,13 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"slidecells/shared/db/dbtest"
+	"slidecells/shared/testenv"
 )
 
 // Two processes of one cell share its database. The replica that claims a page job is killed
@@ -54,16 +56,15 @@ func TestJobSurvivesKilledReplica(t *testing.T) {
 	if _, err := e.s.StartReplica("cell-a", "CELL_JOB_LEASE=2s"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testenv.Eventually(t, 60*time.Second, 100*time.Millisecond, "the job ends on the new replica", func() error {
 		if err := d.Pool.QueryRow(ctx, `SELECT status, attempt_count FROM mutation_jobs WHERE id = $1`, job.JobID).Scan(&status, &attempts); err != nil {
-			t.Fatal(err)
+			return err
 		}
-		if status == "succeeded" || status == "failed" || time.Now().After(deadline) {
-			break
+		if status == "succeeded" || status == "failed" {
+			return nil
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("job %s", status)
+	})
 	if status != "succeeded" || attempts != 1 {
 		t.Fatalf("after the takeover: %s, %d attempts", status, attempts)
 	}

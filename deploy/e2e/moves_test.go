@@ -25,6 +25,7 @@ import (
 
 	"slidecells/shared/db/dbtest"
 	"slidecells/shared/directory"
+	"slidecells/shared/testenv"
 )
 
 // cellctl runs the cellctl binary against the stack's directory and cells file.
@@ -284,8 +285,7 @@ func (e *env) seedWorkspace(t *testing.T, ws string, projects int) (jobID string
 // waitJob polls a job through the router until it is terminal.
 func (e *env) waitJob(t *testing.T, ws, id string) (status string, attempts int) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	testenv.Eventually(t, 90*time.Second, 100*time.Millisecond, "job "+id+" ends", func() error {
 		a := e.get(t, "/api/v1/jobs/mutations/"+id, e.demo.PAT, "X-Workspace-ID", ws)
 		var j struct {
 			Status       string `json:"status"`
@@ -293,13 +293,12 @@ func (e *env) waitJob(t *testing.T, ws, id string) (status string, attempts int)
 		}
 		_ = json.Unmarshal(a.body, &j)
 		if a.status == 200 && (j.Status == "succeeded" || j.Status == "failed" || j.Status == "canceled") {
-			return j.Status, j.AttemptCount
+			status, attempts = j.Status, j.AttemptCount
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s: %d %s", id, a.status, a.body)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("%d %s", a.status, a.body)
+	})
+	return status, attempts
 }
 
 // retrying sends a request until it gets an answer that is not a 503 with Retry-After (a cell
