@@ -369,11 +369,10 @@ func (r *Retention) SweepOrphans(ctx context.Context) RetentionStats {
 		if ctx.Err() != nil {
 			break
 		}
-		if err := r.sweepSnapshots(ctx, ws, &st); err != nil {
-			r.log.Warn("render retention: snapshot sweep failed", zap.String("workspace_id", ws), zap.Error(err))
-		}
-		if err := r.sweepRenders(ctx, ws, &st); err != nil {
-			r.log.Warn("render retention: render sweep failed", zap.String("workspace_id", ws), zap.Error(err))
+		for _, k := range []orphanKind{orphanSnapshots, orphanPNGs} {
+			if err := r.sweep(ctx, k, ws, &st); err != nil {
+				r.log.Warn("render retention: orphan sweep failed", zap.String("workspace_id", ws), zap.String("kind", k.label), zap.Error(err))
+			}
 		}
 	}
 	if st != (RetentionStats{}) {
@@ -405,31 +404,66 @@ func (r *Retention) listOld(ctx context.Context, prefix string, cutoff time.Time
 	return err
 }
 
-func (r *Retention) sweepSnapshots(ctx context.Context, ws string, st *RetentionStats) error {
+// orphanKind is one kind of blob the sweep deletes when no request refers to it.
+type orphanKind struct {
+	prefix func(ws string) string
+	// ref is the request reference in a key under the prefix (a snapshot ref, a request ID).
+	ref func(rest string) string
+	// usedSQL selects, of the refs ($2) of workspace $1, those a request row still names.
+	usedSQL string
+	// keep spares an unreferenced blob (a preview artifact still valid); nil spares none.
+	keep func(r *Retention, ctx context.Context, o *gcblob.ListObject, now time.Time) bool
+	// label is the metrics' label of the deleted blob and of its bytes.
+	label, bytesLabel string
+	count             func(st *RetentionStats) *int
+}
+
+var (
+	orphanSnapshots = orphanKind{
+		prefix:  snapshotsPrefix,
+		ref:     func(rest string) string { return strings.TrimSuffix(rest, ".json") },
+		usedSQL: `SELECT snapshot_ref FROM render_requests WHERE workspace_id = $1 AND snapshot_ref = ANY($2)`,
+		keep: func(r *Retention, ctx context.Context, o *gcblob.ListObject, now time.Time) bool {
+			exp, ok := r.expiry(ctx, o.Key)
+			return ok && !exp.Add(r.cfg.Grace).Before(now)
+		},
+		label: "orphan_snapshot", bytesLabel: "snapshot",
+		count: func(st *RetentionStats) *int { return &st.OrphanSnapshots },
+	}
+	orphanPNGs = orphanKind{
+		prefix:  rendersPrefix,
+		ref:     func(rest string) string { id, _, _ := strings.Cut(rest, "/"); return id },
+		usedSQL: `SELECT id FROM render_requests WHERE workspace_id = $1 AND id = ANY($2)`,
+		label:   "orphan_png", bytesLabel: "png",
+		count: func(st *RetentionStats) *int { return &st.OrphanPNGs },
+	}
+)
+
+// sweep deletes ws's blobs of kind k written OrphanAfter ago that no request refers to (those
+// a request names are the request rules' to release) and that k does not keep.
+func (r *Retention) sweep(ctx context.Context, k orphanKind, ws string, st *RetentionStats) error {
 	now := r.now().UTC()
-	return r.listOld(ctx, snapshotsPrefix(ws), now.Add(-r.cfg.OrphanAfter), func(page []*gcblob.ListObject) error {
+	prefix := k.prefix(ws)
+	return r.listOld(ctx, prefix, now.Add(-r.cfg.OrphanAfter), func(page []*gcblob.ListObject) error {
 		refs := make([]string, 0, len(page))
 		for _, o := range page {
-			refs = append(refs, strings.TrimSuffix(strings.TrimPrefix(o.Key, snapshotsPrefix(ws)), ".json"))
+			refs = append(refs, k.ref(strings.TrimPrefix(o.Key, prefix)))
 		}
-		used, err := r.existing(ctx, `SELECT snapshot_ref FROM render_requests WHERE workspace_id = $1 AND snapshot_ref = ANY($2)`, ws, refs)
+		used, err := r.existing(ctx, k.usedSQL, ws, refs)
 		if err != nil {
 			return err
 		}
 		for i, o := range page {
-			if used[refs[i]] {
-				continue // a request's: the rules above decide
-			}
-			if exp, ok := r.expiry(ctx, o.Key); ok && !exp.Add(r.cfg.Grace).Before(now) {
-				continue // a preview artifact still valid
+			if used[refs[i]] || (k.keep != nil && k.keep(r, ctx, o, now)) {
+				continue
 			}
 			if _, ok, err := cblob.Remove(ctx, r.bucket, o.Key); err != nil {
 				return err
 			} else if ok {
-				st.OrphanSnapshots++
+				*k.count(st)++
 				st.Bytes += o.Size
-				r.deleted.WithLabelValues("orphan_snapshot").Inc()
-				r.bytes.WithLabelValues("snapshot").Add(float64(o.Size))
+				r.deleted.WithLabelValues(k.label).Inc()
+				r.bytes.WithLabelValues(k.bytesLabel).Add(float64(o.Size))
 			}
 		}
 		return nil
@@ -451,35 +485,6 @@ func (r *Retention) expiry(ctx context.Context, key string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return m.ExpiresAt, true
-}
-
-func (r *Retention) sweepRenders(ctx context.Context, ws string, st *RetentionStats) error {
-	prefix := rendersPrefix(ws)
-	return r.listOld(ctx, prefix, r.now().UTC().Add(-r.cfg.OrphanAfter), func(page []*gcblob.ListObject) error {
-		ids := make([]string, 0, len(page))
-		for _, o := range page {
-			id, _, _ := strings.Cut(strings.TrimPrefix(o.Key, prefix), "/")
-			ids = append(ids, id)
-		}
-		used, err := r.existing(ctx, `SELECT id FROM render_requests WHERE workspace_id = $1 AND id = ANY($2)`, ws, ids)
-		if err != nil {
-			return err
-		}
-		for i, o := range page {
-			if used[ids[i]] {
-				continue // deleted with its request
-			}
-			if _, ok, err := cblob.Remove(ctx, r.bucket, o.Key); err != nil {
-				return err
-			} else if ok {
-				st.OrphanPNGs++
-				st.Bytes += o.Size
-				r.deleted.WithLabelValues("orphan_png").Inc()
-				r.bytes.WithLabelValues("png").Add(float64(o.Size))
-			}
-		}
-		return nil
-	})
 }
 
 func (r *Retention) existing(ctx context.Context, sql, ws string, keys []string) (map[string]bool, error) {
