@@ -299,15 +299,20 @@ func run() error {
 		return fmt.Errorf("CELL_INTERNAL_TLS_LISTEN_ADDR: %w", err)
 	}
 	log.Info("listening (TLS)", zap.String("addr", tln.Addr().String()))
-	// Both listeners end together: the first to stop (shutdown or failure) stops the other.
+	return serveWithTLS(ctx, ln, tln, cert, srv.Handler(), s.ShutdownGrace)
+}
+
+// serveWithTLS serves h on ln, and over TLS with cert on tln (the internal listener). Both end
+// together: the first to stop (shutdown or failure) stops the other.
+func serveWithTLS(ctx context.Context, ln, tln net.Listener, cert tls.Certificate, h http.Handler, grace time.Duration) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	tlsDone := make(chan error, 1)
 	go func() {
 		defer cancel()
-		tlsDone <- httpserve.Run(sctx, tls.NewListener(tln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}), srv.Handler(), s.ShutdownGrace)
+		tlsDone <- httpserve.Run(sctx, tls.NewListener(tln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}), h, grace)
 	}()
-	err = httpserve.Run(sctx, ln, srv.Handler(), s.ShutdownGrace)
+	err := httpserve.Run(sctx, ln, h, grace)
 	cancel()
 	return errors.Join(err, <-tlsDone)
 }
