@@ -93,6 +93,10 @@ type tab struct {
 	untrusted []string // binding calls from anywhere else
 	docHeader map[string]bool
 	console   []string // console messages and exceptions, shown when a wait fails
+
+	// hold: requests whose URL contains it wait until release is closed (nil: none wait).
+	hold    string
+	release chan struct{}
 }
 
 type contextAux struct {
@@ -109,6 +113,22 @@ func open(t testing.TB, docURL, token string, width, height int) *tab {
 // openWith opens a tab, with or without the binding (an ordinary browser has none).
 func openWith(t testing.TB, docURL, token string, width, height int, binding bool) *tab {
 	t.Helper()
+	return openTab(t, docURL, token, width, height, binding, "")
+}
+
+// openHeld opens a tab whose requests for URLs containing hold wait until the returned
+// function is called (a slow resource, without a timer).
+func openHeld(t testing.TB, docURL, token string, width, height int, hold string) (*tab, func()) {
+	t.Helper()
+	tb := openTab(t, docURL, token, width, height, true, hold)
+	var once sync.Once
+	release := func() { once.Do(func() { close(tb.release) }) }
+	t.Cleanup(release)
+	return tb, release
+}
+
+func openTab(t testing.TB, docURL, token string, width, height int, binding bool, hold string) *tab {
+	t.Helper()
 	ctx, cancel := chromedp.NewContext(browser(t))
 	t.Cleanup(cancel)
 	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
@@ -117,7 +137,7 @@ func openWith(t testing.TB, docURL, token string, width, height int, binding boo
 		t.Fatal(err)
 	}
 	tb := &tab{t: t, ctx: ctx, topFrame: cdp.FrameID(chromedp.FromContext(ctx).Target.TargetID),
-		contexts: map[cdpruntime.ExecutionContextID]contextAux{}, docHeader: map[string]bool{}}
+		contexts: map[cdpruntime.ExecutionContextID]contextAux{}, docHeader: map[string]bool{}, hold: hold, release: make(chan struct{})}
 	chromedp.ListenTarget(ctx, func(ev any) {
 		switch ev := ev.(type) {
 		case *cdpruntime.EventExecutionContextCreated:
@@ -185,6 +205,13 @@ func (tb *tab) continueRequest(ev *fetch.EventRequestPaused, docURL, token strin
 	tb.mu.Lock()
 	tb.docHeader[ev.Request.URL] = withToken
 	tb.mu.Unlock()
+	if tb.hold != "" && strings.Contains(ev.Request.URL, tb.hold) {
+		select {
+		case <-tb.release:
+		case <-tb.ctx.Done():
+			return
+		}
+	}
 	if !withToken {
 		_ = fetch.ContinueRequest(ev.RequestID).Do(exec)
 		return

@@ -152,7 +152,7 @@ type snap struct {
 	FileType string // tsx (default), jsx, html
 	Source   string // compiled with cell/compile unless Raw
 	Raw      bool   // use Source as the module's bytes as they are
-	Styles   string // may use {{font:N}} for the blob path of Fonts[N]
+	Styles   string // may use {{font:N}} and {{asset:N}} for the blob paths of Fonts[N] and Assets[N]
 	Fonts    []blobSpec
 	Assets   []blobSpec
 	// NoModule and NoStyles leave those objects out of the store (host faults).
@@ -193,6 +193,13 @@ func (e *env) snapshot(s snap) *snapshot.Manifest {
 	if s.Canvas.Width == 0 {
 		s.Canvas = snapshot.Canvas{Width: 640, Height: 360, DeviceScaleFactor: 1}
 	}
+	ref := ids.New(ids.Snapshot)
+	if s.FileType == "html" {
+		// an html page may use {{asset:N}} for the absolute path of Assets[N]
+		for i, a := range s.Assets {
+			s.Source = strings.ReplaceAll(s.Source, fmt.Sprintf("{{asset:%d}}", i), "/snapshots/"+ref+"/blobs/"+strings.TrimPrefix(digest.Bytes(a.Data), "sha256:"))
+		}
+	}
 	code := []byte(s.Source)
 	if !s.Raw {
 		c, err := compile.New(compile.Options{KitItems: KitItems()})
@@ -218,7 +225,7 @@ func (e *env) snapshot(s snap) *snapshot.Manifest {
 		mtype = "text/html"
 	}
 	m := &snapshot.Manifest{
-		Schema: snapshot.Schema, Ref: ids.New(ids.Snapshot), WorkspaceID: ws, Owner: "test",
+		Schema: snapshot.Schema, Ref: ref, WorkspaceID: ws, Owner: "test",
 		Entity: snapshot.Entity{Kind: s.Kind}, FileType: s.FileType, Scenes: []string{"default"},
 		Module: e.object(ws, code, mtype, !s.NoModule), HostBuild: HostBuild, Canvas: s.Canvas,
 		CreatedAt: time.Now().UTC(), ExpiresAt: time.Now().Add(time.Hour).UTC(),
@@ -229,8 +236,10 @@ func (e *env) snapshot(s snap) *snapshot.Manifest {
 		m.Fonts = append(m.Fonts, o)
 		styles = strings.ReplaceAll(styles, fmt.Sprintf("{{font:%d}}", i), "blobs/"+o.Hex())
 	}
-	for _, a := range s.Assets {
-		m.Assets = append(m.Assets, snapshot.Asset{ID: a.ID, Object: e.object(ws, a.Data, a.Type, a.Write)})
+	for i, a := range s.Assets {
+		o := e.object(ws, a.Data, a.Type, a.Write)
+		m.Assets = append(m.Assets, snapshot.Asset{ID: a.ID, Object: o})
+		styles = strings.ReplaceAll(styles, fmt.Sprintf("{{asset:%d}}", i), "blobs/"+o.Hex())
 	}
 	m.Styles = e.object(ws, []byte(styles), "text/css", !s.NoStyles)
 	d, err := m.ComputeInputDigest()

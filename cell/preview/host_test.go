@@ -418,6 +418,9 @@ var runtimeSources = map[string]string{
 	// An image counts as loaded only once its load event was seen (a failed one is "complete"
 	// for a moment before its error event).
 	"preview-host-2": "8368f40d0e7e2f9f887c770c38c04ea089fba610d697e2d8e1714633d0970a77",
+	// CSS images (backgrounds and the other image properties, pseudo-elements included), SVG
+	// <image> and video posters are visual resources the runtime awaits.
+	"preview-host-3": "8c29f4a63afdc3e1b3c717e514c40cb5286e36291a18efadaa84563fb3d4b919",
 }
 
 func TestHostBuildPinsRuntimeSources(t *testing.T) {

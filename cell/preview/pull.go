@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,6 +66,9 @@ type PullerOptions struct {
 	KeyRefresh, KeyRetry time.Duration
 	// Transport is the HTTP transport (default http.DefaultTransport).
 	Transport http.RoundTripper
+	// RootCAs, when set (and Transport is not), are the only CAs trusted for the backend's TLS
+	// (PREVIEW_BACKEND_CA_FILE); the backend URL must then be https.
+	RootCAs *x509.CertPool
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -78,6 +83,16 @@ func NewPuller(o PullerOptions) (*Puller, error) {
 	}
 	if o.Credential == "" {
 		return nil, errors.New("preview service credential is empty")
+	}
+	if o.RootCAs != nil {
+		if !strings.HasPrefix(o.BackendURL, "https://") {
+			return nil, errors.New("backend URL: a CA is configured, so it must be https (the service credential never crosses in clear)")
+		}
+		if o.Transport == nil {
+			t := http.DefaultTransport.(*http.Transport).Clone()
+			t.TLSClientConfig = &tls.Config{RootCAs: o.RootCAs, MinVersion: tls.VersionTLS12}
+			o.Transport = t
+		}
 	}
 	p := &Puller{
 		base:       strings.TrimRight(o.BackendURL, "/"),

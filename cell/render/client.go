@@ -3,11 +3,14 @@ package render
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"strconv"
 	"time"
 
@@ -50,7 +53,13 @@ func (c *client) do(ctx context.Context, method, url string, body any, out any) 
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return answer{}, fmt.Errorf("%w: %s %s", errUnreachable, method, redactURL(url))
+		// The cause (a refused connection, a TLS failure such as an unknown authority) is kept
+		// for the logs; net/url's wrapper is dropped (it repeats the URL).
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return answer{}, fmt.Errorf("%w: %s %s: %w", errUnreachable, method, redactURL(url), err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -143,8 +152,15 @@ func (c *client) artifact(ctx context.Context, base, attemptID string, d rc.Arti
 	return data, nil
 }
 
-func newClient(credential string) *client {
+func newClient(credential string) *client { return newClientTrusting(credential, nil) }
+
+// newClientTrusting returns the renderers' client; with roots, only those CAs are trusted for
+// TLS (RENDER_WORKERS_CA_FILE).
+func newClientTrusting(credential string, roots *x509.CertPool) *client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	if roots != nil {
+		t.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	}
 	t.MaxIdleConnsPerHost = 8
 	t.ResponseHeaderTimeout = 10 * time.Second
 	return &client{http: &http.Client{Transport: t, Timeout: 15 * time.Second,

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -27,6 +28,10 @@ type Config struct {
 	Workers []Worker
 	// Credential is the renderers' service credential (RENDER_SERVICE_CREDENTIAL_FILE).
 	Credential string
+	// WorkersCA, when set, holds the only CAs trusted for the renderers' TLS
+	// (RENDER_WORKERS_CA_FILE, a PEM bundle); every worker URL must then be https. Unset, the
+	// system roots are trusted (and http workers are allowed: `make run` on loopback).
+	WorkersCA *x509.CertPool
 	// Profile is the environment the release requires (RENDER_PROFILE_MANIFEST); a worker whose
 	// environment digest differs is never dispatched to.
 	Profile       rc.RenderProfile
@@ -112,6 +117,13 @@ func Load(l *config.Loader, getenv func(string) string, signer *ticket.Signer) *
 	}
 	if c.WorkspaceConcurrency == 0 {
 		c.WorkspaceConcurrency = max(1, (len(workers)+1)/2)
+	}
+	if c.WorkersCA = l.CAFile("RENDER_WORKERS_CA_FILE"); c.WorkersCA != nil {
+		for _, w := range workers {
+			if !strings.HasPrefix(w.URL, "https://") {
+				l.Fail("RENDER_WORKERS_CONFIG", "worker %s is not https although RENDER_WORKERS_CA_FILE is set: its service credential would cross the network in clear", w.ID)
+			}
+		}
 	}
 	if creds := l.Credentials("RENDER_SERVICE_CREDENTIAL_FILE", true); creds != nil {
 		c.Credential = creds[0] // the current one; a second line is the next during a rotation

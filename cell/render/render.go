@@ -182,7 +182,7 @@ type Coordinator struct {
 
 // New builds a coordinator; Start runs it.
 func New(cfg Config, d *db.DB, bucket *gcblob.Bucket, log *zap.Logger) *Coordinator {
-	return &Coordinator{cfg: cfg, db: d, bucket: bucket, log: log, client: newClient(cfg.Credential),
+	return &Coordinator{cfg: cfg, db: d, bucket: bucket, log: log, client: newClientTrusting(cfg.Credential, cfg.WorkersCA),
 		id: ids.New("coord"), now: time.Now, Lease: 10 * time.Second, PollInterval: 15 * time.Millisecond,
 		TickInterval: time.Second, kick: make(chan struct{}, 1), waiters: map[string][]chan struct{}{},
 		driving: map[string]bool{}, stop: make(chan struct{})}

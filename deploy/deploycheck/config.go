@@ -67,6 +67,10 @@ func (c *cluster) checkConfig() []Finding {
 			nav, _ := envValue(env, "RENDER_RUNTIME_NAVIGATION_BASE_URL")
 			c.checkPreviewURL(cw, "RENDER_RUNTIME_NAVIGATION_BASE_URL", nav, previews, add)
 			c.checkWorkers(cw, ct, env, renderers, add)
+			cellCA := c.secretOfFile(cw, ct, env, "RENDER_WORKERS_CA_FILE")
+			if cellCA == "" {
+				add(cw, "RENDER_WORKERS_CA_FILE is not a file of a Secret: the cell must trust its private CA (only it) for the renderers' TLS")
+			}
 			cellCred := c.secretOfFile(cw, ct, env, "RENDER_SERVICE_CREDENTIAL_FILE")
 			for _, r := range renderers {
 				rct := &r.spec.Containers[0]
@@ -75,6 +79,7 @@ func (c *cluster) checkConfig() []Finding {
 				if strings.TrimSuffix(base, "/") != strings.TrimSuffix(nav, "/") {
 					add(r, "RENDER_PREVIEW_BASE_URL %q differs from the cell's RENDER_RUNTIME_NAVIGATION_BASE_URL %q: preview access is bound to the navigation origin", base, nav)
 				}
+				c.checkTLSServer(r, rct, renv, "RENDER_TLS_CERT_FILE", "RENDER_TLS_KEY_FILE", "control", add)
 				if rc := c.secretOfFile(r, rct, renv, "RENDER_SERVICE_CREDENTIAL_FILE"); rc != cellCred || rc == "" {
 					add(r, "RENDER_SERVICE_CREDENTIAL_FILE comes from Secret %q, the cell's from %q: they must be the same credential", rc, cellCred)
 				}
@@ -89,10 +94,40 @@ func (c *cluster) checkConfig() []Finding {
 				if msg := c.urlServes(ns, backend, "cell"); msg != "" {
 					add(p, "PREVIEW_BACKEND_URL %s", msg)
 				}
+				if !strings.HasPrefix(backend, "https://") {
+					add(p, "PREVIEW_BACKEND_URL %q is not https: the preview service credential would cross nodes in clear (use the cell's CELL_INTERNAL_TLS_LISTEN_ADDR)", backend)
+				} else {
+					if c.secretOfFile(p, pct, penv, "PREVIEW_BACKEND_CA_FILE") == "" {
+						add(p, "PREVIEW_BACKEND_CA_FILE is not a file of a Secret: the preview host must trust the cell's private CA (only it) for its pulls")
+					}
+					if _, ok := envValue(env, "CELL_INTERNAL_TLS_LISTEN_ADDR"); !ok {
+						add(cw, "CELL_INTERNAL_TLS_LISTEN_ADDR is not set, but the preview host pulls over https")
+					} else {
+						c.checkTLSServer(cw, ct, env, "CELL_TLS_CERT_FILE", "CELL_TLS_KEY_FILE", "", add)
+					}
+				}
 			}
 		}
 	}
 	return out
+}
+
+// checkTLSServer: a listener other pods reach serves TLS: its certificate and key are files of
+// a Secret, and the kubelet's HTTP probes on probePort (when named) use HTTPS.
+func (c *cluster) checkTLSServer(w *workload, ct *corev1.Container, env []envVar, certSetting, keySetting, probePort string, add func(*workload, string, ...any)) {
+	for _, s := range []string{certSetting, keySetting} {
+		if c.secretOfFile(w, ct, env, s) == "" {
+			add(w, "%s is not a file of a Secret: the listener other pods reach must serve TLS with a certificate of the cell's private CA", s)
+		}
+	}
+	if probePort == "" {
+		return
+	}
+	for _, p := range []*corev1.Probe{ct.StartupProbe, ct.LivenessProbe, ct.ReadinessProbe} {
+		if p != nil && p.HTTPGet != nil && p.HTTPGet.Port.String() == probePort && p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+			add(w, "an HTTP probe of port %s is not scheme HTTPS: the listener speaks TLS only", probePort)
+		}
+	}
 }
 
 // checkChildLimits: one attempt's cgroup limits are set and fit in the container's.
@@ -232,7 +267,12 @@ func (c *cluster) checkWorkers(cw *workload, ct *corev1.Container, env []envVar,
 			if !containerHasPort(rct, port) {
 				add(r, "RENDER_LISTEN_ADDR port %s is not a declared container port", port)
 			}
-			want[id] = "http://" + pod + "." + r.serviceName + ":" + port
+			want[id] = "https://" + pod + "." + r.serviceName + ":" + port
+		}
+	}
+	for _, id := range sortedKeys(have) {
+		if !strings.HasPrefix(have[id], "https://") {
+			add(cw, "RENDER_WORKERS_CONFIG gives renderer %s the address %s: across pods the control API is https only (its service credential would cross nodes in clear)", id, have[id])
 		}
 	}
 	for _, id := range sortedKeys(want) {

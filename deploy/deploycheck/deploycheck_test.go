@@ -380,6 +380,89 @@ spec: {}
 `,
 		},
 		{
+			name: "renderer control API addressed over http across pods", overlay: "cell-a", rule: RuleConfig,
+			message: "across pods the control API is https only",
+			edit: func(t *testing.T, root string) {
+				p := filepath.Join(root, "overlays/cell-a/render-workers.json")
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := strings.Replace(string(b), `"https://renderer-1.`, `"http://renderer-1.`, 1)
+				if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+		{
+			name: "preview host pulling over http across pods", overlay: "cell-b", rule: RuleConfig, message: `PREVIEW_BACKEND_URL "http://cell:8081" is not https`,
+			patch: `
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: preview
+spec:
+  template:
+    spec:
+      containers:
+        - name: preview
+          env:
+            - name: PREVIEW_BACKEND_URL
+              value: http://cell:8081
+`,
+		},
+		{
+			name: "renderer serving its control API without TLS", overlay: "cell-a", rule: RuleConfig, message: "RENDER_TLS_KEY_FILE is not a file of a Secret",
+			patch: `
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: renderer
+spec:
+  template:
+    spec:
+      containers:
+        - name: renderer
+          env:
+            - name: RENDER_TLS_KEY_FILE
+              value: /tmp/renderer/tls.key
+`,
+		},
+		{
+			name: "renderer probed over plain http", overlay: "cell-b", rule: RuleConfig, message: "is not scheme HTTPS",
+			patch: `
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: renderer
+spec:
+  template:
+    spec:
+      containers:
+        - name: renderer
+          livenessProbe:
+            httpGet:
+              scheme: HTTP
+`,
+		},
+		{
+			name: "cell trusting no private CA for its renderers", overlay: "cell-a", rule: RuleConfig, message: "RENDER_WORKERS_CA_FILE is not a file of a Secret",
+			patch: `
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: cell
+spec:
+  template:
+    spec:
+      containers:
+        - name: cell
+          env:
+            - name: RENDER_WORKERS_CA_FILE
+              value: /tmp/ca.crt
+`,
+		},
+		{
 			name: "a render profile of another contract", overlay: "cell-a", rule: RuleConfig, message: `declares contract_version "render-execution.v0"`,
 			edit: func(t *testing.T, root string) {
 				p := filepath.Join(root, "components/release/render-profile.json")

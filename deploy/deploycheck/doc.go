@@ -31,7 +31,10 @@
 //     addresses), the renderers' preview base URL is the cell's navigation base and names the
 //     preview Service, the preview host's backend URL names the cell's Service, the cell shares
 //     its renderer and preview credentials with them (same Secret), and the render profile
-//     ConfigMap declares this release's contract.
+//     ConfigMap declares this release's contract. Across pods the credentials travel over TLS
+//     only: every renderer address and the preview host's backend URL are https, renderers and
+//     the cell's internal listener take certificate and key from Secrets, the renderers'
+//     probes use HTTPS, and cell and preview host trust a CA bundle from a Secret.
 //   - references: selectors match their pod templates, StatefulSets name an existing Service,
 //     every ConfigMap a pod uses exists, every volume mount names a volume.
 //

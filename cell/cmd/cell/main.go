@@ -6,6 +6,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -43,13 +45,18 @@ import (
 )
 
 type settings struct {
-	CellID        string
-	ListenAddr    string
-	DatabaseURL   string
-	DirectoryURL  string
-	AuthTTL       time.Duration
-	AuthMaxStale  time.Duration
-	ShutdownGrace time.Duration
+	CellID     string
+	ListenAddr string
+	// InternalTLS: a second listener serving the same API over TLS for callers inside the
+	// cluster that cross nodes (the preview host's pulls): CELL_INTERNAL_TLS_LISTEN_ADDR with
+	// CELL_TLS_CERT_FILE and CELL_TLS_KEY_FILE (a certificate of the cell's private CA).
+	InternalTLSAddr         string
+	TLSCertFile, TLSKeyFile string
+	DatabaseURL             string
+	DirectoryURL            string
+	AuthTTL                 time.Duration
+	AuthMaxStale            time.Duration
+	ShutdownGrace           time.Duration
 	// Render is the render coordinator's configuration; nil when RENDER_WORKERS_CONFIG is unset
 	// (the cell then has no render capacity and says so).
 	Render *render.Config
@@ -111,6 +118,11 @@ func load() (settings, error) {
 
 		RateAuthFail:      l.Int("CELL_RATE_AUTH_FAILURES", 10, 0, 1_000_000),
 		RateAuthFailBurst: l.Int("CELL_RATE_AUTH_FAILURES_BURST", 50, 1, 10_000_000),
+	}
+	s.InternalTLSAddr = l.Addr("CELL_INTERNAL_TLS_LISTEN_ADDR", "", false)
+	s.TLSCertFile, s.TLSKeyFile = l.String("CELL_TLS_CERT_FILE", "", false), l.String("CELL_TLS_KEY_FILE", "", false)
+	if (s.InternalTLSAddr != "") != (s.TLSCertFile != "") || (s.TLSCertFile != "") != (s.TLSKeyFile != "") {
+		l.Fail("CELL_INTERNAL_TLS_LISTEN_ADDR", "CELL_INTERNAL_TLS_LISTEN_ADDR, CELL_TLS_CERT_FILE and CELL_TLS_KEY_FILE go together")
 	}
 	s.TrustedProxies = trustedProxies(l)
 	s.HTTP = httpserve.Limits{
@@ -270,7 +282,34 @@ func run() error {
 	defer log.Info("stopped")
 	// The body-rate rule is the router's (httpserve.BodyRate), so a body the router lets through
 	// at its rate reaches the cell at the same rate and passes here too.
-	return httpserve.RunLimited(ctx, ln, srv.Handler(), s.ShutdownGrace, s.HTTP)
+	if s.InternalTLSAddr == "" {
+		return httpserve.RunLimited(ctx, ln, srv.Handler(), s.ShutdownGrace, s.HTTP)
+	}
+	cert, err := tls.LoadX509KeyPair(s.TLSCertFile, s.TLSKeyFile)
+	if err != nil {
+		return fmt.Errorf("CELL_TLS_CERT_FILE, CELL_TLS_KEY_FILE: %w", err)
+	}
+	tln, err := net.Listen("tcp", s.InternalTLSAddr)
+	if err != nil {
+		return fmt.Errorf("CELL_INTERNAL_TLS_LISTEN_ADDR: %w", err)
+	}
+	log.Info("listening (TLS)", zap.String("addr", tln.Addr().String()))
+	return serveWithTLS(ctx, ln, tln, cert, srv.Handler(), s.ShutdownGrace, s.HTTP)
+}
+
+// serveWithTLS serves h on ln, and over TLS with cert on tln (the internal listener). Both end
+// together: the first to stop (shutdown or failure) stops the other. Both apply lim.
+func serveWithTLS(ctx context.Context, ln, tln net.Listener, cert tls.Certificate, h http.Handler, grace time.Duration, lim httpserve.Limits) error {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tlsDone := make(chan error, 1)
+	go func() {
+		defer cancel()
+		tlsDone <- httpserve.RunLimited(sctx, tls.NewListener(tln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}), h, grace, lim)
+	}()
+	err := httpserve.RunLimited(sctx, ln, h, grace, lim)
+	cancel()
+	return errors.Join(err, <-tlsDone)
 }
 
 // trustedProxies reads CELL_TRUSTED_PROXIES: comma-separated networks (CIDR) or addresses,

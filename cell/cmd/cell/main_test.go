@@ -85,3 +85,21 @@ func TestLoadPreviewAndTicketSettings(t *testing.T) {
 		t.Fatalf("bad signing key: %v", err)
 	}
 }
+
+// The internal TLS listener's three settings go together.
+func TestLoadInternalTLSSettingsGoTogether(t *testing.T) {
+	t.Setenv("CELL_ID", "cell-a")
+	t.Setenv("CELL_DATABASE_URL", "postgres://127.0.0.1/cell")
+	t.Setenv("DIRECTORY_DATABASE_URL", "postgres://127.0.0.1/directory")
+	t.Setenv("CELL_BLOB_URL", "file:///tmp/blobs")
+	t.Setenv("CELL_INTERNAL_TLS_LISTEN_ADDR", ":8443")
+	if _, err := load(); err == nil || !strings.Contains(err.Error(), "CELL_INTERNAL_TLS_LISTEN_ADDR") {
+		t.Fatalf("a TLS listener without a certificate: %v", err)
+	}
+	t.Setenv("CELL_TLS_CERT_FILE", "/etc/tls/tls.crt")
+	t.Setenv("CELL_TLS_KEY_FILE", "/etc/tls/tls.key")
+	s, err := load()
+	if err != nil || s.InternalTLSAddr != ":8443" || s.TLSKeyFile != "/etc/tls/tls.key" {
+		t.Fatalf("TLS settings: %v %+v", err, s.InternalTLSAddr)
+	}
+}

@@ -9,12 +9,14 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,9 +29,11 @@ import (
 )
 
 type settings struct {
-	ListenAddr    string
-	BackendURL    string
-	Credential    string
+	ListenAddr string
+	BackendURL string
+	Credential string
+	// BackendCA are the only CAs trusted for the backend's TLS (PREVIEW_BACKEND_CA_FILE).
+	BackendCA     *x509.CertPool
 	RuntimeDir    string
 	Bases         preview.BaseConfig
 	PlatformDir   string
@@ -68,6 +72,9 @@ func load() (settings, error) {
 				l.Fail(name, "%v", err)
 			}
 		}
+	}
+	if s.BackendCA = l.CAFile("PREVIEW_BACKEND_CA_FILE"); s.BackendCA != nil && !strings.HasPrefix(s.BackendURL, "https://") {
+		l.Fail("PREVIEW_BACKEND_URL", "must be https when PREVIEW_BACKEND_CA_FILE is set: the service credential never crosses in clear")
 	}
 	if creds := l.Credentials("PREVIEW_SERVICE_CREDENTIAL_FILE", true); creds != nil {
 		s.Credential = creds[0]
@@ -130,7 +137,7 @@ func run() error {
 	defer func() { _ = log.Sync() }()
 	puller, err := preview.NewPuller(preview.PullerOptions{
 		BackendURL: s.BackendURL, Credential: s.Credential, Timeout: s.Timeout,
-		CacheBytes: int64(s.CacheMB) << 20, KeyRefresh: s.KeyRefresh,
+		CacheBytes: int64(s.CacheMB) << 20, KeyRefresh: s.KeyRefresh, RootCAs: s.BackendCA,
 	})
 	if err != nil {
 		return err

@@ -38,6 +38,7 @@ func TestLoadNamesEveryBadSetting(t *testing.T) {
 		"RENDER_PLATFORM_ASSET_BASE_URL":  "/relative",
 		"PREVIEW_OBJECT_CACHE_MB":         "0",
 		"PREVIEW_PLATFORM_ASSET_DIR":      filepath.Join(t.TempDir(), "nope"),
+		"PREVIEW_BACKEND_CA_FILE":         filepath.Join(t.TempDir(), "no-ca.crt"),
 	} {
 		t.Setenv(k, v)
 	}
@@ -46,7 +47,7 @@ func TestLoadNamesEveryBadSetting(t *testing.T) {
 		t.Fatal("invalid configuration accepted")
 	}
 	for _, name := range []string{"PREVIEW_LISTEN_ADDR", "PREVIEW_BACKEND_URL", "PREVIEW_SERVICE_CREDENTIAL_FILE", "RENDER_RUNTIME_ASSET_BASE_URL",
-		"RENDER_PLATFORM_ASSET_BASE_URL", "PREVIEW_OBJECT_CACHE_MB", "PREVIEW_PLATFORM_ASSET_DIR"} {
+		"RENDER_PLATFORM_ASSET_BASE_URL", "PREVIEW_OBJECT_CACHE_MB", "PREVIEW_PLATFORM_ASSET_DIR", "PREVIEW_BACKEND_CA_FILE"} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error does not name %s: %v", name, err)
 		}

@@ -46,6 +46,13 @@
     }
     return function () { return undefined; };
   }
+  function setter(proto, name) {
+    for (var p = proto; p; p = O.getPrototypeOf(p)) {
+      var d = getOwn(p, name);
+      if (d && d.set) return uncurry(d.set);
+    }
+    return function () { throw new TypeError("no setter " + name); };
+  }
   var evTarget = getter(Event.prototype, "target");
   var evDetail = getter(CustomEvent.prototype, "detail");
   var errMessage = getter(ErrorEvent.prototype, "message");
@@ -58,6 +65,7 @@
   var nlLength = getter(NodeList.prototype, "length");
   var nlItem = uncurry(NodeList.prototype.item);
   var localName = getter(Element.prototype, "localName");
+  var nsURI = getter(Element.prototype, "namespaceURI");
   var getAttribute = uncurry(Element.prototype.getAttribute);
   var setAttribute = uncurry(Element.prototype.setAttribute);
   var parentNode = getter(Node.prototype, "parentNode");
@@ -70,6 +78,17 @@
   var faceStatus = getter(FontFace.prototype, "status");
   var faceFamily = getter(FontFace.prototype, "family");
   var replaceState = uncurry(History.prototype.replaceState);
+  // visual resources the DOM does not announce (CSS images, SVG <image>, video posters)
+  var computedStyle = uncurry(window.getComputedStyle);
+  var propValue = uncurry(CSSStyleDeclaration.prototype.getPropertyValue);
+  var docElement = getter(Document.prototype, "documentElement");
+  var baseURI = getter(Node.prototype, "baseURI");
+  var NewImage = Image;
+  var imgSrcSet = setter(HTMLImageElement.prototype, "src");
+  var imgDecode = uncurry(HTMLImageElement.prototype.decode);
+  var videoPoster = getter(HTMLVideoElement.prototype, "poster");
+  var URLCtor = URL, urlHref = getter(URL.prototype, "href");
+  var moTake = uncurry(MutationObserver.prototype.takeRecords);
   var win = window, doc = document, hist = history;
   var dynImport = function (u) { return import(u); };
 
@@ -93,6 +112,9 @@
   // ---- limits ---------------------------------------------------------------------------
   var MAX_MESSAGE = 300, MAX_FAULTS = 32, MAX_FAILURES = 32, MAX_RECEIPTS = 64, MAX_SCENES = 64;
   var MAX_REF = 80;
+  // CSS images, SVG <image> and video posters: distinct URLs awaited, elements inspected. Past
+  // either limit the page counts one failed image (it is never captured half loaded).
+  var MAX_VISUALS = 256, MAX_SCAN = 20000;
 
   // ---- lists without Array.prototype: null-prototype records ---------------------------
   function list() { var l = create(null); l.n = 0; l.items = create(null); return l; }
@@ -145,6 +167,10 @@
   // "complete" for a moment before its error event arrives, and must not count as loaded then.
   var loadedImages = new WS();
   var root = null;
+  var visuals = create(null), visualCount = 0; // absolute URL -> {state, ref}
+  var visualsNow = list();                     // the URLs the document refers to now
+  var visualsOver = "";                         // why the last scan went past a limit
+  var visualsDirty = true, visualObserver = null;
 
   // ---- the payload, written field by field ----------------------------------------------
   function q(s) { return stringify(toStr(s)); } // a primitive string: no toJSON is consulted
@@ -209,12 +235,156 @@
     if (strSlice(src, 0, 5) === "data:") src = "data URL";
     return clip(src || "(no src)", MAX_REF);
   }
+
+  // ---- visual resources no element event announces ------------------------------------------
+  // CSS images (background-image and the other image properties, on elements and their
+  // ::before/::after), SVG <image> and video posters. The document is scanned whenever it
+  // changed (a mutation, a stylesheet load, a mount) and each URL it refers to is loaded once
+  // more through a detached image: the browser shares one cached resource per URL, so that
+  // image's load (and decode) is the moment the element can paint it, and its error is the
+  // element's failure. Nothing is awaited forever: the renderer's content budget bounds the
+  // wait and a pending resource is reported with it.
+  var VISUAL_PROPS = ["background-image", "border-image-source", "list-style-image", "mask-image", "-webkit-mask-image"];
+  var PSEUDOS = ["::before", "::after"];
+  function fetchable(u) {
+    var p = strSlice(u, 0, 6);
+    return p === "https:" || strSlice(p, 0, 5) === "http:" || strSlice(p, 0, 5) === "data:" || strSlice(p, 0, 5) === "blob:";
+  }
+  function visualRef(u) {
+    if (strSlice(u, 0, 5) === "data:") return "data URL";
+    var s = u, cut = indexOf(s, "?"); if (cut >= 0) s = strSlice(s, 0, cut); // never a query: it may be signed
+    cut = indexOf(s, "#"); if (cut >= 0) s = strSlice(s, 0, cut);
+    var slash = lastIndexOf(s, "/");
+    if (slash >= 0) s = strSlice(s, slash + 1);
+    var akeys = objectKeys(ASSETS);
+    for (var i = 0; i < akeys.length; i++) {
+      var a = ASSETS[akeys[i]];
+      if (s !== "" && strSlice(a, a.length - s.length - 1) === "/" + s) return clip(akeys[i], MAX_REF);
+    }
+    return clip(s || "(no name)", MAX_REF);
+  }
+  function loadVisual(u, v) {
+    var img;
+    var done = function (ok) {
+      if (v.state !== "pending") return;
+      v.state = ok ? "loaded" : "failed";
+      publish();
+    };
+    // failures while starting are counted by the scan under way (no publish inside one)
+    try { img = new NewImage(); } catch (e) { v.state = "failed"; return; }
+    addListener(img, "load", function () {
+      var p;
+      try { p = imgDecode(img); } catch (e) { done(true); return; }
+      then(p, function () { done(true); }, function () { done(true); });
+    });
+    addListener(img, "error", function () { done(false); });
+    try { imgSrcSet(img, u); } catch (e) { v.state = "failed"; }
+  }
+  function trackVisual(u, seen) {
+    if (!fetchable(u) || seen[u]) return;
+    seen[u] = true;
+    var v = visuals[u];
+    if (!v) {
+      if (visualCount >= MAX_VISUALS) { visualsOver = "more than " + MAX_VISUALS + " distinct CSS, SVG or poster images"; return; }
+      visualCount++;
+      v = rec(); v.state = "pending"; v.ref = visualRef(u);
+      visuals[u] = v;
+      loadVisual(u, v);
+    }
+    push(visualsNow, u);
+  }
+  // urlsIn tracks every url("…") of a computed value (computed values hold absolute URLs in
+  // double quotes, with \ and \" escaped).
+  function urlsIn(value, seen) {
+    var from = 0, n = value.length;
+    for (;;) {
+      var i = indexOf(value, 'url("', from);
+      if (i < 0) return;
+      var j = i + 5, u = "";
+      while (j < n) {
+        var c = strSlice(value, j, j + 1);
+        if (c === "\\" && j + 1 < n) { u += strSlice(value, j + 1, j + 2); j += 2; continue; }
+        if (c === '"') break;
+        u += c; j++;
+      }
+      from = j + 1;
+      trackVisual(u, seen);
+    }
+  }
+  function inspectElement(el, seen) {
+    var cs, k, v;
+    cs = computedStyle(win, el, null);
+    for (k = 0; k < VISUAL_PROPS.length; k++) {
+      v = propValue(cs, VISUAL_PROPS[k]);
+      if (v && v !== "none") urlsIn(v, seen);
+    }
+    for (var p = 0; p < PSEUDOS.length; p++) {
+      cs = computedStyle(win, el, PSEUDOS[p]);
+      v = propValue(cs, "content");
+      if (!v || v === "none" || v === "normal") continue; // no box, nothing painted
+      urlsIn(v, seen);
+      for (k = 0; k < VISUAL_PROPS.length; k++) {
+        v = propValue(cs, VISUAL_PROPS[k]);
+        if (v && v !== "none") urlsIn(v, seen);
+      }
+    }
+    var name = localName(el);
+    if (name === "video") {
+      trackVisual(toStr(videoPoster(el) || ""), seen);
+    } else if (name === "image" && nsURI(el) === "http://www.w3.org/2000/svg") {
+      var href = getAttribute(el, "href");
+      if (href === null) href = getAttribute(el, "xlink:href");
+      if (href) trackVisual(urlHref(new URLCtor(toStr(href), baseURI(el))), seen);
+    }
+  }
+  function scanVisuals() {
+    if (!domReady) return;
+    if (visualObserver !== null) {
+      try { if (moTake(visualObserver).length > 0) visualsDirty = true; } catch (e) { visualsDirty = true; }
+    }
+    if (!visualsDirty) return;
+    visualsDirty = false;
+    clear(visualsNow);
+    visualsOver = "";
+    var seen = create(null), de = docElement(doc);
+    if (!de) return;
+    var nl = qsa(de, "*"), n = nlLength(nl);
+    if (n + 1 > MAX_SCAN) { visualsOver = "more than " + MAX_SCAN + " elements to inspect for images"; n = MAX_SCAN - 1; }
+    for (var i = -1; i < n; i++) {
+      try { inspectElement(i < 0 ? de : nlItem(nl, i), seen); } catch (e) { /* a bad URL: nothing to load */ }
+    }
+  }
+  function visualSummary(c, failures) {
+    try { scanVisuals(); } catch (e) { /* counts of the last scan stay */ }
+    for (var i = 0; i < visualsNow.n; i++) {
+      var v = visuals[visualsNow.items[i]];
+      if (v.state === "pending") c.pending++;
+      else if (v.state === "loaded") c.loaded++;
+      else {
+        c.failed++;
+        if (failures.n < MAX_FAILURES) push(failures, failure("image", v.ref, true));
+      }
+    }
+    if (visualsOver !== "") {
+      c.failed++;
+      if (failures.n < MAX_FAILURES) push(failures, failure("image", clip(visualsOver, MAX_REF), true));
+    }
+  }
+  function observeVisuals() {
+    var de = docElement(doc);
+    if (!de) return;
+    try {
+      visualObserver = new MO(function () { visualsDirty = true; publish(); });
+      moObserve(visualObserver, de, {childList: true, subtree: true, attributes: true});
+    } catch (e) { visualObserver = null; }
+  }
   function failure(kind, ref, permanent) { var f = rec(); f.kind = kind; f.ref = ref; f.permanent = permanent; return f; }
 
   function payload() {
     var failures = list();
     for (var i = 0; i < fontFailures.n && failures.n < MAX_FAILURES; i++) push(failures, fontFailures.items[i]);
     var images = imageSummary(failures);
+    visualSummary(images, failures);
     var oc = rec(); oc.loaded = 0; oc.failed = 0; oc.pending = 0;
     var ids = objectKeys(other);
     for (var j = 0; j < ids.length; j++) {
@@ -312,6 +482,7 @@
   function onResource(t, ok) {
     var name;
     try { name = localName(t); } catch (e) { return; }
+    visualsDirty = true; // a stylesheet may have brought CSS images
     if (name === "img") {
       if (ok) { wsAdd(loadedImages, t); wsDelete(failedImages, t); } else { wsAdd(failedImages, t); wsDelete(loadedImages, t); }
       publish();
@@ -371,6 +542,7 @@
     domReady = true;
     root = getElementById(doc, ROOT_ID);
     observeImages();
+    observeVisuals();
     maybeStart();
   }, true);
 
@@ -381,6 +553,7 @@
     // is "ok", so there is no moment of "ok, mounted, nothing pending" before they load.
     loadFonts();
     if (FILE_TYPE === "html") {
+      visualsDirty = true;
       init = "ok";
       mount = "mounted";
       for (var i = 0; i < faults.n; i++) if (faults.items[i].blocking) mount = "failed";
@@ -483,6 +656,7 @@
   // ---- the runtime's handle (passed to main.js's start, never published on window) ----------
   function mounted(ok) {
     if (mount !== "pending") return;
+    visualsDirty = true; // styles may have changed without a mutation (CSSOM)
     mount = ok && !hasBlocking(faults) && !hasBlocking(moduleFaults) ? "mounted" : "failed";
     publish();
     if (!switching) runSwitches();
