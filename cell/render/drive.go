@@ -214,7 +214,12 @@ func (c *Coordinator) notKnown(ctx context.Context, a *attempt) {
 		return
 	}
 	if caps.Epoch != a.epoch {
-		c.finish(ctx, a, rc.NewError(rc.CodeBrowserLost, rc.StageAdmission, "the worker restarted; its earlier epoch's processes were killed at start"), true)
+		if !c.epochProven(ctx, a.workerID, a.epoch, caps) {
+			// Reappeared on another host or cgroup: its old processes are not proven gone.
+			c.markUnknown(ctx, a)
+			return
+		}
+		c.finish(ctx, a, rc.NewError(rc.CodeBrowserLost, rc.StageAdmission, "the worker restarted on the same host and cgroup; its earlier epoch's processes were killed at start"), true)
 		return
 	}
 	if ans, err := c.client.cancel(qctx, a.url, a.attemptID, a.req.CancelVersion+1); err != nil || (ans.err != nil && ans.status != 404) {
@@ -565,13 +570,8 @@ func (c *Coordinator) markUnknown(ctx context.Context, a *attempt) {
 	}
 }
 
-func (c *Coordinator) quarantine(ctx context.Context, workerID, epoch, why string) {
-	c.setWorkerState(ctx, workerID, epoch, "quarantined", why)
-	c.log.Warn("render worker quarantined", zap.String("worker_id", workerID), zap.String("epoch", epoch), zap.String("reason", why))
-}
-
 func (c *Coordinator) setWorkerState(ctx context.Context, workerID, epoch, state, detail string) {
-	_, _ = c.db.Exec(ctx, `UPDATE render_workers SET state = $3, detail = $4 WHERE worker_id = $1 AND epoch = $2 AND state <> 'quarantined'`,
+	_, _ = c.db.Exec(ctx, `UPDATE render_workers SET state = $3, detail = $4 WHERE worker_id = $1 AND epoch = $2 AND state NOT IN ('quarantined', 'retired')`,
 		workerID, epoch, state, clip(detail, 300))
 }
 

@@ -36,9 +36,10 @@ func (c *Coordinator) Stop() {
 }
 
 // refreshWorkers reads every configured worker's capabilities and readiness and records its
-// current epoch. A new epoch retires the older ones: the renderer kills every process group
-// of earlier epochs before it serves, which proves their attempts gone, so those attempts are
-// released (the only way capacity held by an unknown attempt comes back).
+// current epoch (register). A new epoch on the same host and cgroup retires the older ones: the
+// renderer kills every process of earlier epochs in its cgroup before it serves, which proves
+// their attempts gone, so those attempts are released. A new epoch elsewhere proves nothing:
+// the older epoch is quarantined and its attempts stay unknown until an operator releases them.
 func (c *Coordinator) refreshWorkers(ctx context.Context) {
 	for _, w := range c.cfg.Workers {
 		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -67,40 +68,12 @@ func (c *Coordinator) refreshWorkers(ctx context.Context) {
 				WHERE worker_id = $1 AND state = 'ready'`, w.ID)
 			continue
 		}
-		now := c.now().UTC()
-		var retired []string
-		err = c.db.Tx(ctx, func(tx pgx.Tx) error {
-			retired = retired[:0]
-			if _, err := tx.Exec(ctx, `INSERT INTO render_workers (worker_id, epoch, url, environment_digest, state, detail,
-				registered_at, heartbeat_at, last_dispatch_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $7)
-				ON CONFLICT (worker_id, epoch) DO UPDATE SET url = excluded.url, environment_digest = excluded.environment_digest,
-				heartbeat_at = excluded.heartbeat_at,
-				state = CASE WHEN render_workers.state = 'quarantined' THEN 'quarantined' ELSE excluded.state END,
-				detail = CASE WHEN render_workers.state = 'quarantined' THEN render_workers.detail ELSE excluded.detail END`,
-				w.ID, caps.Epoch, w.URL, caps.EnvironmentDigest, state, detail, now); err != nil {
-				return err
-			}
-			rows, err := tx.Query(ctx, `UPDATE render_workers SET state = 'retired', detail = $3
-				WHERE worker_id = $1 AND epoch <> $2 AND state <> 'retired' RETURNING epoch`,
-				w.ID, caps.Epoch, "superseded by epoch "+caps.Epoch)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var e string
-				if err := rows.Scan(&e); err != nil {
-					return err
-				}
-				retired = append(retired, e)
-			}
-			return rows.Err()
-		})
+		proven, err := c.register(ctx, workerRecord{w: w, caps: caps, state: state, detail: detail})
 		if err != nil {
 			c.log.Warn("render worker registry update failed", zap.String("worker_id", w.ID), zapErr(err))
 			continue
 		}
-		for _, e := range retired {
+		for _, e := range proven {
 			c.releaseEpoch(ctx, w.ID, e)
 		}
 	}
@@ -110,7 +83,7 @@ func (c *Coordinator) refreshWorkers(ctx context.Context) {
 // releaseEpoch releases the unreleased attempts of a retired worker epoch.
 func (c *Coordinator) releaseEpoch(ctx context.Context, workerID, epoch string) {
 	for _, a := range c.attemptsWhere(ctx, `a.worker_id = $1 AND a.epoch = $2`, workerID, epoch) {
-		c.finish(ctx, a, rc.NewError(rc.CodeBrowserLost, rc.StageCleanup, "the worker restarted; its earlier epoch's processes were killed at start"), a.state != "reserved")
+		c.finish(ctx, a, rc.NewError(rc.CodeBrowserLost, rc.StageCleanup, "the worker restarted on the same host and cgroup; its earlier epoch's processes were killed at start"), a.state != "reserved")
 	}
 }
 
