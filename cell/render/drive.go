@@ -319,7 +319,7 @@ func (c *Coordinator) terminal(ctx context.Context, a *attempt, rec rc.Receipt) 
 		if e == nil {
 			e = rc.NewError(rc.CodeInternal, rc.StageResult, "attempt ended %s without an error", rec.Outcome)
 		}
-		if e.Code == rc.CodeContractMismatch {
+		if e.Code == rc.CodeContractMismatch && !hostFault(e) {
 			c.quarantine(ctx, a.workerID, a.epoch, "contract mismatch: "+clip(e.Message, 200))
 		}
 		c.finish(ctx, a, e, rec.Outcome != rc.OutcomeRejected)
@@ -468,8 +468,20 @@ func releaseAttempt(ctx context.Context, tx pgx.Tx, attemptID, outcome string, e
 	return err
 }
 
+// hostFault reports whether a renderer's error blames the preview host, not the renderer: a
+// protocol fault met while opening the preview document or reading its render-ready.v1 state
+// (a broken host build, a document without the readiness protocol, a redirect off the allowed
+// origins). It never quarantines the renderer that met it — every renderer would meet it — and
+// another attempt would meet it again.
+func hostFault(e *rc.Error) bool {
+	return e.Code == rc.CodeContractMismatch && (e.Stage == rc.StageNavigation || e.Stage == rc.StageReadiness)
+}
+
 // retryable decides by category whether another attempt may help.
 func retryable(e *rc.Error) bool {
+	if hostFault(e) {
+		return false
+	}
 	switch e.Code.Category() {
 	case rc.CategoryInfrastructure, rc.CategoryInternal, rc.CategoryCapacity:
 		return true

@@ -196,3 +196,157 @@ func TestNewEpochElsewhereKeepsTheOldOccupancyUntilAnOperatorReleasesIt(t *testi
 		t.Fatalf("the worker after the release: %+v", got)
 	}
 }
+
+// faultProxy stands in front of a renderer and answers the first n POSTs of executions itself
+// with answer (status and body), without forwarding them.
+func faultProxy(t *testing.T, rendererURL string, n int32, status int, contentType, body string) (string, *atomic.Int32) {
+	t.Helper()
+	target, err := url.Parse(rendererURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/executions") && hits.Add(1) <= n {
+			rw.Header().Set("Content-Type", contentType)
+			rw.WriteHeader(status)
+			_, _ = io.WriteString(rw, body)
+			return
+		}
+		rp.ServeHTTP(rw, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, &hits
+}
+
+func (w *world) quarantinedEver(t *testing.T, workerID string) bool {
+	t.Helper()
+	var n int
+	_ = w.f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM render_workers WHERE worker_id = $1
+		AND (state = 'quarantined' OR quarantined_at IS NOT NULL)`, workerID).Scan(&n)
+	var lifted int
+	_ = w.f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM render_operator_actions WHERE worker_id = $1`, workerID).Scan(&lifted)
+	return n+lifted > 0
+}
+
+// Blame the right party: a proxy's 502 page in place of the renderer's answer says nothing
+// about the renderer (the attempt is queried and retried, the renderer is not quarantined), and
+// a preview host build that does not speak render-ready.v1 is the host's fault (the request
+// fails at once with RENDER_CONTRACT_MISMATCH at readiness, not retried on the next renderer,
+// and no renderer is quarantined).
+func TestProxyAnswersAndHostFaultsDoNotQuarantineTheRenderer(t *testing.T) {
+	w := newWorld(t, 1)
+	proxied, hits := faultProxy(t, w.renderers[0].url, 1, http.StatusBadGateway, "text/html", "<html><body><h1>502 Bad Gateway</h1></body></html>")
+	w.workers[0].URL = proxied
+	c := w.coordinator(t, func(cfg *Config) { cfg.RequestTimeout = 2 * time.Minute })
+	sc := w.f.scopes[0]
+	id := w.workers[0].ID
+	shot := submitDoc(t, c, sc, "through-proxy", rc.OpPageCapture, "ready", 1)
+	if got := wait(t, c, sc, shot.ID, 2*time.Minute); got.State != StateSucceeded || got.AttemptsUsed != 2 || hits.Load() < 2 {
+		t.Fatalf("a render whose first dispatch met a proxy's 502: %+v (%d POSTs), want succeeded by a second attempt", got, hits.Load())
+	}
+	if w.quarantinedEver(t, id) {
+		t.Fatal("a proxy's 502 quarantined the renderer")
+	}
+	broken := submitDoc(t, c, sc, "broken-host", rc.OpPageDiagnose, "noprotocol", 2)
+	got := wait(t, c, sc, broken.ID, 2*time.Minute)
+	if got.State != StateFailed || got.ErrorCode != string(rc.CodeContractMismatch) || got.ErrorStage != string(rc.StageReadiness) || got.AttemptsUsed != 1 {
+		t.Fatalf("a document without render-ready.v1: %+v, want failed once with RENDER_CONTRACT_MISMATCH at readiness", got)
+	}
+	if w.quarantinedEver(t, id) {
+		t.Fatal("a preview host fault quarantined the renderer")
+	}
+	if h := c.Health(context.Background()); !h.Available || len(h.Quarantined) != 0 {
+		t.Fatalf("health after faults that are not the renderer's: %+v", h)
+	}
+}
+
+// A renderer fault (here: a contract error in answer to the dispatch) quarantines the renderer;
+// after the cool-down a passing probe lifts the quarantine by itself (recorded as probe_lift)
+// and the waiting request renders.
+func TestQuarantineIsLiftedByAPassingProbeAfterItsCooldown(t *testing.T) {
+	w := newWorld(t, 1)
+	proxied, _ := faultProxy(t, w.renderers[0].url, 1, http.StatusBadRequest, "application/json",
+		`{"code":"RENDER_CONTRACT_MISMATCH","category":"configuration","stage":"admission","retryable":false,"message":"body is not an execution request"}`)
+	w.workers[0].URL = proxied
+	c := w.coordinator(t, func(cfg *Config) { cfg.RequestTimeout = 2 * time.Minute; cfg.QuarantineCooldown = 2 * time.Second })
+	sc := w.f.scopes[0]
+	req := submitDoc(t, c, sc, "quarantined", rc.OpPageCapture, "ready", 1)
+	if got := wait(t, c, sc, req.ID, 2*time.Minute); got.State != StateSucceeded {
+		t.Fatalf("the render after the quarantine's lift: %+v", got)
+	}
+	var operator, reason string
+	if err := w.f.db.Pool.QueryRow(context.Background(), `SELECT operator, reason FROM render_operator_actions
+		WHERE worker_id = $1 AND action = 'probe_lift'`, w.workers[0].ID).Scan(&operator, &reason); err != nil ||
+		operator != "probe" || !strings.Contains(reason, "contract mismatch at admission") {
+		t.Fatalf("no recorded probe lift of the contract-mismatch quarantine: %q %q %v", operator, reason, err)
+	}
+	if st := w.epochState(t, w.workers[0].ID, w.epochOf(t, 0)); st != "ready" {
+		t.Fatalf("the renderer is %q after the lift", st)
+	}
+}
+
+func (w *world) epochOf(t *testing.T, i int) string {
+	t.Helper()
+	caps, _, err := newClient("lifecycle-test-credential-0123456789").capabilities(context.Background(), w.renderers[i].url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return caps.Epoch
+}
+
+// A quarantine shows in health, in the metrics and in cellctl renderers list with its reason;
+// the operator lifts it with cellctl renderers unquarantine (recorded), after which the probe
+// makes the renderer ready and it renders. Input errors of the procedure change nothing.
+func TestQuarantineIsVisibleAndTheOperatorLiftsIt(t *testing.T) {
+	w, c, sc := start(t, 1, func(cfg *Config) { cfg.RequestTimeout = 2 * time.Minute })
+	ctx := context.Background()
+	id, epoch := w.workers[0].ID, w.epochOf(t, 0)
+	testenv.Eventually(t, 30*time.Second, 20*time.Millisecond, "the renderer registered", func() error {
+		if st := w.epochState(t, id, epoch); st != "ready" {
+			return fmt.Errorf("state %q", st)
+		}
+		return nil
+	})
+	c.quarantine(ctx, id, epoch, "terminal receipt without released resources")
+	h := c.Health(ctx)
+	if h.Available || len(h.Quarantined) != 1 || h.Quarantined[0] != id || !strings.Contains(h.Detail, "quarantined: "+id) {
+		t.Fatalf("health with the only renderer quarantined: %+v", h)
+	}
+	if g := gauges(t, c); g["cell_render_workers{quarantined}"] != 1 {
+		t.Fatalf("cell_render_workers{quarantined} = %v", g["cell_render_workers{quarantined}"])
+	}
+	out, err := cellctl(t, "renderers", "list", "--cell-database-url", w.f.url)
+	if err != nil || !strings.Contains(out, "quarantined") || !strings.Contains(out, "terminal receipt without released resources") {
+		t.Fatalf("renderers list: %v\n%s", err, out)
+	}
+	// Bad input: no reason, an unknown renderer, a worker ID that is none.
+	for _, args := range [][]string{
+		{"renderers", "unquarantine", id, "--operator", "ops@example.com"},
+		{"renderers", "unquarantine", "nope", "--operator", "ops@example.com", "--reason", "x"},
+		{"renderers", "unquarantine", "../x", "--operator", "ops@example.com", "--reason", "x"},
+		{"renderers", "unquarantine", id, "--operator", "ops@example.com", "--reason", strings.Repeat("x", 1001)},
+	} {
+		if out, err := cellctl(t, append(args, "--cell-database-url", w.f.url)...); err == nil {
+			t.Fatalf("%v accepted:\n%s", args, out)
+		}
+	}
+	if st := w.epochState(t, id, epoch); st != "quarantined" {
+		t.Fatalf("a refused operator request changed the renderer to %q", st)
+	}
+	if out, err := cellctl(t, "renderers", "unquarantine", id, "--operator", "ops@example.com", "--reason", "fixed the node's disk",
+		"--cell-database-url", w.f.url); err != nil {
+		t.Fatalf("unquarantine: %v\n%s", err, out)
+	}
+	shot := submitDoc(t, c, sc, "after-unquarantine", rc.OpPageCapture, "ready", 1)
+	if got := wait(t, c, sc, shot.ID, 2*time.Minute); got.State != StateSucceeded {
+		t.Fatalf("the render after the operator lifted the quarantine: %+v", got)
+	}
+	out, err = cellctl(t, "renderers", "actions", "--json", "--cell-database-url", w.f.url)
+	var acts []OperatorAction
+	if err != nil || json.Unmarshal([]byte(out), &acts) != nil || len(acts) != 1 || acts[0].Action != "unquarantine" ||
+		acts[0].Operator != "ops@example.com" || acts[0].Reason != "fixed the node's disk" {
+		t.Fatalf("renderers actions: %v\n%s", err, out)
+	}
+}

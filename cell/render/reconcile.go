@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,8 +65,16 @@ func (c *Coordinator) refreshWorkers(ctx context.Context) {
 		}
 		cancel()
 		if err != nil || ans.err != nil {
-			_, _ = c.db.Exec(ctx, `UPDATE render_workers SET state = 'unready', detail = 'unreachable'
-				WHERE worker_id = $1 AND state = 'ready'`, w.ID)
+			why := "unreachable"
+			var nc *nonContract
+			switch {
+			case errors.As(err, &nc):
+				why = nc.Error()
+			case ans.err != nil:
+				why = "capabilities refused: " + clip(ans.err.Message, 200)
+			}
+			_, _ = c.db.Exec(ctx, `UPDATE render_workers SET state = 'unready', detail = $2
+				WHERE worker_id = $1 AND state = 'ready'`, w.ID, why)
 			continue
 		}
 		proven, err := c.register(ctx, workerRecord{w: w, caps: caps, state: state, detail: detail})
@@ -223,14 +232,19 @@ func (c *Coordinator) CancelOwner(ctx context.Context, sc auth.Scope, owner stri
 	return n, nil
 }
 
-// Health is the render capability right now: dispatchable workers and queue depth.
+// Health is the render capability right now: dispatchable workers, quarantined ones, queue
+// depth and attempts whose end is unknown.
 type Health struct {
 	Available  bool
 	Ready      int
 	Configured int
 	Queued     int
 	Executing  int
-	Detail     string
+	// Quarantined are the worker IDs with a quarantined epoch (a renderer fault, or an older
+	// epoch whose attempts nothing proves stopped); Unknown counts attempts in state unknown.
+	Quarantined []string
+	Unknown     int
+	Detail      string
 }
 
 // Health reports render capability honestly: workers that a dispatch could use now.
@@ -241,7 +255,23 @@ func (c *Coordinator) Health(ctx context.Context) Health {
 		c.cfg.ProfileDigest, fresh).Scan(&h.Ready)
 	_ = c.db.Q(ctx).QueryRow(ctx, `SELECT count(*) FILTER (WHERE state IN ('queued', 'retry_wait')), count(*) FILTER (WHERE state = 'executing')
 		FROM render_requests WHERE state IN ('queued', 'retry_wait', 'executing')`).Scan(&h.Queued, &h.Executing)
+	if rows, err := c.db.Q(ctx).Query(ctx, `SELECT DISTINCT worker_id FROM render_workers WHERE state = 'quarantined' ORDER BY worker_id LIMIT 20`); err == nil {
+		for rows.Next() {
+			var id string
+			if rows.Scan(&id) == nil {
+				h.Quarantined = append(h.Quarantined, id)
+			}
+		}
+		rows.Close()
+	}
+	_ = c.db.Q(ctx).QueryRow(ctx, `SELECT count(*) FROM render_attempts WHERE released = false AND state = 'unknown'`).Scan(&h.Unknown)
 	h.Available = h.Ready > 0
 	h.Detail = fmt.Sprintf("%d of %d renderers dispatchable; %d queued, %d executing", h.Ready, h.Configured, h.Queued, h.Executing)
+	if len(h.Quarantined) > 0 {
+		h.Detail += fmt.Sprintf("; quarantined: %s (cellctl renderers list)", strings.Join(h.Quarantined, ", "))
+	}
+	if h.Unknown > 0 {
+		h.Detail += fmt.Sprintf("; %d attempts of unknown end hold their slots", h.Unknown)
+	}
 	return h
 }
