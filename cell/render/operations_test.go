@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -18,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"slidecells/shared/ids"
 	rc "slidecells/shared/rendercontract"
 	"slidecells/shared/testenv"
 )
@@ -348,5 +351,57 @@ func TestQuarantineIsVisibleAndTheOperatorLiftsIt(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &acts) != nil || len(acts) != 1 || acts[0].Action != "unquarantine" ||
 		acts[0].Operator != "ops@example.com" || acts[0].Reason != "fixed the node's disk" {
 		t.Fatalf("renderers actions: %v\n%s", err, out)
+	}
+}
+
+// The renderer's monitoring listener (RENDER_METRICS_ADDR) serves /metrics without the service
+// credential and nothing else; the control API (its /metrics included) still needs it.
+func TestRendererMetricsListenerNeedsNoCredential(t *testing.T) {
+	rendererBinary(t)
+	f := setup(t, 1)
+	docs := newDocServer(t, f)
+	cred := filepath.Join(t.TempDir(), "cred")
+	if err := os.WriteFile(cred, []byte("metrics-test-credential-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := ln.Addr().String()
+	ln.Close()
+	r := startRenderer(t, f, docs, "rm-"+strings.TrimPrefix(ids.New("t"), "t_")[:8], cred, "RENDER_METRICS_ADDR="+metricsAddr)
+	get := func(u string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	var body string
+	testenv.Eventually(t, 10*time.Second, 20*time.Millisecond, "the metrics listener", func() error {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
+		body = string(b)
+		return nil
+	})
+	if !strings.Contains(body, "renderer_launch_probe_ok") || strings.Contains(body, "metrics-test-credential") {
+		t.Fatalf("the metrics listener's /metrics:\n%.500s", body)
+	}
+	if code, _ := get("http://" + metricsAddr + rc.APIRoot + "/capabilities"); code != http.StatusNotFound {
+		t.Fatalf("the metrics listener serves the control API: HTTP %d", code)
+	}
+	if code, _ := get(r.url + "/metrics"); code != http.StatusUnauthorized {
+		t.Fatalf("the control API's /metrics without the credential: HTTP %d, want 401", code)
 	}
 }
