@@ -405,3 +405,38 @@ func TestRendererMetricsListenerNeedsNoCredential(t *testing.T) {
 		t.Fatalf("the control API's /metrics without the credential: HTTP %d, want 401", code)
 	}
 }
+
+// Output beyond the contract's limits (a capture over 32 MiB, a diagnosis over 1 MiB) is the
+// content's outcome: the request fails at once, without a blind retry; a host readiness fault
+// (RENDER_CONTRACT_MISMATCH at readiness) is not retried either; a renderer's own contract fault
+// is (another renderer may match).
+func TestOutputLimitAndHostFaultsFailWithoutRetry(t *testing.T) {
+	f := setup(t, 1)
+	c := f.coordinator(t, f.addWorkers(t, 1), nil)
+	sc := f.scopes[0]
+	ctx := context.Background()
+	for i, tc := range []struct {
+		err   *rc.Error
+		state string
+	}{
+		{rc.NewError(rc.CodeOutputLimitExceeded, rc.StageCapture, "capture is 40000000 bytes, limit 33554432"), StateFailed},
+		{rc.NewError(rc.CodeContractMismatch, rc.StageReadiness, "preview document loaded without sending render-ready.v1"), StateFailed},
+		{rc.NewError(rc.CodeContractMismatch, rc.StageAdmission, "unknown operation"), StateRetryWait},
+	} {
+		req := f.submit(t, c, sc, i+1, Interactive)
+		got := drain(t, c)
+		if len(got) != 1 {
+			t.Fatal("not dispatched")
+		}
+		c.finish(ctx, &attempt{req: got[0].req, attemptID: got[0].attemptID, workerID: got[0].workerID, epoch: got[0].epoch}, tc.err, true)
+		r, _ := c.Get(ctx, sc, req.ID)
+		if r.State != tc.state || (tc.state == StateFailed && r.ErrorCode != string(tc.err.Code)) {
+			t.Fatalf("%s at %s: request %s/%s, want %s", tc.err.Code, tc.err.Stage, r.State, r.ErrorCode, tc.state)
+		}
+		if tc.state == StateRetryWait {
+			if _, err := c.Cancel(ctx, sc, req.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
