@@ -436,7 +436,13 @@ func (c *Coordinator) commit(ctx context.Context, a *attempt, res *Result) {
 			WHERE workspace_id = $1 AND id = $2`, a.req.WorkspaceID, a.req.ID, now); err != nil {
 			return err
 		}
-		return releaseAttempt(ctx, tx, a.attemptID, "succeeded", nil, now)
+		released, err := releaseAttempt(ctx, tx, a.attemptID, "succeeded", nil, now)
+		if err == nil && !released {
+			// Released meanwhile by someone else (an operator's release of an unknown attempt):
+			// its request has moved on; this result is not committed.
+			err = errAlreadyReleased
+		}
+		return err
 	})
 	if err != nil {
 		c.log.Warn("render result commit failed; the attempt stays with its driver", zap.String("request_id", a.req.ID), zapErr(err))
@@ -457,15 +463,20 @@ func (c *Coordinator) commit(ctx context.Context, a *attempt, res *Result) {
 	}
 }
 
-func releaseAttempt(ctx context.Context, tx pgx.Tx, attemptID, outcome string, e *rc.Error, now time.Time) error {
+// errAlreadyReleased: the attempt was released by someone else meanwhile.
+var errAlreadyReleased = errors.New("render attempt already released")
+
+// releaseAttempt releases an unreleased attempt; false means it was released already (by
+// another driver's finish or an operator's release), and the caller must leave its request alone.
+func releaseAttempt(ctx context.Context, tx pgx.Tx, attemptID, outcome string, e *rc.Error, now time.Time) (bool, error) {
 	code, stage, msg := "", "", ""
 	if e != nil {
 		code, stage, msg = string(e.Code), string(e.Stage), clip(e.Message, 500)
 	}
-	_, err := tx.Exec(ctx, `UPDATE render_attempts SET state = 'terminal', released = true, outcome = $2,
+	tag, err := tx.Exec(ctx, `UPDATE render_attempts SET state = 'terminal', released = true, outcome = $2,
 		finished_at = COALESCE(finished_at, $3), released_at = $3, error_code = $4, error_stage = $5, error_message = $6
 		WHERE attempt_id = $1 AND released = false`, attemptID, outcome, now, code, stage, msg)
-	return err
+	return err == nil && tag.RowsAffected() == 1, err
 }
 
 // hostFault reports whether a renderer's error blames the preview host, not the renderer: a
@@ -508,10 +519,12 @@ func (c *Coordinator) finish(ctx context.Context, a *attempt, e *rc.Error, count
 		if err != nil {
 			return err
 		}
-		if err := releaseAttempt(ctx, tx, a.attemptID, outcome, e, now); err != nil {
+		released, err := releaseAttempt(ctx, tx, a.attemptID, outcome, e, now)
+		if err != nil {
 			return err
 		}
-		if cur.State != StateExecuting {
+		if !released || cur.State != StateExecuting {
+			// Released already (the request may run another attempt now), or the request ended.
 			return nil
 		}
 		used := cur.AttemptsUsed

@@ -440,3 +440,41 @@ func TestOutputLimitAndHostFaultsFailWithoutRetry(t *testing.T) {
 		}
 	}
 }
+
+// An operator's release of an unknown attempt, then a late word from that attempt's driver (its
+// renderer answered after all): the request has moved on to a new attempt, and the late finish
+// leaves it alone — neither the new attempt nor the request's state is touched.
+func TestLateFinishAfterAnOperatorReleaseLeavesTheRequestAlone(t *testing.T) {
+	f := setup(t, 1)
+	c := f.coordinator(t, f.addWorkers(t, 2), nil)
+	sc := f.scopes[0]
+	ctx := context.Background()
+	req := f.submit(t, c, sc, 1, Interactive)
+	got := drain(t, c)
+	if len(got) != 1 {
+		t.Fatal("not dispatched")
+	}
+	first := &attempt{req: got[0].req, attemptID: got[0].attemptID, workerID: got[0].workerID, epoch: got[0].epoch}
+	if _, err := f.db.Exec(ctx, `UPDATE render_attempts SET state = 'unknown' WHERE attempt_id = $1`, first.attemptID); err != nil {
+		t.Fatal(err)
+	}
+	res, err := NewOperator(f.db, nil).Release(ctx, Action{WorkerID: first.workerID, Operator: "ann", Reason: "node deleted"})
+	if err != nil || len(res.Released) != 1 || res.Released[0] != first.attemptID {
+		t.Fatalf("release: %+v %v", res, err)
+	}
+	if _, err := f.db.Exec(ctx, `UPDATE render_requests SET not_before = now() - interval '1 second' WHERE id = $1`, req.ID); err != nil {
+		t.Fatal(err)
+	}
+	again := drain(t, c)
+	if len(again) != 1 || again[0].req.ID != req.ID {
+		t.Fatal("the released request was not dispatched again")
+	}
+	c.finish(ctx, first, rc.NewError(rc.CodeBrowserLost, rc.StageCleanup, "late"), true)
+	r, _ := c.Get(ctx, sc, req.ID)
+	var live string
+	_ = f.db.Pool.QueryRow(ctx, `SELECT attempt_id FROM render_attempts WHERE request_id = $1 AND released = false`, req.ID).Scan(&live)
+	if r.State != StateExecuting || r.AttemptsUsed != 2 || live != again[0].attemptID {
+		t.Fatalf("after a late finish of the released attempt: request %s (%d attempts), live attempt %q; want executing on %s",
+			r.State, r.AttemptsUsed, live, again[0].attemptID)
+	}
+}
