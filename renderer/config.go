@@ -53,6 +53,10 @@ type Config struct {
 	WorkerID string
 	// ListenAddr is host:port (RENDER_LISTEN_ADDR).
 	ListenAddr string
+	// MetricsAddr, when set, is a second listener (host:port, RENDER_METRICS_ADDR) that serves
+	// GET /metrics alone, without the service credential, for the monitoring network; the
+	// control API and its credentialed /metrics stay on ListenAddr.
+	MetricsAddr string
 	// TicketKeys verify admission tickets (RENDER_TICKET_PUBLIC_KEYS).
 	TicketKeys *ticket.KeySet
 	// PreviewBaseURL is the navigation base of preview documents
@@ -198,6 +202,7 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 	c := Config{
 		WorkerID:         get("RENDER_WORKER_ID"),
 		ListenAddr:       l.Addr("RENDER_LISTEN_ADDR", DefaultListenAddr, false),
+		MetricsAddr:      l.Addr("RENDER_METRICS_ADDR", "", false),
 		BrowserPath:      l.String("RENDER_BROWSER_PATH", chromium.DefaultBrowserPath, false),
 		TempRoot:         l.String("RENDER_TEMP_ROOT", DefaultTempRoot, false),
 		ManifestPath:     get("RENDER_PROFILE_MANIFEST"),

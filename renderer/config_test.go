@@ -71,6 +71,12 @@ func TestLoadConfig(t *testing.T) {
 	if c, err := load(map[string]string{"RENDER_EGRESS_MAX_MB": "8", "RENDER_EGRESS_MAX_CONNECTIONS": "16"}); err != nil || c.Egress.MaxBytes != 8<<20 || c.Egress.MaxConnections != 16 {
 		t.Fatalf("egress settings = %+v, %v", c.Egress, err)
 	}
+	if c.MetricsAddr != "" {
+		t.Fatalf("the metrics listener is on by default: %q", c.MetricsAddr)
+	}
+	if c, err := load(map[string]string{"RENDER_METRICS_ADDR": "0.0.0.0:9464"}); err != nil || c.MetricsAddr != "0.0.0.0:9464" {
+		t.Fatalf("RENDER_METRICS_ADDR = %q, %v", c.MetricsAddr, err)
+	}
 	if c, err := load(map[string]string{"RENDER_SERVICE_CREDENTIAL_FILE": two}); err != nil || len(c.ServiceTokens) != 2 {
 		t.Fatalf("rotation credentials = %v, %v", c.ServiceTokens, err)
 	}
@@ -95,6 +101,7 @@ func TestLoadConfig(t *testing.T) {
 		{"three credentials", map[string]string{"RENDER_SERVICE_CREDENTIAL_FILE": three}, nil, "RENDER_SERVICE_CREDENTIAL_FILE"},
 		{"short credential", map[string]string{"RENDER_SERVICE_CREDENTIAL_FILE": short}, nil, "at least 16"},
 		{"half TLS", map[string]string{"RENDER_TLS_CERT_FILE": "/x.pem"}, nil, "RENDER_TLS_CERT_FILE"},
+		{"metrics address without a port", map[string]string{"RENDER_METRICS_ADDR": "0.0.0.0"}, nil, "RENDER_METRICS_ADDR"},
 		{"child user setting", map[string]string{"RENDER_CHILD_USER": "nobody"}, nil, "RENDER_CHILD_UID_RANGE"},
 		{"uid range with root", map[string]string{"RENDER_CHILD_UID_RANGE": "0-10"}, nil, "RENDER_CHILD_UID_RANGE"},
 		{"tiny memory", map[string]string{"RENDER_CHILD_MEMORY_MB": "16"}, nil, "RENDER_CHILD_MEMORY_MB"},

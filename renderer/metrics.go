@@ -105,3 +105,15 @@ func (m *metrics) limits(out supervisor.Outcome, proxy *egress.Proxy) {
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
+
+// MetricsHandler serves GET /metrics alone, without the service credential: the handler of the
+// monitoring listener (RENDER_METRICS_ADDR). Metrics carry no secret and no attempt, workspace
+// or trace ID (see metrics); nothing else of the control API is reachable through it.
+func (s *Server) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", s.metrics.handler())
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "this listener serves GET /metrics only", http.StatusNotFound)
+	})
+	return mux
+}

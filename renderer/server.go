@@ -39,6 +39,7 @@ type Server struct {
 	envDigest string
 	started   time.Time
 	results   string
+	host      rc.HostIdentity // where this epoch runs (identity.go)
 
 	mu         sync.Mutex
 	attempts   map[string]*attempt
@@ -122,6 +123,10 @@ func New(cfg Config, profile rc.RenderProfile, log *zap.Logger) (s *Server, err 
 	if err := supervisor.CheckKernel(); err != nil {
 		return nil, err
 	}
+	host, err := hostIdentity(cgroups.Dirs())
+	if err != nil {
+		return nil, err
+	}
 	// Leftovers of an earlier epoch (a control process killed before it
 	// could stop its attempt) are killed first, through the cgroup every
 	// process of an attempt stays in whatever it does to its process
@@ -158,6 +163,7 @@ func New(cfg Config, profile rc.RenderProfile, log *zap.Logger) (s *Server, err 
 		envDigest:   envDigest,
 		started:     cfg.now().UTC(),
 		results:     results,
+		host:        host,
 		attempts:    map[string]*attempt{},
 		marks:       map[string]cancelMark{},
 		idle:        make(chan struct{}),
@@ -261,6 +267,7 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 		Slot:              slot,
 		Profile:           s.profile,
 		StartedAt:         s.started,
+		Host:              &s.host,
 	})
 }
 

@@ -19,5 +19,6 @@ func MetricNames() []string {
 	reg.MustRegister((&db.DB{}).Collector("cell"), (&jobs.Queue{}).Collector(), (&idempotency.Store{}).Collector(), (&tenancy.Guard{}).Collector(),
 		(&directory.Directory{}).MovesCollector(""))
 	reg.MustRegister((&render.Coordinator{}).Collectors()...)
+	reg.MustRegister(render.NewRetention(render.RetentionConfig{}, nil, nil, nil).Collectors()...)
 	return scrape.Names(reg)
 }

@@ -28,7 +28,9 @@ func TestMetricNamesMatchTheRegistry(t *testing.T) {
 	got := scrape.Names(s.metrics.reg)
 	want := MetricNames()
 	var renderNames []string
-	for _, c := range (&render.Coordinator{}).Collectors() {
+	// The coordinator's and the render retention's are registered by the binary (Renderer,
+	// Collectors), not by this bare server.
+	for _, c := range append((&render.Coordinator{}).Collectors(), render.NewRetention(render.RetentionConfig{}, nil, nil, nil).Collectors()...) {
 		renderNames = append(renderNames, scrape.Names(c)...)
 	}
 	for _, n := range got {

@@ -274,13 +274,7 @@ func (s *Service) renderCheck(ctx context.Context, sc auth.Scope, owner, stage s
 		}
 		return out
 	case render.StateFailed:
-		if rc.Code(req.ErrorCode).Category() == rc.CategoryContent {
-			// A content fault that ended the render (a page that never became ready within its
-			// content budget) is named in the findings too, where a client looks for it.
-			return RenderCheck{Status: "failed", Code: req.ErrorCode, Message: req.ErrorMessage, Request: req,
-				Findings: []rc.Finding{{Severity: rc.SeverityError, Code: req.ErrorCode, Scene: rc.DefaultScene, Message: req.ErrorMessage}}}
-		}
-		return RenderCheck{Status: "unavailable", Code: req.ErrorCode, Message: req.ErrorMessage, Request: req}
+		return failedCheck(req)
 	case render.StateCancelled, render.StateExpired:
 		return RenderCheck{Status: "unavailable", Code: req.ErrorCode, Message: req.ErrorMessage, Request: req}
 	}
@@ -289,4 +283,19 @@ func (s *Service) renderCheck(ctx context.Context, sc auth.Scope, owner, stage s
 		code = rc.CodeDeadlineExceeded
 	}
 	return RenderCheck{Status: "unavailable", Code: string(code), Message: "the render check did not finish in time; it goes on and a repeat returns its result", Request: req}
+}
+
+// failedCheck is the conclusion of a render request that failed. A content fault that ended the
+// render (a page that never became ready within its content budget) and output beyond the
+// contract's limits (a capture over 32 MiB, a diagnosis over 1 MiB: what the page renders is too
+// large, so the same input fails the same way; render-execution.md: "no blind retry") are the
+// content's outcome: the check failed, named in the findings too, where a client looks for it.
+// Anything else is the check not running: unavailable.
+func failedCheck(req render.Request) RenderCheck {
+	code := rc.Code(req.ErrorCode)
+	if code.Category() == rc.CategoryContent || code == rc.CodeOutputLimitExceeded {
+		return RenderCheck{Status: "failed", Code: req.ErrorCode, Message: req.ErrorMessage, Request: req,
+			Findings: []rc.Finding{{Severity: rc.SeverityError, Code: req.ErrorCode, Scene: rc.DefaultScene, Message: req.ErrorMessage}}}
+	}
+	return RenderCheck{Status: "unavailable", Code: req.ErrorCode, Message: req.ErrorMessage, Request: req}
 }

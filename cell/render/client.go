@@ -28,6 +28,18 @@ type client struct {
 // errUnreachable is a transport failure: the answer is unknown, not "not executed".
 var errUnreachable = errors.New("renderer unreachable")
 
+// nonContract is an HTTP answer that is not one of the contract's: a proxy's 502, a server's
+// own 431, a page of HTML. It says nothing about what the renderer did with the request and
+// blames nobody: the caller handles it as an unclear answer (the attempt is queried, the
+// worker is unready until the registry's next look), never as the renderer's protocol fault.
+type nonContract struct{ status int }
+
+func (e *nonContract) Error() string {
+	return fmt.Sprintf("the renderer's address answered HTTP %d without a contract answer (a proxy or the server's own limits)", e.status)
+}
+
+func (e *nonContract) Unwrap() error { return errUnreachable }
+
 // answer is a decoded control-API answer: a 2xx body, or a contract error.
 type answer struct {
 	status int
@@ -69,17 +81,21 @@ func (c *client) do(ctx context.Context, method, url string, body any, out any) 
 	a := answer{status: resp.StatusCode}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		if out != nil {
+			if !json.Valid(data) {
+				return a, &nonContract{status: resp.StatusCode} // not JSON: not the renderer's answer
+			}
 			if err := json.Unmarshal(data, out); err != nil {
-				e := rc.NewError(rc.CodeContractMismatch, rc.StageRetrieval, "renderer answer is not %s", rc.ContractVersion)
-				a.err = e
+				// JSON of another shape: a renderer of another contract.
+				a.err = rc.NewError(rc.CodeContractMismatch, rc.StageRetrieval, "renderer answer is not %s", rc.ContractVersion)
 			}
 		}
 		return a, nil
 	}
 	var e rc.Error
 	if json.Unmarshal(data, &e) != nil || !e.Code.Known() {
-		// Not an answer of the contract: what answered is no renderer of this release.
-		e = *rc.NewError(rc.CodeContractMismatch, rc.StageAdmission, "renderer answered %d without a contract error", resp.StatusCode)
+		// Not an answer of the contract (a proxy's 502, Go's 431): nothing is known about the
+		// request, and nothing blames the renderer.
+		return a, &nonContract{status: resp.StatusCode}
 	}
 	a.err = &e
 	return a, nil

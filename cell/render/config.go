@@ -57,7 +57,15 @@ type Config struct {
 	Signer *ticket.Signer
 	// PromoteAfter is the wait-promotion threshold (RENDER_WAIT_PROMOTION_SECONDS, 10).
 	PromoteAfter time.Duration
+	// QuarantineCooldown is how long a quarantined renderer epoch stays out of dispatch before
+	// a passing probe (capabilities of this release and a ready /readyz, whose launch probe
+	// passed) lifts its quarantine (RENDER_QUARANTINE_COOLDOWN_SECONDS, 300; 0 means the
+	// default). An operator lifts it at once with cellctl renderers unquarantine.
+	QuarantineCooldown time.Duration
 }
+
+// DefaultQuarantineCooldown is RENDER_QUARANTINE_COOLDOWN_SECONDS' default.
+const DefaultQuarantineCooldown = 5 * time.Minute
 
 // Replaced are configuration names of earlier designs: present, they stop start-up with their
 // replacement (render-execution.md, Errors rule 5). The cell runs no browser.
@@ -105,6 +113,7 @@ func Load(l *config.Loader, getenv func(string) string, signer *ticket.Signer) *
 		RequestTimeout:       l.Seconds("RENDER_REQUEST_TIMEOUT_SECONDS", 120*time.Second, 3600),
 		MaxAttempts:          l.Int("RENDER_MAX_ATTEMPTS", 3, 1, 10),
 		PromoteAfter:         l.Seconds("RENDER_WAIT_PROMOTION_SECONDS", 10*time.Second, 3600),
+		QuarantineCooldown:   l.Seconds("RENDER_QUARANTINE_COOLDOWN_SECONDS", DefaultQuarantineCooldown, 86400),
 		Signer:               signer,
 	}
 	workers, err := ParseWorkers(raw)

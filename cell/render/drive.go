@@ -214,7 +214,12 @@ func (c *Coordinator) notKnown(ctx context.Context, a *attempt) {
 		return
 	}
 	if caps.Epoch != a.epoch {
-		c.finish(ctx, a, rc.NewError(rc.CodeBrowserLost, rc.StageAdmission, "the worker restarted; its earlier epoch's processes were killed at start"), true)
+		if !c.epochProven(ctx, a.workerID, a.epoch, caps) {
+			// Reappeared on another host or cgroup: its old processes are not proven gone.
+			c.markUnknown(ctx, a)
+			return
+		}
+		c.finish(ctx, a, rc.NewError(rc.CodeBrowserLost, rc.StageAdmission, "the worker restarted on the same host and cgroup; its earlier epoch's processes were killed at start"), true)
 		return
 	}
 	if ans, err := c.client.cancel(qctx, a.url, a.attemptID, a.req.CancelVersion+1); err != nil || (ans.err != nil && ans.status != 404) {
@@ -314,7 +319,7 @@ func (c *Coordinator) terminal(ctx context.Context, a *attempt, rec rc.Receipt) 
 		if e == nil {
 			e = rc.NewError(rc.CodeInternal, rc.StageResult, "attempt ended %s without an error", rec.Outcome)
 		}
-		if e.Code == rc.CodeContractMismatch {
+		if e.Code == rc.CodeContractMismatch && !hostFault(e) {
 			c.quarantine(ctx, a.workerID, a.epoch, "contract mismatch: "+clip(e.Message, 200))
 		}
 		c.finish(ctx, a, e, rec.Outcome != rc.OutcomeRejected)
@@ -431,7 +436,13 @@ func (c *Coordinator) commit(ctx context.Context, a *attempt, res *Result) {
 			WHERE workspace_id = $1 AND id = $2`, a.req.WorkspaceID, a.req.ID, now); err != nil {
 			return err
 		}
-		return releaseAttempt(ctx, tx, a.attemptID, "succeeded", nil, now)
+		released, err := releaseAttempt(ctx, tx, a.attemptID, "succeeded", nil, now)
+		if err == nil && !released {
+			// Released meanwhile by someone else (an operator's release of an unknown attempt):
+			// its request has moved on; this result is not committed.
+			err = errAlreadyReleased
+		}
+		return err
 	})
 	if err != nil {
 		c.log.Warn("render result commit failed; the attempt stays with its driver", zap.String("request_id", a.req.ID), zapErr(err))
@@ -452,19 +463,36 @@ func (c *Coordinator) commit(ctx context.Context, a *attempt, res *Result) {
 	}
 }
 
-func releaseAttempt(ctx context.Context, tx pgx.Tx, attemptID, outcome string, e *rc.Error, now time.Time) error {
+// errAlreadyReleased: the attempt was released by someone else meanwhile.
+var errAlreadyReleased = errors.New("render attempt already released")
+
+// releaseAttempt releases an unreleased attempt; false means it was released already (by
+// another driver's finish or an operator's release), and the caller must leave its request alone.
+func releaseAttempt(ctx context.Context, tx pgx.Tx, attemptID, outcome string, e *rc.Error, now time.Time) (bool, error) {
 	code, stage, msg := "", "", ""
 	if e != nil {
 		code, stage, msg = string(e.Code), string(e.Stage), clip(e.Message, 500)
 	}
-	_, err := tx.Exec(ctx, `UPDATE render_attempts SET state = 'terminal', released = true, outcome = $2,
+	tag, err := tx.Exec(ctx, `UPDATE render_attempts SET state = 'terminal', released = true, outcome = $2,
 		finished_at = COALESCE(finished_at, $3), released_at = $3, error_code = $4, error_stage = $5, error_message = $6
 		WHERE attempt_id = $1 AND released = false`, attemptID, outcome, now, code, stage, msg)
-	return err
+	return err == nil && tag.RowsAffected() == 1, err
+}
+
+// hostFault reports whether a renderer's error blames the preview host, not the renderer: a
+// protocol fault met while opening the preview document or reading its render-ready.v1 state
+// (a broken host build, a document without the readiness protocol, a redirect off the allowed
+// origins). It never quarantines the renderer that met it — every renderer would meet it — and
+// another attempt would meet it again.
+func hostFault(e *rc.Error) bool {
+	return e.Code == rc.CodeContractMismatch && (e.Stage == rc.StageNavigation || e.Stage == rc.StageReadiness)
 }
 
 // retryable decides by category whether another attempt may help.
 func retryable(e *rc.Error) bool {
+	if hostFault(e) {
+		return false
+	}
 	switch e.Code.Category() {
 	case rc.CategoryInfrastructure, rc.CategoryInternal, rc.CategoryCapacity:
 		return true
@@ -491,10 +519,12 @@ func (c *Coordinator) finish(ctx context.Context, a *attempt, e *rc.Error, count
 		if err != nil {
 			return err
 		}
-		if err := releaseAttempt(ctx, tx, a.attemptID, outcome, e, now); err != nil {
+		released, err := releaseAttempt(ctx, tx, a.attemptID, outcome, e, now)
+		if err != nil {
 			return err
 		}
-		if cur.State != StateExecuting {
+		if !released || cur.State != StateExecuting {
+			// Released already (the request may run another attempt now), or the request ended.
 			return nil
 		}
 		used := cur.AttemptsUsed
@@ -565,13 +595,8 @@ func (c *Coordinator) markUnknown(ctx context.Context, a *attempt) {
 	}
 }
 
-func (c *Coordinator) quarantine(ctx context.Context, workerID, epoch, why string) {
-	c.setWorkerState(ctx, workerID, epoch, "quarantined", why)
-	c.log.Warn("render worker quarantined", zap.String("worker_id", workerID), zap.String("epoch", epoch), zap.String("reason", why))
-}
-
 func (c *Coordinator) setWorkerState(ctx context.Context, workerID, epoch, state, detail string) {
-	_, _ = c.db.Exec(ctx, `UPDATE render_workers SET state = $3, detail = $4 WHERE worker_id = $1 AND epoch = $2 AND state <> 'quarantined'`,
+	_, _ = c.db.Exec(ctx, `UPDATE render_workers SET state = $3, detail = $4 WHERE worker_id = $1 AND epoch = $2 AND state NOT IN ('quarantined', 'retired')`,
 		workerID, epoch, state, clip(detail, 300))
 }
 

@@ -39,7 +39,8 @@ import (
 // isolation, hence root) through the coordinator. The preview documents come from a small
 // document server that speaks render-ready.v1 like the preview host; what a document does is
 // chosen by the snapshot's entity ID: "ready" mounts at once, "slow" after 3 s, "never" stays
-// pending forever, "loop" runs an endless loop on the page's main thread.
+// pending forever, "loop" runs an endless loop on the page's main thread, "noprotocol" is a
+// document without render-ready.v1 (a broken preview host build).
 
 // docServer serves snapshot documents for the renderers' browsers and checks the preview
 // access each document request carries.
@@ -104,6 +105,11 @@ func (d *docServer) document(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	d.served[ref]++
 	d.mu.Unlock()
+	if m.Entity.ID == "noprotocol" { // a broken preview host build: no render-ready.v1 at all
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, `<!doctype html><html><body><h1>no readiness protocol</h1></body></html>`)
+		return
+	}
 	mount := `setTimeout(() => { S.mount = "mounted"; pub(); }, 30);`
 	switch m.Entity.ID {
 	case "never":

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,9 +37,10 @@ func (c *Coordinator) Stop() {
 }
 
 // refreshWorkers reads every configured worker's capabilities and readiness and records its
-// current epoch. A new epoch retires the older ones: the renderer kills every process group
-// of earlier epochs before it serves, which proves their attempts gone, so those attempts are
-// released (the only way capacity held by an unknown attempt comes back).
+// current epoch (register). A new epoch on the same host and cgroup retires the older ones: the
+// renderer kills every process of earlier epochs in its cgroup before it serves, which proves
+// their attempts gone, so those attempts are released. A new epoch elsewhere proves nothing:
+// the older epoch is quarantined and its attempts stay unknown until an operator releases them.
 func (c *Coordinator) refreshWorkers(ctx context.Context) {
 	for _, w := range c.cfg.Workers {
 		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -63,44 +65,24 @@ func (c *Coordinator) refreshWorkers(ctx context.Context) {
 		}
 		cancel()
 		if err != nil || ans.err != nil {
-			_, _ = c.db.Exec(ctx, `UPDATE render_workers SET state = 'unready', detail = 'unreachable'
-				WHERE worker_id = $1 AND state = 'ready'`, w.ID)
+			why := "unreachable"
+			var nc *nonContract
+			switch {
+			case errors.As(err, &nc):
+				why = nc.Error()
+			case ans.err != nil:
+				why = "capabilities refused: " + clip(ans.err.Message, 200)
+			}
+			_, _ = c.db.Exec(ctx, `UPDATE render_workers SET state = 'unready', detail = $2
+				WHERE worker_id = $1 AND state = 'ready'`, w.ID, why)
 			continue
 		}
-		now := c.now().UTC()
-		var retired []string
-		err = c.db.Tx(ctx, func(tx pgx.Tx) error {
-			retired = retired[:0]
-			if _, err := tx.Exec(ctx, `INSERT INTO render_workers (worker_id, epoch, url, environment_digest, state, detail,
-				registered_at, heartbeat_at, last_dispatch_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $7)
-				ON CONFLICT (worker_id, epoch) DO UPDATE SET url = excluded.url, environment_digest = excluded.environment_digest,
-				heartbeat_at = excluded.heartbeat_at,
-				state = CASE WHEN render_workers.state = 'quarantined' THEN 'quarantined' ELSE excluded.state END,
-				detail = CASE WHEN render_workers.state = 'quarantined' THEN render_workers.detail ELSE excluded.detail END`,
-				w.ID, caps.Epoch, w.URL, caps.EnvironmentDigest, state, detail, now); err != nil {
-				return err
-			}
-			rows, err := tx.Query(ctx, `UPDATE render_workers SET state = 'retired', detail = $3
-				WHERE worker_id = $1 AND epoch <> $2 AND state <> 'retired' RETURNING epoch`,
-				w.ID, caps.Epoch, "superseded by epoch "+caps.Epoch)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var e string
-				if err := rows.Scan(&e); err != nil {
-					return err
-				}
-				retired = append(retired, e)
-			}
-			return rows.Err()
-		})
+		proven, err := c.register(ctx, workerRecord{w: w, caps: caps, state: state, detail: detail})
 		if err != nil {
 			c.log.Warn("render worker registry update failed", zap.String("worker_id", w.ID), zapErr(err))
 			continue
 		}
-		for _, e := range retired {
+		for _, e := range proven {
 			c.releaseEpoch(ctx, w.ID, e)
 		}
 	}
@@ -110,7 +92,7 @@ func (c *Coordinator) refreshWorkers(ctx context.Context) {
 // releaseEpoch releases the unreleased attempts of a retired worker epoch.
 func (c *Coordinator) releaseEpoch(ctx context.Context, workerID, epoch string) {
 	for _, a := range c.attemptsWhere(ctx, `a.worker_id = $1 AND a.epoch = $2`, workerID, epoch) {
-		c.finish(ctx, a, rc.NewError(rc.CodeBrowserLost, rc.StageCleanup, "the worker restarted; its earlier epoch's processes were killed at start"), a.state != "reserved")
+		c.finish(ctx, a, rc.NewError(rc.CodeBrowserLost, rc.StageCleanup, "the worker restarted on the same host and cgroup; its earlier epoch's processes were killed at start"), a.state != "reserved")
 	}
 }
 
@@ -250,14 +232,19 @@ func (c *Coordinator) CancelOwner(ctx context.Context, sc auth.Scope, owner stri
 	return n, nil
 }
 
-// Health is the render capability right now: dispatchable workers and queue depth.
+// Health is the render capability right now: dispatchable workers, quarantined ones, queue
+// depth and attempts whose end is unknown.
 type Health struct {
 	Available  bool
 	Ready      int
 	Configured int
 	Queued     int
 	Executing  int
-	Detail     string
+	// Quarantined are the worker IDs with a quarantined epoch (a renderer fault, or an older
+	// epoch whose attempts nothing proves stopped); Unknown counts attempts in state unknown.
+	Quarantined []string
+	Unknown     int
+	Detail      string
 }
 
 // Health reports render capability honestly: workers that a dispatch could use now.
@@ -268,7 +255,23 @@ func (c *Coordinator) Health(ctx context.Context) Health {
 		c.cfg.ProfileDigest, fresh).Scan(&h.Ready)
 	_ = c.db.Q(ctx).QueryRow(ctx, `SELECT count(*) FILTER (WHERE state IN ('queued', 'retry_wait')), count(*) FILTER (WHERE state = 'executing')
 		FROM render_requests WHERE state IN ('queued', 'retry_wait', 'executing')`).Scan(&h.Queued, &h.Executing)
+	if rows, err := c.db.Q(ctx).Query(ctx, `SELECT DISTINCT worker_id FROM render_workers WHERE state = 'quarantined' ORDER BY worker_id LIMIT 20`); err == nil {
+		for rows.Next() {
+			var id string
+			if rows.Scan(&id) == nil {
+				h.Quarantined = append(h.Quarantined, id)
+			}
+		}
+		rows.Close()
+	}
+	_ = c.db.Q(ctx).QueryRow(ctx, `SELECT count(*) FROM render_attempts WHERE released = false AND state = 'unknown'`).Scan(&h.Unknown)
 	h.Available = h.Ready > 0
 	h.Detail = fmt.Sprintf("%d of %d renderers dispatchable; %d queued, %d executing", h.Ready, h.Configured, h.Queued, h.Executing)
+	if len(h.Quarantined) > 0 {
+		h.Detail += fmt.Sprintf("; quarantined: %s (cellctl renderers list)", strings.Join(h.Quarantined, ", "))
+	}
+	if h.Unknown > 0 {
+		h.Detail += fmt.Sprintf("; %d attempts of unknown end hold their slots", h.Unknown)
+	}
 	return h
 }

@@ -33,9 +33,10 @@
 // attempt row (driver, driver_until), renewed while it lives. Any coordinator takes over an
 // attempt whose lease ended: a reserved attempt was never sent and is released; any other is
 // asked for at its worker/epoch first. An attempt whose state cannot be learnt becomes unknown
-// and keeps its capacity until its worker answers for it or reports a new epoch (a renderer
-// kills every process group of earlier epochs before it serves, so a new epoch proves them
-// gone). Retries: by the error's category, the time left and the budget (max attempts, backoff
+// and keeps its capacity until its worker answers for it or reports a new epoch on the same
+// host boot and cgroup (a renderer kills every process left in its cgroup before it serves, so
+// such an epoch proves them gone; one elsewhere proves nothing and leaves them to the operator's
+// audited release: workers.go, operator.go). Retries: by the error's category, the time left and the budget (max attempts, backoff
 // 250 ms × 2^n with jitter); an explicit non-takeover (429 busy, or a refusal before start)
 // gives the attempt back to the budget.
 package render

@@ -207,6 +207,25 @@ type Capabilities struct {
 	Slot              Slot             `json:"slot"`
 	Profile           RenderProfile    `json:"profile"`
 	StartedAt         time.Time        `json:"started_at"`
+	// Host identifies where this epoch runs: a new epoch proves an older one's processes gone
+	// only when both ran on the same host (boot) and in the same cgroup (the one a starting
+	// renderer empties of an earlier epoch's leftovers). Absent: nothing is proven.
+	Host *HostIdentity `json:"host,omitempty"`
+}
+
+// HostIdentity is where a renderer epoch runs: the kernel's boot ID
+// (/proc/sys/kernel/random/boot_id, new at every boot of every host) and the identity of the
+// renderer's cgroup (its cgroup namespace and the path of its group within it).
+type HostIdentity struct {
+	BootID string `json:"boot_id"`
+	Cgroup string `json:"cgroup"`
+}
+
+// Proves reports whether an epoch that started on h, having emptied its cgroup of leftovers,
+// proves the processes of an earlier epoch that ran on old gone: the same boot of the same
+// host and the same cgroup, both known.
+func (h *HostIdentity) Proves(old *HostIdentity) bool {
+	return h != nil && old != nil && h.BootID != "" && h.Cgroup != "" && h.BootID == old.BootID && h.Cgroup == old.Cgroup
 }
 
 // ProtocolVersions a renderer speaks.

@@ -69,7 +69,7 @@ func newRoot(out io.Writer) *cobra.Command {
 	// default: --help must not print a password.
 	root.PersistentFlags().StringVar(&a.url, "directory-url", "", "directory database URL (default: $DIRECTORY_DATABASE_URL)")
 	root.PersistentFlags().StringVar(&a.cellsFile, "cells-file", "", "for moves: JSON file of each cell's database_url and blob_url (default: $CELLCTL_CELLS_FILE)")
-	root.AddCommand(a.statusCmd(), a.cellsCmd(), a.usersCmd(), a.workspacesCmd(), a.membersCmd(), a.tokensCmd(), a.placementsCmd(), a.movesCmd())
+	root.AddCommand(a.statusCmd(), a.renderersCmd(), a.cellsCmd(), a.usersCmd(), a.workspacesCmd(), a.membersCmd(), a.tokensCmd(), a.placementsCmd(), a.movesCmd())
 	return root
 }
 

@@ -164,6 +164,12 @@ func serve() int {
 		zap.String("child_uid_range", fmt.Sprintf("%d-%d", cfg.ChildUIDs.First, cfg.ChildUIDs.Last)),
 		zap.Bool("tls", cfg.TLSCertFile != ""))
 	serveErr := make(chan error, 1)
+	stopMetrics, err := serveMetrics(cfg.MetricsAddr, srv.MetricsHandler(), serveErr, log)
+	if err != nil {
+		log.Error("listen", zap.String("setting", "RENDER_METRICS_ADDR"), zap.Error(err))
+		return 2
+	}
+	defer stopMetrics()
 	go func() {
 		if cfg.TLSCertFile != "" {
 			serveErr <- httpSrv.ServeTLS(ln, cfg.TLSCertFile, cfg.TLSKeyFile)
@@ -195,4 +201,28 @@ func serve() int {
 	}
 	log.Info("stopped")
 	return code
+}
+
+// serveMetrics serves the monitoring listener (RENDER_METRICS_ADDR): GET /metrics without the
+// service credential, nothing else. Unset, it serves nothing (/metrics stays on the control
+// API, credentialed).
+func serveMetrics(addr string, h http.Handler, serveErr chan<- error, log *zap.Logger) (func(), error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	m := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+	log.Info("renderer metrics listening", zap.String("addr", ln.Addr().String()))
+	go func() {
+		if err := m.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			select {
+			case serveErr <- err:
+			default:
+			}
+		}
+	}()
+	return func() { _ = m.Close() }, nil
 }
