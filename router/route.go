@@ -28,13 +28,21 @@ type route struct {
 }
 
 var (
-	errInvalidWorkspace = problem.New(problem.WorkspaceIDInvalid, "the workspace ID is not valid")
-	errConflict         = problem.New(problem.WorkspaceIDConflict,
+	errInvalidWorkspace       = invalidWorkspace("path.workspace_id")
+	errInvalidWorkspaceHeader = invalidWorkspace("header.X-Workspace-ID")
+	errConflict               = problem.New(problem.WorkspaceIDConflict,
 		"the workspace in the path and the X-Workspace-ID header differ")
 	errWorkspaceRequired = problem.New(problem.WorkspaceRequired,
 		"this route needs a workspace: put it in the path or in the X-Workspace-ID header")
 	errNoRoute = problem.ErrNotFound()
 )
+
+// invalidWorkspace is the answer to a malformed workspace ID at field (422, naming it).
+func invalidWorkspace(field string) *problem.Error {
+	e := problem.New(problem.WorkspaceIDInvalid, "the workspace ID is not valid")
+	e.Fields = []problem.FieldError{{Field: field, Message: "expected ws_ followed by 26 base32 characters"}}
+	return e
+}
 
 // classify decides where a request goes, or returns the problem the router answers itself.
 // It runs on every request, so it works on the path string without splitting or cleaning it.
@@ -79,7 +87,7 @@ func classify(r *http.Request) (route, error) {
 		return route{}, errInvalidWorkspace
 	}
 	if inHeader && !ids.Valid(ids.Workspace, hdrWS) {
-		return route{}, errInvalidWorkspace
+		return route{}, errInvalidWorkspaceHeader
 	}
 	switch {
 	case inPath && inHeader && pathWS != hdrWS:

@@ -206,7 +206,7 @@ func (h *assetOps) content(ctx context.Context, sc auth.Scope, in *assetContentI
 type replaceAssetIn = struct {
 	ObjectID
 	ContentType string `header:"Content-Type" doc:"declared media type; the content is sniffed and must agree and keep the asset's kind"`
-	IfMatch     string `header:"If-Match" doc:"required: the quoted sha256 you read (the content's ETag); a stale one is 409 VERSION_CONFLICT"`
+	IfMatch     string `header:"If-Match" required:"true" doc:"the quoted sha256 you read (the content's ETag); a stale one is 409 VERSION_CONFLICT"`
 	StreamedBody
 }
 

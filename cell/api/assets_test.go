@@ -309,7 +309,7 @@ func TestAssetDeduplicationAndReplay(t *testing.T) {
 	if resp, body := b.call(t, other); resp.StatusCode != 409 || code(t, body) != "IDEMPOTENCY_KEY_REUSED" {
 		t.Fatalf("key reused: %d %s", resp.StatusCode, body)
 	}
-	if resp, body := b.call(t, call{method: "POST", path: "/api/v1/assets/content", ws: b.ws, contentType: "image/png", body: data}); resp.StatusCode != 400 || code(t, body) != "IDEMPOTENCY_KEY_REQUIRED" {
+	if resp, body := b.call(t, call{method: "POST", path: "/api/v1/assets/content", ws: b.ws, contentType: "image/png", body: data}); resp.StatusCode != 422 || code(t, body) != "IDEMPOTENCY_KEY_REQUIRED" {
 		t.Fatalf("no key: %d %s", resp.StatusCode, body)
 	}
 	// The same bytes under a new key: a second asset, one blob.

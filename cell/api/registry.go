@@ -299,9 +299,6 @@ func (op Operation) huma(in reflect.Type) *huma.Operation {
 // 500).
 func (op Operation) errors(in reflect.Type) []int {
 	var out []int
-	if op.Access == InWorkspace || op.Idempotency == KeyRequired {
-		out = append(out, http.StatusBadRequest)
-	}
 	if op.Access != Public {
 		out = append(out, http.StatusUnauthorized)
 	}
@@ -314,7 +311,10 @@ func (op Operation) errors(in reflect.Type) []int {
 	if op.Idempotency == KeyRequired || op.Lock == VersionLock || op.Lock == HashLock {
 		out = append(out, http.StatusConflict)
 	}
-	if _, body := in.FieldByName("Body"); body || strings.Contains(op.Path, "{") || hasField(in, "query", "") {
+	// 422: a request-schema error, including a missing or malformed X-Workspace-ID or
+	// Idempotency-Key (the catalogue has no 400).
+	if _, body := in.FieldByName("Body"); body || strings.Contains(op.Path, "{") || hasField(in, "query", "") ||
+		op.Access == InWorkspace || op.Idempotency == KeyRequired || op.RawBody != nil {
 		out = append(out, http.StatusUnprocessableEntity)
 	}
 	if op.RawBody != nil || op.MaxBodyBytes > 0 {

@@ -35,6 +35,13 @@ type Accepted[T any] struct {
 	Body     T
 }
 
+// Tagged is one object and its ETag: the quoted hash that is the baseline (If-Match) of its
+// hash-locked edits.
+type Tagged[T any] struct {
+	ETag string `header:"ETag" doc:"the quoted hash that is the If-Match baseline of this object's hash-locked edits"`
+	Body T
+}
+
 // Page is one page of a collection and the cursor of the next ("" on the last page).
 type Page[T any] struct {
 	Body struct {
@@ -122,6 +129,9 @@ type Kind[R, V any] struct {
 	OwnList bool
 	// CreateSummary and UpdateSummary describe the kind's create and versioned update.
 	CreateSummary, UpdateSummary string
+	// ETag, when set, gives the detail read an ETag: the hash its hash-locked edits carry in
+	// If-Match (a component's draft_hash).
+	ETag func(R) string
 	// Archived, when set, is told the IDs archived (after the archive committed): a page's
 	// unfinished render work is cancelled.
 	Archived func(ctx context.Context, sc auth.Scope, ids []string)
@@ -197,10 +207,21 @@ func (k Kind[R, V]) Register(s *Server) {
 				return k.Page(sc, rows, in.Limit, err)
 			})
 	}
-	Scoped(s, k.op("get-"+one, http.MethodGet, k.item(), strings.ToUpper(one[:1])+one[1:]+" detail", k.Read),
-		func(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[V], error) {
+	get := k.op("get-"+one, http.MethodGet, k.item(), strings.ToUpper(one[:1])+one[1:]+" detail", k.Read)
+	if k.ETag != nil {
+		Scoped(s, get, func(ctx context.Context, sc auth.Scope, in *ObjectID) (*Tagged[V], error) {
+			r, err := k.Rows.Get(ctx, sc, in.ID())
+			out, err := k.One(sc)(r, err)
+			if err != nil {
+				return nil, err
+			}
+			return &Tagged[V]{ETag: `"` + k.ETag(r) + `"`, Body: out.Body}, nil
+		})
+	} else {
+		Scoped(s, get, func(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[V], error) {
 			return k.One(sc)(k.Rows.Get(ctx, sc, in.ID()))
 		})
+	}
 	Scoped(s, k.op("archive-"+one, http.MethodPost, k.item()+"/archive", "Archive a "+one+" (no restore, no hard delete)", k.Write),
 		func(ctx context.Context, sc auth.Scope, in *ObjectID) (*ArchiveOutput, error) {
 			return k.archived(ctx, sc, k.Rows.Archive(ctx, sc, []string{in.ID()}), []string{in.ID()})

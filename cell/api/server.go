@@ -267,7 +267,13 @@ func (s *Server) authorize(ctx context.Context, r *http.Request, op Operation, p
 		return auth.Scope{}, problem.New(problem.WorkspaceRequired, "this operation needs a workspace: send X-Workspace-ID")
 	}
 	if !ids.Valid(ids.Workspace, ws) {
-		return auth.Scope{}, problem.New(problem.WorkspaceIDInvalid, "the workspace ID is malformed")
+		e := problem.New(problem.WorkspaceIDInvalid, "the workspace ID is malformed")
+		field := "path.workspace_id"
+		if r.PathValue("workspace_id") == "" {
+			field = "header." + cellproto.HeaderWorkspaceID
+		}
+		e.Fields = []problem.FieldError{{Field: field, Message: "expected " + ids.Pattern(ids.Workspace)}}
+		return auth.Scope{}, e
 	}
 	scope, err := s.Auth.Authorize(ctx, p, ws)
 	if err != nil {

@@ -62,6 +62,7 @@ type VersionView struct {
 	FileType       string           `json:"file_type"`
 	Source         string           `json:"source,omitempty"`
 	SourceDigest   string           `json:"source_digest"`
+	DraftHash      string           `json:"draft_hash,omitempty" doc:"a component's draft only: its draft_hash, the If-Match baseline of draft edits and publish (also the ETag)"`
 	CompiledDigest string           `json:"compiled_digest,omitempty" doc:"content address of the compiled module the preview host loads"`
 	Dependencies   []DependencyView `json:"dependencies"`
 	JobID          string           `json:"job_id,omitempty" doc:"the mutation job that wrote it"`
@@ -84,7 +85,7 @@ func VersionOf(v content.SourceVersion, withSource bool) VersionView {
 
 // DraftOf shows a component's draft as a version view (no version number, no job).
 func DraftOf(c content.Component) VersionView {
-	return VersionView{FileType: c.FileType, Source: c.DraftSource, SourceDigest: c.DraftHash, Dependencies: []DependencyView{},
+	return VersionView{FileType: c.FileType, Source: c.DraftSource, SourceDigest: c.DraftHash, DraftHash: c.DraftHash, Dependencies: []DependencyView{},
 		CreatedBy: c.CreatedBy, CreatedAt: c.UpdatedAt}
 }
 
