@@ -3,10 +3,13 @@ package api
 import (
 	"context"
 	"net/http"
+	"strconv"
 
 	"slidecells/cell/auth"
 	"slidecells/cell/authoring"
+	"slidecells/cell/content"
 	"slidecells/cell/store"
+	"slidecells/shared/problem"
 )
 
 // sources are the operations every kind of versioned source (pages, components) has, written
@@ -72,33 +75,24 @@ func (h *sources[R, V]) source(ctx context.Context, sc auth.Scope, in *sourceIn)
 
 type versionsIn = struct {
 	ObjectID
-	Limit  int   `query:"limit" minimum:"1" maximum:"200" default:"50" doc:"page size"`
-	Before int64 `query:"before" minimum:"0" doc:"next_before of the previous page: versions below it"`
+	ListQuery
 }
 
-// VersionPage is one page of a history.
-type VersionPage struct {
-	Body struct {
-		Items      []VersionView `json:"items"`
-		NextBefore int64         `json:"next_before,omitempty"`
+func (h *sources[R, V]) versions(ctx context.Context, sc auth.Scope, in *versionsIn) (*Page[VersionView], error) {
+	var before int64
+	if p := in.Position(); p != "" {
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || n < 1 {
+			return nil, problem.Invalid(problem.FieldError{Field: "query.cursor", Message: "not a next_cursor of this list"})
+		}
+		before = n
 	}
-}
-
-func (h *sources[R, V]) versions(ctx context.Context, sc auth.Scope, in *versionsIn) (*VersionPage, error) {
-	vs, err := h.src.Versions(ctx, h.st, sc, in.ID(), in.Before, in.Limit+1)
+	vs, err := h.src.Versions(ctx, h.st, sc, in.ID(), before, in.Limit+1)
 	if err != nil {
 		return nil, err
 	}
-	out := &VersionPage{}
-	out.Body.Items = []VersionView{}
-	for i, v := range vs {
-		if i == in.Limit {
-			out.Body.NextBefore = vs[i-1].Version
-			break
-		}
-		out.Body.Items = append(out.Body.Items, VersionOf(v, false))
-	}
-	return out, nil
+	return paginate(vs, in.ListQuery, func(v content.SourceVersion) string { return strconv.FormatInt(v.Version, 10) },
+		plain(func(v content.SourceVersion) VersionView { return VersionOf(v, false) }))
 }
 
 func (h *sources[R, V]) dependencies(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[DependenciesView], error) {
