@@ -288,7 +288,7 @@ func (s *Server) authorize(ctx context.Context, r *http.Request, op Operation, p
 	if err := s.Guard.Check(ctx, ws, epoch, !op.ReadOnly); err != nil {
 		return scope, err
 	}
-	return scope, scope.Require(op.Scopes...)
+	return scope, op.Allows(scope)
 }
 
 // Handler returns the cell's whole HTTP handler: the API, /livez, /readyz, and problem JSON
