@@ -439,7 +439,7 @@ func TestRouterAnswersBadRequestsItself(t *testing.T) {
 	b := setup(t)
 	b.get(t, "/api/v1/workspaces/ws_short").wantProblem(t, http.StatusUnprocessableEntity, problem.WorkspaceIDInvalid)
 	b.get(t, "/api/v1/pages", cellproto.HeaderWorkspaceID, "nope").wantProblem(t, http.StatusUnprocessableEntity, problem.WorkspaceIDInvalid)
-	b.get(t, "/api/v1/workspaces/"+b.wsA, cellproto.HeaderWorkspaceID, b.wsB).wantProblem(t, http.StatusUnprocessableEntity, problem.WorkspaceIDConflict)
+	b.get(t, "/api/v1/pages", cellproto.HeaderWorkspaceID, b.wsA, cellproto.HeaderWorkspaceID, b.wsB).wantProblem(t, http.StatusUnprocessableEntity, problem.WorkspaceIDConflict)
 	b.get(t, "/api/v1/pages").wantProblem(t, http.StatusUnprocessableEntity, problem.WorkspaceRequired)
 	b.get(t, "/api/external/v1/workspaces/"+b.wsA).wantProblem(t, http.StatusNotFound, problem.NotFound)
 	b.get(t, "/api/external/v1/system/version").wantProblem(t, http.StatusNotFound, problem.NotFound)

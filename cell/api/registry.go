@@ -64,18 +64,18 @@ const (
 
 // Operation is one entry of the registry.
 type Operation struct {
-	ID          string
-	Method      string
-	Path        string
-	Summary     string
-	Tags        []string
-	Access      Access
-	Scopes      []auth.Permission // all required, in the workspace
+	ID      string
+	Method  string
+	Path    string
+	Summary string
+	Tags    []string
+	Access  Access
+	Scopes  []auth.Permission // all required, in the workspace
 	// OneOf, when set, are alternatives of further scopes of which the caller needs one set
 	// (all of its scopes), by the kind of object the call turns out to be about (a job's kind,
 	// an entity type): checked with Scopes before the handler for "any", and by the handler for
 	// the object's own.
-	OneOf [][]auth.Permission
+	OneOf       [][]auth.Permission
 	ReadOnly    bool
 	Idempotency Idempotency
 	Lock        Lock

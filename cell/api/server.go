@@ -257,10 +257,9 @@ func traceIDOf(r *http.Request) string {
 func (s *Server) authorize(ctx context.Context, r *http.Request, op Operation, p auth.Principal) (auth.Scope, error) {
 	ws := r.PathValue("workspace_id")
 	header := r.Header.Get(cellproto.HeaderWorkspaceID)
-	switch {
-	case ws != "" && header != "" && ws != header:
-		return auth.Scope{}, problem.New(problem.WorkspaceIDConflict, "the X-Workspace-ID header and the path name different workspaces")
-	case ws == "":
+	if ws == "" {
+		// X-Workspace-ID is the default for paths that name no workspace; a path's workspace
+		// wins over it.
 		ws = header
 	}
 	if ws == "" {
