@@ -110,8 +110,9 @@ func labels(l content.Labels) content.Labels {
 	return l
 }
 
-// PreviewArtifact is a short-lived preview of a page a browser opens directly.
-type PreviewArtifact struct {
+// PreviewArtifactResponse is a short-lived preview of a page a browser opens directly (the
+// specification names its schema PreviewArtifactResponse).
+type PreviewArtifactResponse struct {
 	PreviewURL  string    `json:"preview_url" doc:"opens directly in a browser through the public host; short-lived: do not store it"`
 	ExpiresAt   time.Time `json:"expires_at"`
 	ArtifactID  string    `json:"artifact_id" doc:"the preview snapshot"`
@@ -121,8 +122,8 @@ type PreviewArtifact struct {
 }
 
 // previewOf shows a preview.
-func previewOf(a authoring.PreviewArtifact, err error) (*Single[PreviewArtifact], error) {
-	return single(PreviewArtifact(a), err)
+func previewOf(a authoring.PreviewArtifact, err error) (*Single[PreviewArtifactResponse], error) {
+	return single(PreviewArtifactResponse(a), err)
 }
 
 // Stage is one stage's conclusion in a validation.
