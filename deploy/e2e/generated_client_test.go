@@ -102,4 +102,3 @@ func TestGeneratedClientRoundTrips(t *testing.T) {
 		t.Fatalf("component PATCH: %v %s", err, cp.Body)
 	}
 }
-
