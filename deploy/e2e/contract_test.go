@@ -225,6 +225,20 @@ func TestSpecOnlyClientThroughTheRouter(t *testing.T) {
 			t.Errorf("other workspace with a default header: %d %s", a.status, a.body)
 		}
 	})
+	t.Run("2.6 capabilities list only what the token can use", func(t *testing.T) {
+		tok, _, err := e.s.Directory.CreateToken(t.Context(), e.demo.UserID, "ws only", []string{"workspace:read"}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := e.get(t, "/api/v1/workspaces/"+ws+"/capabilities", tok)
+		if a.status != 200 || strings.Contains(string(a.body), `"get-mutation-job"`) || strings.Contains(string(a.body), `"validate-entity"`) ||
+			!strings.Contains(string(a.body), `"get-workspace"`) {
+			t.Fatalf("capabilities: %d %s", a.status, a.body)
+		}
+		if a := e.get(t, "/api/v1/jobs/mutations/"+ids.New(ids.Job), tok, "X-Workspace-ID", ws); a.status != 403 || a.code != "SCOPE_REQUIRED" {
+			t.Fatalf("job read: %d %s", a.status, a.body)
+		}
+	})
 	t.Run("2.9 theme typography names family_id", func(t *testing.T) {
 		a := e.get(t, "/openapi.json", "")
 		if !strings.Contains(string(a.body), `"family_id"`) || strings.Contains(string(a.body), `"font_family_id"`) {
