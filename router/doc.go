@@ -6,16 +6,17 @@
 // # Routing
 //
 // The workspace comes from /api/v1/workspaces/{id}[/…], from /workspaces/{id}/… (the
-// editor-facing font endpoints) or from the X-Workspace-ID header. A malformed ID is 400
-// WORKSPACE_ID_INVALID; a path and a header that name different workspaces are 400
-// WORKSPACE_ID_CONFLICT. A request that names a workspace goes to that workspace's cell, whatever
-// the public route.
+// editor-facing font endpoints) or, for paths that name none, from the X-Workspace-ID header
+// (the path wins over it). A malformed ID is 422 WORKSPACE_ID_INVALID; several X-Workspace-ID
+// headers that name different workspaces are 422 WORKSPACE_ID_CONFLICT. A request that names a
+// workspace goes to that workspace's cell, whatever the public route.
 //
-// Routes without a workspace go to any cell that takes new work (round robin): GET
-// /api/v1/workspaces, /api/v1/auth/…, /api/v1/system/…, /api/v1/standards/…,
-// /api/v1/runtime-kit[/…], /api/v1/fonts[/…], /openapi.json and /ai/agent-catalog[/…]. Every
-// other /api/v1/… path, /workspaces/… and /ai/agent-configs[/…] without a workspace is 400
-// WORKSPACE_REQUIRED. The legacy prefix /api/external/… is 404 NOT_FOUND, as is every other
+// Routes without a workspace go to any cell that takes new work (round robin): /api/v1/workspaces
+// (any method: a cell answers 405 to the ones it lacks), /api/v1/auth/…, /api/v1/system/…,
+// /api/v1/standards/…, /api/v1/runtime-kit[/…], /api/v1/fonts[/…], /openapi.json,
+// /ai/agent-catalog[/…], and the OAuth endpoints /.well-known/oauth-authorization-server and
+// /oauth/… (a cell answers OAUTH_NOT_ENABLED). Every other /api/v1/… path, /workspaces/… and
+// /ai/agent-configs[/…] without a workspace is 422 WORKSPACE_REQUIRED. The legacy prefix /api/external/… is 404 NOT_FOUND, as is every other
 // path, and every path with empty or dot segments (so the router and a cell can never disagree
 // about which route a path is). In particular /internal/… (the service APIs of renderers,
 // preview hosts and cells) is never forwarded anywhere: it is not a public route.

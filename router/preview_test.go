@@ -160,7 +160,7 @@ func TestPreviewOfAnUnknownWorkspaceGoesToAHashedPreviewHost(t *testing.T) {
 	if n := b.a.hits.Load() + b.b.hits.Load(); n != 0 {
 		t.Errorf("%d preview requests reached a cell's API", n)
 	}
-	b.get(t, "/preview/w/ws_bad/snapshots/snap_x").wantProblem(t, http.StatusBadRequest, problem.WorkspaceIDInvalid)
+	b.get(t, "/preview/w/ws_bad/snapshots/snap_x").wantProblem(t, http.StatusUnprocessableEntity, problem.WorkspaceIDInvalid)
 }
 
 func TestPreviewWithoutAPreviewHostIsUnavailable(t *testing.T) {

@@ -28,13 +28,21 @@ type route struct {
 }
 
 var (
-	errInvalidWorkspace = problem.New(problem.WorkspaceIDInvalid, "the workspace ID is not valid")
-	errConflict         = problem.New(problem.WorkspaceIDConflict,
+	errInvalidWorkspace       = invalidWorkspace("path.workspace_id")
+	errInvalidWorkspaceHeader = invalidWorkspace("header.X-Workspace-ID")
+	errConflict               = problem.New(problem.WorkspaceIDConflict,
 		"the workspace in the path and the X-Workspace-ID header differ")
 	errWorkspaceRequired = problem.New(problem.WorkspaceRequired,
 		"this route needs a workspace: put it in the path or in the X-Workspace-ID header")
 	errNoRoute = problem.ErrNotFound()
 )
+
+// invalidWorkspace is the answer to a malformed workspace ID at field (422, naming it).
+func invalidWorkspace(field string) *problem.Error {
+	e := problem.New(problem.WorkspaceIDInvalid, "the workspace ID is not valid")
+	e.Fields = []problem.FieldError{{Field: field, Message: "expected ws_ followed by 26 base32 characters"}}
+	return e
+}
 
 // classify decides where a request goes, or returns the problem the router answers itself.
 // It runs on every request, so it works on the path string without splitting or cleaning it.
@@ -65,28 +73,28 @@ func classify(r *http.Request) (route, error) {
 		return route{kind: toPreview, ws: ws}, nil
 	}
 	public := strings.HasPrefix(p, "/api/v1/") || strings.HasPrefix(p, "/workspaces/") ||
-		p == "/openapi.json" || underSegment(p, "/ai/agent-catalog") || underSegment(p, "/ai/agent-configs")
+		p == "/openapi.json" || underSegment(p, "/ai/agent-catalog") || underSegment(p, "/ai/agent-configs") || oauthRoute(p)
 	if !public {
 		return route{}, errNoRoute
 	}
 
-	pathWS, inPath := workspaceInPath(p)
+	// A workspace in the path names the call's workspace: X-Workspace-ID is only the default
+	// for paths that name none, so a client that always sends its default header still
+	// reaches /workspaces/{other}.
+	if pathWS, inPath := workspaceInPath(p); inPath {
+		if !ids.Valid(ids.Workspace, pathWS) {
+			return route{}, errInvalidWorkspace
+		}
+		return route{kind: toWorkspace, ws: pathWS}, nil
+	}
 	hdrWS, inHeader, err := workspaceInHeader(r.Header)
 	if err != nil {
 		return route{}, err
 	}
-	if inPath && !ids.Valid(ids.Workspace, pathWS) {
-		return route{}, errInvalidWorkspace
-	}
 	if inHeader && !ids.Valid(ids.Workspace, hdrWS) {
-		return route{}, errInvalidWorkspace
+		return route{}, errInvalidWorkspaceHeader
 	}
-	switch {
-	case inPath && inHeader && pathWS != hdrWS:
-		return route{}, errConflict
-	case inPath:
-		return route{kind: toWorkspace, ws: pathWS}, nil
-	case inHeader:
+	if inHeader {
 		return route{kind: toWorkspace, ws: hdrWS}, nil
 	}
 	if anyCellRoute(r.Method, p) {
@@ -139,8 +147,10 @@ func workspaceInHeader(h http.Header) (string, bool, error) {
 // one.
 func anyCellRoute(method, p string) bool {
 	switch {
-	case p == "/api/v1/workspaces":
-		return method == http.MethodGet || method == http.MethodHead
+	case p == "/api/v1/workspaces", oauthRoute(p):
+		// Any method: the cell answers what it does not serve here (405 with Allow on the
+		// workspace list, OAUTH_NOT_ENABLED on the OAuth endpoints).
+		return true
 	case strings.HasPrefix(p, "/api/v1/auth/"),
 		strings.HasPrefix(p, "/api/v1/system/"),
 		strings.HasPrefix(p, "/api/v1/standards/"),
@@ -151,6 +161,13 @@ func anyCellRoute(method, p string) bool {
 		return true
 	}
 	return false
+}
+
+// oauthRoute reports whether p is one of the OAuth endpoints the specification plans
+// (discovery and /oauth/…): a cell answers them (OAUTH_NOT_ENABLED while sign-in by OAuth is
+// not enabled), so clients see that clear code through the public host.
+func oauthRoute(p string) bool {
+	return p == "/.well-known/oauth-authorization-server" || underSegment(p, "/oauth")
 }
 
 // underSegment reports whether p is prefix or lies below it at a segment boundary, so that

@@ -34,7 +34,8 @@ func TestClassify(t *testing.T) {
 		{name: "empty header is absent", path: "/api/v1/system/version", header: []string{""}, kind: toAnyCell},
 		{name: "repeated equal headers", path: "/api/v1/pages", header: []string{wsA, wsA}, kind: toWorkspace, ws: wsA},
 
-		{name: "path and header differ", path: "/api/v1/workspaces/" + wsA, header: []string{wsB}, code: problem.WorkspaceIDConflict},
+		{name: "the path wins over a default header", path: "/api/v1/workspaces/" + wsA, header: []string{wsB}, kind: toWorkspace, ws: wsA},
+		{name: "the path wins over a malformed header", path: "/api/v1/workspaces/" + wsA, header: []string{"nope"}, kind: toWorkspace, ws: wsA},
 		{name: "headers differ", path: "/api/v1/pages", header: []string{wsA, wsB}, code: problem.WorkspaceIDConflict},
 		{name: "malformed in path", path: "/api/v1/workspaces/ws_nope", code: problem.WorkspaceIDInvalid},
 		{name: "wrong prefix in path", path: "/workspaces/prj_" + wsA[3:] + "/fonts", code: problem.WorkspaceIDInvalid},
@@ -43,7 +44,11 @@ func TestClassify(t *testing.T) {
 
 		{name: "list", method: http.MethodGet, path: "/api/v1/workspaces", kind: toAnyCell},
 		{name: "list HEAD", method: http.MethodHead, path: "/api/v1/workspaces", kind: toAnyCell},
-		{name: "create workspace needs one", method: http.MethodPost, path: "/api/v1/workspaces", code: problem.WorkspaceRequired},
+		{name: "other methods on the list reach a cell (405)", method: http.MethodPost, path: "/api/v1/workspaces", kind: toAnyCell},
+		{name: "DELETE on the list reaches a cell (405)", method: http.MethodDelete, path: "/api/v1/workspaces", kind: toAnyCell},
+		{name: "oauth discovery", path: "/.well-known/oauth-authorization-server", kind: toAnyCell},
+		{name: "oauth token", method: http.MethodPost, path: "/oauth/token", kind: toAnyCell},
+		{name: "oauth segment boundary", path: "/oauthx", code: problem.NotFound},
 		{name: "trailing slash names none", path: "/api/v1/workspaces/", code: problem.WorkspaceRequired},
 		{name: "whoami", path: "/api/v1/auth/whoami", kind: toAnyCell},
 		{name: "version", path: "/api/v1/system/version", kind: toAnyCell},

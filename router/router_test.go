@@ -437,10 +437,10 @@ func TestRoutesWithoutWorkspaceGoToAnyCell(t *testing.T) {
 func TestRouterAnswersBadRequestsItself(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.get(t, "/api/v1/workspaces/ws_short").wantProblem(t, http.StatusBadRequest, problem.WorkspaceIDInvalid)
-	b.get(t, "/api/v1/pages", cellproto.HeaderWorkspaceID, "nope").wantProblem(t, http.StatusBadRequest, problem.WorkspaceIDInvalid)
-	b.get(t, "/api/v1/workspaces/"+b.wsA, cellproto.HeaderWorkspaceID, b.wsB).wantProblem(t, http.StatusBadRequest, problem.WorkspaceIDConflict)
-	b.get(t, "/api/v1/pages").wantProblem(t, http.StatusBadRequest, problem.WorkspaceRequired)
+	b.get(t, "/api/v1/workspaces/ws_short").wantProblem(t, http.StatusUnprocessableEntity, problem.WorkspaceIDInvalid)
+	b.get(t, "/api/v1/pages", cellproto.HeaderWorkspaceID, "nope").wantProblem(t, http.StatusUnprocessableEntity, problem.WorkspaceIDInvalid)
+	b.get(t, "/api/v1/pages", cellproto.HeaderWorkspaceID, b.wsA, cellproto.HeaderWorkspaceID, b.wsB).wantProblem(t, http.StatusUnprocessableEntity, problem.WorkspaceIDConflict)
+	b.get(t, "/api/v1/pages").wantProblem(t, http.StatusUnprocessableEntity, problem.WorkspaceRequired)
 	b.get(t, "/api/external/v1/workspaces/"+b.wsA).wantProblem(t, http.StatusNotFound, problem.NotFound)
 	b.get(t, "/api/external/v1/system/version").wantProblem(t, http.StatusNotFound, problem.NotFound)
 	a := b.get(t, "/nothing-here")
@@ -697,7 +697,7 @@ func TestMetrics(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
-	b.get(t, "/api/v1/pages").wantProblem(t, http.StatusBadRequest, problem.WorkspaceRequired)
+	b.get(t, "/api/v1/pages").wantProblem(t, http.StatusUnprocessableEntity, problem.WorkspaceRequired)
 	res, err := testClient.Get(b.ops.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"net/http"
+	"slices"
+	"strings"
 
 	"slidecells/cell/auth"
 	"slidecells/cell/catalog"
@@ -15,28 +17,14 @@ type AgentKeyPath struct {
 	AgentKey string `path:"agent_key" maxLength:"64" pattern:"^[a-z][a-z0-9-]*$"`
 }
 
-// The catalogue lists (unnamed, so their schemas keep the names of their operations).
-type (
-	agentList = struct {
-		Body struct {
-			Items []catalog.Agent `json:"items"`
-		}
-	}
-	agentConfigList = struct {
-		Body struct {
-			Items []AgentConfigView `json:"items"`
-		}
-	}
-)
-
 func (s *Server) registerAI(st *store.Store) {
 	tags := []string{"ai"}
 	Register(s, Operation{ID: "list-agent-catalog", Method: http.MethodGet, Path: "/ai/agent-catalog",
 		Summary: "AI agent catalogue", Tags: tags, Access: Authenticated, ReadOnly: true},
-		func(ctx context.Context, _ *struct{}) (*agentList, error) {
-			out := &agentList{}
-			out.Body.Items = catalog.Agents
-			return out, nil
+		func(ctx context.Context, in *ListQuery) (*Page[catalog.Agent], error) {
+			items := slices.Clone(catalog.Agents)
+			slices.SortFunc(items, func(a, b catalog.Agent) int { return strings.Compare(a.Key, b.Key) })
+			return pageOf(items, *in, func(a catalog.Agent) string { return a.Key }), nil
 		})
 	Register(s, Operation{ID: "get-agent-catalog-entry", Method: http.MethodGet, Path: "/ai/agent-catalog/{agent_key}",
 		Summary: "One catalogue agent", Tags: tags, Access: Authenticated, ReadOnly: true},
@@ -49,16 +37,17 @@ func (s *Server) registerAI(st *store.Store) {
 		})
 	Scoped(s, Operation{ID: "list-agent-configs", Method: http.MethodGet, Path: "/ai/agent-configs",
 		Summary: "The workspace's agent configurations", Tags: tags, Scopes: []auth.Permission{auth.WorkspaceRead}, ReadOnly: true},
-		func(ctx context.Context, sc auth.Scope, _ *struct{}) (*agentConfigList, error) {
+		func(ctx context.Context, sc auth.Scope, in *ListQuery) (*Page[AgentConfigView], error) {
 			stored, err := st.AgentConfigs(ctx, sc)
 			if err != nil {
 				return nil, err
 			}
-			out := &agentConfigList{}
+			items := make([]AgentConfigView, 0, len(catalog.Agents))
 			for _, a := range catalog.Agents {
-				out.Body.Items = append(out.Body.Items, ConfigOf(a, stored))
+				items = append(items, ConfigOf(a, stored))
 			}
-			return out, nil
+			slices.SortFunc(items, func(a, b AgentConfigView) int { return strings.Compare(a.AgentKey, b.AgentKey) })
+			return pageOf(items, *in, func(a AgentConfigView) string { return a.AgentKey }), nil
 		})
 	Scoped(s, Operation{ID: "get-agent-config", Method: http.MethodGet, Path: "/ai/agent-configs/{agent_key}",
 		Summary: "The workspace's configuration of one agent", Tags: tags, Scopes: []auth.Permission{auth.WorkspaceRead}, ReadOnly: true},

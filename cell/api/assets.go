@@ -115,16 +115,16 @@ func (h *assetOps) list(ctx context.Context, sc auth.Scope, in *listAssetsIn) (*
 	if in.Kind != "" {
 		f.ContentTypes = cblob.TypesOf(cblob.Kind(in.Kind))
 	}
-	as, err := h.st.ListAssets(ctx, sc, f, in.Cursor, in.Limit+1)
-	return h.kind.Page(sc, as, in.Limit, err)
+	as, err := h.st.ListAssets(ctx, sc, f, in.Position(), in.Limit+1)
+	return h.kind.Page(sc, as, in.ListQuery, err)
 }
 
 func (h *assetOps) listTags(ctx context.Context, sc auth.Scope, in *ListQuery) (*Page[AssetTagCount], error) {
-	ts, err := h.st.AssetTags(ctx, sc, in.Cursor, in.Limit+1)
+	ts, err := h.st.AssetTags(ctx, sc, in.Position(), in.Limit+1)
 	if err != nil {
 		return nil, err
 	}
-	return paginate(ts, in.Limit, func(t content.TagCount) string { return t.Tag },
+	return paginate(ts, *in, func(t content.TagCount) string { return t.Tag },
 		plain(func(t content.TagCount) AssetTagCount { return AssetTagCount{Tag: t.Tag, Count: t.Count} }))
 }
 
@@ -206,7 +206,7 @@ func (h *assetOps) content(ctx context.Context, sc auth.Scope, in *assetContentI
 type replaceAssetIn = struct {
 	ObjectID
 	ContentType string `header:"Content-Type" doc:"declared media type; the content is sniffed and must agree and keep the asset's kind"`
-	IfMatch     string `header:"If-Match" doc:"required: the quoted sha256 you read (the content's ETag); a stale one is 409 VERSION_CONFLICT"`
+	IfMatch     string `header:"If-Match" required:"true" doc:"the quoted sha256 you read (the content's ETag); a stale one is 409 VERSION_CONFLICT"`
 	StreamedBody
 }
 

@@ -309,7 +309,7 @@ func TestAssetDeduplicationAndReplay(t *testing.T) {
 	if resp, body := b.call(t, other); resp.StatusCode != 409 || code(t, body) != "IDEMPOTENCY_KEY_REUSED" {
 		t.Fatalf("key reused: %d %s", resp.StatusCode, body)
 	}
-	if resp, body := b.call(t, call{method: "POST", path: "/api/v1/assets/content", ws: b.ws, contentType: "image/png", body: data}); resp.StatusCode != 400 || code(t, body) != "IDEMPOTENCY_KEY_REQUIRED" {
+	if resp, body := b.call(t, call{method: "POST", path: "/api/v1/assets/content", ws: b.ws, contentType: "image/png", body: data}); resp.StatusCode != 422 || code(t, body) != "IDEMPOTENCY_KEY_REQUIRED" {
 		t.Fatalf("no key: %d %s", resp.StatusCode, body)
 	}
 	// The same bytes under a new key: a second asset, one blob.
@@ -467,8 +467,17 @@ func TestAssetCopyPatchTagsArchive(t *testing.T) {
 		t.Fatalf("tags %q", got)
 	}
 	resp, body = b.call(t, call{method: "GET", path: "/api/v1/assets/tags?limit=1", ws: b.ws})
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"next_cursor":"brand"`) {
+	var tagPage struct {
+		Items      []struct{ Tag string } `json:"items"`
+		NextCursor string                 `json:"next_cursor"`
+	}
+	_ = json.Unmarshal(body, &tagPage)
+	if resp.StatusCode != http.StatusOK || len(tagPage.Items) != 1 || tagPage.Items[0].Tag != "brand" || tagPage.NextCursor == "" {
 		t.Fatalf("tag page: %s", body)
+	}
+	resp, body = b.call(t, call{method: "GET", path: "/api/v1/assets/tags?limit=1&cursor=" + tagPage.NextCursor, ws: b.ws})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"tag":"hero"`) {
+		t.Fatalf("second tag page: %s", body)
 	}
 	resp, body = b.call(t, call{method: "GET", path: "/api/v1/assets?tag=hero", ws: b.ws})
 	if resp.StatusCode != http.StatusOK || strings.Count(string(body), `"id":"ast_`) != 1 || !strings.Contains(string(body), x.ID) {

@@ -14,7 +14,7 @@ type CapabilitiesOutput struct {
 		WorkspaceID string   `json:"workspace_id"`
 		Role        string   `json:"role"`
 		Scopes      []string `json:"scopes" doc:"effective scopes: token scopes ∩ role scopes"`
-		Operations  []string `json:"operations" doc:"operation IDs this credential can use in the workspace"`
+		Operations  []string `json:"operations" doc:"operation IDs this credential can use in the workspace: it holds their x-scopes and one set of their x-scopes-one-of"`
 	}
 }
 
@@ -27,7 +27,7 @@ func (s *Server) registerCapabilities() {
 			out.Body.WorkspaceID, out.Body.Role, out.Body.Scopes = sc.WorkspaceID(), sc.Role(), sc.Scopes()
 			out.Body.Operations = []string{}
 			for _, op := range s.Operations() {
-				if sc.Require(op.Scopes...) == nil {
+				if op.Allows(sc) == nil {
 					out.Body.Operations = append(out.Body.Operations, op.ID)
 				}
 			}

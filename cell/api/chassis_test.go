@@ -82,10 +82,10 @@ func TestIdempotency(t *testing.T) {
 	b := setup(t)
 	create := call{method: "POST", path: "/api/v1/projects", ws: b.ws, key: "key-1", body: `{"name":"Deck","description":"d"}`}
 
-	if resp, body := b.call(t, call{method: "POST", path: "/api/v1/projects", ws: b.ws, body: `{"name":"x"}`}); resp.StatusCode != 400 || code(t, body) != "IDEMPOTENCY_KEY_REQUIRED" {
+	if resp, body := b.call(t, call{method: "POST", path: "/api/v1/projects", ws: b.ws, body: `{"name":"x"}`}); resp.StatusCode != 422 || code(t, body) != "IDEMPOTENCY_KEY_REQUIRED" {
 		t.Fatalf("missing key: %d %s", resp.StatusCode, body)
 	}
-	if resp, body := b.call(t, call{method: "POST", path: "/api/v1/projects", ws: b.ws, key: strings.Repeat("k", 256), body: `{"name":"x"}`}); resp.StatusCode != 400 {
+	if resp, body := b.call(t, call{method: "POST", path: "/api/v1/projects", ws: b.ws, key: strings.Repeat("k", 256), body: `{"name":"x"}`}); resp.StatusCode != 422 {
 		t.Fatalf("bad key: %d %s", resp.StatusCode, body)
 	}
 	r1, b1 := b.call(t, create)
@@ -237,6 +237,8 @@ var (
 	isoFixtures     = map[string]isoFixture{}
 	isoBodies       = map[string]string{}
 	isoContentTypes = map[string]string{}
+	// isoHeaders are further request headers an operation requires (a hash lock's If-Match).
+	isoHeaders = map[string][]string{}
 )
 
 func init() {
@@ -288,7 +290,7 @@ func TestCrossWorkspaceObjectsAre404(t *testing.T) {
 			}
 			foreign = strings.ReplaceAll(foreign, "{workspace_id}", b.ws)
 			missing = strings.ReplaceAll(missing, "{workspace_id}", b.ws)
-			c := call{method: op.Method, ws: b.ws, body: isoBodies[op.ID], contentType: isoContentTypes[op.ID]}
+			c := call{method: op.Method, ws: b.ws, body: isoBodies[op.ID], contentType: isoContentTypes[op.ID], header: isoHeaders[op.ID]}
 			if op.Idempotency == "required" {
 				c.key = ids.New("k")
 			}
@@ -314,7 +316,7 @@ func TestCrossWorkspaceObjectsAre404(t *testing.T) {
 		for _, n := range names {
 			own = strings.ReplaceAll(own, "{"+n+"}", isoFixtures[n].make(t, b, b.srv.URL, b.ws))
 		}
-		c := call{method: op.Method, ws: b.ws, body: isoBodies[op.ID], contentType: isoContentTypes[op.ID], path: own}
+		c := call{method: op.Method, ws: b.ws, body: isoBodies[op.ID], contentType: isoContentTypes[op.ID], header: isoHeaders[op.ID], path: own}
 		if op.Idempotency == "required" {
 			c.key = ids.New("k")
 		}
@@ -344,7 +346,7 @@ func TestRequestLimits(t *testing.T) {
 	if resp, body := b.call(t, call{method: "POST", path: "/api/v1/projects", ws: b.ws, key: ids.New("k"), body: `{"name":"` + strings.Repeat("x", 201) + `"}`}); resp.StatusCode != 422 || !strings.Contains(string(body), "body.name") {
 		t.Fatalf("long name: %d %s", resp.StatusCode, body)
 	}
-	if resp, body := b.call(t, call{method: "POST", path: "/api/v1/projects", ws: b.ws, key: ids.New("k"), body: `{"name":`}); resp.StatusCode != http.StatusBadRequest || code(t, body) != "BAD_REQUEST" {
+	if resp, body := b.call(t, call{method: "POST", path: "/api/v1/projects", ws: b.ws, key: ids.New("k"), body: `{"name":`}); resp.StatusCode != http.StatusUnprocessableEntity || code(t, body) != "BAD_REQUEST" {
 		t.Fatalf("broken JSON: %d %s", resp.StatusCode, body)
 	}
 	if resp, body := b.call(t, call{method: "GET", path: "/api/v1/projects/prj_nope", ws: b.ws}); resp.StatusCode != 422 || code(t, body) != "VALIDATION_FAILED" {

@@ -18,10 +18,12 @@ type componentsAPI struct {
 
 func (s *Server) registerComponents(st *store.Store, svc *authoring.Service) {
 	h := &componentsAPI{&sources[content.Component, ComponentView]{st: st, svc: svc, src: store.Components, draft: DraftOf,
-		Kind: Kind[content.Component, ComponentView]{Rows: store.Bind(st, store.Components.Table), Read: auth.ComponentRead, Write: auth.ComponentWrite, View: ComponentOf}}}
+		unpublished: func(c content.Component) bool { return c.PublishedVersion == 0 },
+		Kind: Kind[content.Component, ComponentView]{Rows: store.Bind(st, store.Components.Table), Read: auth.ComponentRead, Write: auth.ComponentWrite, View: ComponentOf,
+			ETag: func(c content.Component) string { return c.DraftHash }}}}
 	h.register(s, sourceDocs{source: "A component's draft source, or a published version (?version=N)",
 		versions:     "Published versions of a component, newest first",
-		dependencies: "Components the latest published version uses, recursively, with the versions resolved"})
+		dependencies: "Components the latest published version uses, recursively, with the versions resolved (version 0 and none before the first publish)"})
 	publish := h.op("publish-component", http.MethodPost, h.item()+"/publish", "Freeze the draft (its hash in If-Match) as the next published version; the draft must compile", h.Write)
 	publish.Lock = HashLock
 	Scoped(s, publish, h.publish)
@@ -30,13 +32,14 @@ func (s *Server) registerComponents(st *store.Store, svc *authoring.Service) {
 	Scoped(s, h.jobOp("edit-component", h.item()+"/edits", "Replace a component's draft through a mutation job (the draft hash read in If-Match)", HashLock), h.edit)
 	Scoped(s, h.jobOp("submit-component-edit-job", jobsPath+"/components/edits",
 		"Replace a component's draft through a mutation job (component_id in the body, the draft hash in If-Match)", HashLock), h.editJob)
+	Scoped(s, h.UpdateOp("Change a component's safe metadata (title, description, tags; never its draft or versions), locked by metadata_version"), h.updateMetadata)
 	Scoped(s, h.jobOp("submit-component-metadata-job", jobsPath+"/components/metadata",
 		"Change a component's title, description or tags through a mutation job (metadata_version-locked)", VersionLock), h.metadata)
 }
 
 type publishIn = struct {
 	ObjectID
-	IfMatch string `header:"If-Match" maxLength:"80" doc:"the draft_hash you read; a stale one is 409 VERSION_CONFLICT"`
+	IfMatch string `header:"If-Match" required:"true" maxLength:"80" doc:"the draft_hash you read (the ETag of the component and of its draft source); a stale one is 409 VERSION_CONFLICT"`
 }
 
 func (h *componentsAPI) publish(ctx context.Context, sc auth.Scope, in *publishIn) (*Single[ComponentView], error) {
@@ -67,7 +70,7 @@ type ComponentEditBody struct {
 
 type editComponentIn = struct {
 	ObjectID
-	IfMatch string `header:"If-Match" maxLength:"80" doc:"the draft_hash you read; a stale one is 409 VERSION_CONFLICT"`
+	IfMatch string `header:"If-Match" required:"true" maxLength:"80" doc:"the draft_hash you read (the ETag of the component and of its draft source); a stale one is 409 VERSION_CONFLICT"`
 	Body    ComponentEditBody
 }
 
@@ -76,7 +79,7 @@ func (h *componentsAPI) edit(ctx context.Context, sc auth.Scope, in *editCompone
 }
 
 type editComponentJobIn = struct {
-	IfMatch string `header:"If-Match" maxLength:"80" doc:"the draft_hash you read"`
+	IfMatch string `header:"If-Match" required:"true" maxLength:"80" doc:"the draft_hash you read (the ETag of the component and of its draft source); a stale one is 409 VERSION_CONFLICT"`
 	Body    struct {
 		ComponentID string `json:"component_id" pattern:"^cmp_[a-z2-7]{26}$"`
 		ComponentEditBody
@@ -102,8 +105,18 @@ type componentMetadataIn = struct {
 
 func (h *componentsAPI) metadata(ctx context.Context, sc auth.Scope, in *componentMetadataIn) (*Accepted[JobView], error) {
 	b := in.Body
-	return accepted(h.svc.SubmitComponentMetadata(ctx, sc, authoring.ComponentMetadata{ComponentID: b.ComponentID, MetadataVersion: b.Version,
+	return accepted(h.svc.SubmitComponentMetadata(ctx, sc, authoring.ComponentMetadata{ComponentID: b.ComponentID, MetadataVersion: b.MetadataVersion,
 		Title: b.Title, Description: b.Description, Tags: b.Tags}, b.MaxAttempts))
+}
+
+type updateComponentIn = struct {
+	ObjectID
+	Body struct{ MetadataEdit }
+}
+
+func (h *componentsAPI) updateMetadata(ctx context.Context, sc auth.Scope, in *updateComponentIn) (*Single[ComponentView], error) {
+	b := in.Body
+	return h.One(sc)(store.Components.UpdateMetadata(ctx, h.st, sc, in.ID(), b.MetadataVersion, b.Title, b.Description, b.Tags))
 }
 
 // unquote takes an If-Match value with or without its quotes.

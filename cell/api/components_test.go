@@ -12,6 +12,11 @@ import (
 func init() {
 	isoBodies["publish-component"] = `{}`
 	isoBodies["edit-component"] = `{"source":"export default () => null"}`
+	isoBodies["update-component"] = `{"metadata_version":1,"title":"Hijack"}`
+	stale := []string{"If-Match", `"sha256:stale"`}
+	isoHeaders["publish-component"] = stale
+	isoHeaders["edit-component"] = stale
+	isoHeaders["replace-asset-content"] = stale
 }
 
 type componentAnswer struct {
@@ -84,12 +89,12 @@ export default () => <Hero />`)
 		t.Fatalf("after the edit: %+v", c2)
 	}
 	// Metadata through a job, version-locked.
-	job = decodeJob(t, post(t, "/api/v1/jobs/mutations/components/metadata", "", `{"component_id":"`+hero+`","version":1,"title":"Hero banner"}`, http.StatusAccepted))
+	job = decodeJob(t, post(t, "/api/v1/jobs/mutations/components/metadata", "", `{"component_id":"`+hero+`","metadata_version":1,"title":"Hero banner"}`, http.StatusAccepted))
 	b.waitJob(t, "", b.ws, job.JobID, "succeeded")
 	if c3 := get(t, hero); c3.Title != "Hero banner" || c3.MetadataVersion != 2 || c3.DraftHash != c2.DraftHash {
 		t.Fatalf("after metadata: %+v", c3)
 	}
-	post(t, "/api/v1/jobs/mutations/components/metadata", "", `{"component_id":"`+hero+`","version":1,"title":"Stale"}`, http.StatusConflict)
+	post(t, "/api/v1/jobs/mutations/components/metadata", "", `{"component_id":"`+hero+`","metadata_version":1,"title":"Stale"}`, http.StatusConflict)
 	// History and versions.
 	if _, body := b.call(t, call{method: "GET", path: "/api/v1/components/" + hero + "/versions", ws: b.ws}); strings.Count(string(body), `"source_digest"`) != 1 {
 		t.Fatalf("versions: %s", body)

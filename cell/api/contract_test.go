@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -100,6 +101,45 @@ func TestCapabilities(t *testing.T) {
 	// A token without workspace:read cannot read capabilities at all.
 	if resp, _ := b.get(t, "/api/v1/workspaces/"+b.ws+"/capabilities", b.patScope); resp.StatusCode != 403 {
 		t.Fatalf("narrow token: %d", resp.StatusCode)
+	}
+	// Capabilities list only what the credential can use: with workspace:read but neither
+	// page nor component scopes, jobs and entity validation are not offered, and calling them
+	// is the 403 the declaration (x-scopes-one-of) announces.
+	wsOnly, _, err := b.dir.CreateToken(t.Context(), b.user.ID, "ws only", []string{"workspace:read"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body = b.get(t, "/api/v1/workspaces/"+b.ws+"/capabilities", wsOnly)
+	c.Operations = nil
+	_ = json.Unmarshal(body, &c)
+	for _, op := range []string{"get-mutation-job", "cancel-mutation-job", "retry-mutation-job", "validate-entity"} {
+		if contains(c.Operations, op) {
+			t.Errorf("capabilities offer %s to a token that cannot use it", op)
+		}
+	}
+	if !contains(c.Operations, "get-workspace") {
+		t.Errorf("capabilities %s", body)
+	}
+	job := ids.New(ids.Job)
+	if resp, body := b.call(t, call{method: "GET", path: "/api/v1/jobs/mutations/" + job, ws: b.ws, token: wsOnly}); resp.StatusCode != 403 || code(t, body) != "SCOPE_REQUIRED" {
+		t.Errorf("job read without page or component scope: %d %s", resp.StatusCode, body)
+	}
+	pagesOnly, _, _ := b.dir.CreateToken(t.Context(), b.user.ID, "pages", []string{"workspace:read", "page:read"}, time.Hour)
+	_, body = b.get(t, "/api/v1/workspaces/"+b.ws+"/capabilities", pagesOnly)
+	c.Operations = nil
+	_ = json.Unmarshal(body, &c)
+	if !contains(c.Operations, "get-mutation-job") || !contains(c.Operations, "validate-entity") || contains(c.Operations, "cancel-mutation-job") {
+		t.Errorf("page reader's capabilities %s", body)
+	}
+	_, doc := b.get(t, "/openapi.json", "")
+	var d struct {
+		Paths map[string]map[string]struct {
+			OneOf [][]string `json:"x-scopes-one-of"`
+		} `json:"paths"`
+	}
+	_ = json.Unmarshal(doc, &d)
+	if got := d.Paths["/api/v1/jobs/mutations/{job_id}/cancel"]["post"].OneOf; len(got) != 2 || len(got[0]) != 2 || got[0][1] != "page:write" {
+		t.Errorf("cancel's x-scopes-one-of %v", got)
 	}
 }
 

@@ -269,7 +269,7 @@ func TestThemeValidation(t *testing.T) {
 	// A binding names the family and its stack; the preset of another role stays.
 	th := b.createTheme(t, "", b.ws, `{"key":"brand","name":"Brand","heading_font_family_id":"`+face.FamilyID+`"}`)
 	h := th.Typography.Heading
-	if h.Source != "family" || h.FontFamilyID != face.FamilyID || h.FontFamily != "Brand Sans" ||
+	if h.Source != "family" || h.FamilyID != face.FamilyID || h.FontFamily != "Brand Sans" ||
 		h.CSSFontFamily != `"Brand Sans", "DejaVu Sans", sans-serif` || h.BundleURL != "/workspaces/"+b.ws+"/font-families/"+face.FamilyID+"/bundle.css" {
 		t.Fatalf("binding: %+v", h)
 	}
@@ -536,7 +536,7 @@ func TestFontFaces(t *testing.T) {
 	}
 	// Writes need the Idempotency-Key.
 	resp, body = b.call(t, call{method: "POST", path: fonts, ws: b.ws, body: `{` + base + `}`})
-	expectCode(t, "no key", resp, body, 400, "IDEMPOTENCY_KEY_REQUIRED")
+	expectCode(t, "no key", resp, body, 422, "IDEMPOTENCY_KEY_REQUIRED")
 }
 
 func TestFontFamilyRenameAndDelete(t *testing.T) {

@@ -168,8 +168,8 @@ var humaStatusCodes = map[int]problem.Code{
 	http.StatusInternalServerError:   problem.Internal,
 }
 
-// humaError is one of huma's own errors as a problem: its status named by a code (400
-// BAD_REQUEST for any other), its details as field errors.
+// humaError is one of huma's own errors as a problem: its status named by a code (BAD_REQUEST
+// for any other), its details as field errors.
 func humaError(status int, msg string, errs []error) *problem.Error {
 	code, ok := humaStatusCodes[status]
 	if !ok {
@@ -177,6 +177,11 @@ func humaError(status int, msg string, errs []error) *problem.Error {
 	}
 	if code == problem.Internal {
 		msg = "internal error"
+	}
+	if status == http.StatusBadRequest {
+		// A malformed or empty JSON body: a request-schema error, 422 as the catalogue has it
+		// (it has no 400), still named BAD_REQUEST, at body.
+		status = http.StatusUnprocessableEntity
 	}
 	pe := &problem.Error{Code: code, Message: msg}
 	if problem.Status(code) != status {
@@ -195,8 +200,14 @@ func humaError(status int, msg string, errs []error) *problem.Error {
 			if f, m, ok := clientJSONError("body", msg); ok {
 				field, msg = f, m
 			}
+			if field == "" && status == http.StatusUnprocessableEntity {
+				field = "body"
+			}
 			pe.Fields = append(pe.Fields, problem.FieldError{Field: field, Message: msg})
 		}
+	}
+	if status == http.StatusUnprocessableEntity && len(pe.Fields) == 0 {
+		pe.Fields = []problem.FieldError{{Field: "body", Message: msg}}
 	}
 	return pe
 }

@@ -39,9 +39,9 @@ func TestOneErrorWriter(t *testing.T) {
 		code   problem.Code
 	}{
 		{"pipeline: no credential", call{method: "GET", path: "/api/v1/projects", ws: b.ws, bare: true}, 401, problem.Unauthenticated},
-		{"pipeline: no workspace", call{method: "GET", path: "/api/v1/projects"}, 400, problem.WorkspaceRequired},
+		{"pipeline: no workspace", call{method: "GET", path: "/api/v1/projects"}, 422, problem.WorkspaceRequired},
 		{"pipeline: scope", call{method: "GET", path: "/api/v1/themes", ws: b.ws, token: b.patScope}, 403, problem.ScopeRequired},
-		{"pipeline: no Idempotency-Key", call{method: "POST", path: "/api/v1/projects", ws: b.ws, body: `{"name":"x"}`}, 400, problem.IdempotencyKeyRequired},
+		{"pipeline: no Idempotency-Key", call{method: "POST", path: "/api/v1/projects", ws: b.ws, body: `{"name":"x"}`}, 422, problem.IdempotencyKeyRequired},
 		{"pipeline: workspace moving (Retry-After)", call{base: b.srvB.URL, method: "POST", path: "/api/v1/projects", ws: b.wsB, key: key(), body: `{"name":"x"}`},
 			503, problem.WorkspaceMoving},
 		{"handler: not found", call{method: "GET", path: "/api/v1/projects/" + ids.New(ids.Project), ws: b.ws}, 404, problem.NotFound},
@@ -50,7 +50,7 @@ func TestOneErrorWriter(t *testing.T) {
 		{"handler: no render capacity (Retry-After)", call{method: "GET", path: "/api/v1/pages/" + page + "/screenshot", ws: b.ws}, 503, problem.RenderServiceUnavailable},
 		{"huma: invalid body on an idempotent write", call{method: "POST", path: "/api/v1/projects", ws: b.ws, key: key(), body: `{"name":""}`}, 422, problem.ValidationFailed},
 		{"huma: malformed ID in the path", call{method: "GET", path: "/api/v1/projects/prj_x", ws: b.ws}, 422, problem.ValidationFailed},
-		{"huma: malformed JSON", call{method: "POST", path: "/api/v1/validate/entity", ws: b.ws, body: `{`}, 400, problem.BadRequest},
+		{"huma: malformed JSON", call{method: "POST", path: "/api/v1/validate/entity", ws: b.ws, body: `{`}, 422, problem.BadRequest},
 		{"huma: body too large", call{method: "POST", path: "/api/v1/validate/entity", ws: b.ws, body: `{"source":"` + strings.Repeat("x", 3<<20+64<<10) + `"}`},
 			413, problem.PayloadTooLarge},
 		{"unrouted: unknown path", call{method: "GET", path: "/api/v1/nothing"}, 404, problem.NotFound},

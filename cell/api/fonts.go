@@ -148,11 +148,11 @@ func (s *Server) registerFonts(st *store.Store) {
 }
 
 func (h *fonts) listFamilies(ctx context.Context, sc auth.Scope, in *ListQuery) (*Page[FontFamilyView], error) {
-	ms, err := h.st.ListFontFamilies(ctx, sc, in.Cursor, in.Limit+1)
+	ms, err := h.st.ListFontFamilies(ctx, sc, in.Position(), in.Limit+1)
 	if err != nil {
 		return nil, err
 	}
-	return paginate(ms, in.Limit, func(m design.FontFamily) string { return m.ID },
+	return paginate(ms, *in, func(m design.FontFamily) string { return m.ID },
 		func(m design.FontFamily) (FontFamilyView, error) { return FamilyOf(sc, m) })
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"slidecells/cell/auth"
@@ -117,13 +119,6 @@ type WorkspaceView struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// WorkspaceListOutput lists the caller's workspaces.
-type WorkspaceListOutput struct {
-	Body struct {
-		Items []WorkspaceView `json:"items"`
-	}
-}
-
 // WorkspaceOutput is one workspace.
 type WorkspaceOutput struct {
 	Body WorkspaceView
@@ -141,17 +136,17 @@ func (s *Server) registerIdentity() {
 		})
 	Register(s, Operation{ID: "list-workspaces", Method: http.MethodGet, Path: "/api/v1/workspaces",
 		Summary: "Workspaces of the caller", Tags: []string{"workspaces"}, Access: Authenticated, ReadOnly: true},
-		func(ctx context.Context, _ *struct{}) (*WorkspaceListOutput, error) {
+		func(ctx context.Context, in *ListQuery) (*Page[WorkspaceView], error) {
 			ws, err := s.Dir.WorkspacesOf(ctx, PrincipalFrom(ctx).UserID)
 			if err != nil {
 				return nil, problem.ErrDirectoryUnavailable(err)
 			}
-			out := &WorkspaceListOutput{}
-			out.Body.Items = make([]WorkspaceView, 0, len(ws))
+			items := make([]WorkspaceView, 0, len(ws))
 			for _, w := range ws {
-				out.Body.Items = append(out.Body.Items, WorkspaceView{ID: w.ID, Name: w.Name, Role: w.Role, CreatedAt: w.CreatedAt})
+				items = append(items, WorkspaceView{ID: w.ID, Name: w.Name, Role: w.Role, CreatedAt: w.CreatedAt})
 			}
-			return out, nil
+			slices.SortFunc(items, func(a, b WorkspaceView) int { return strings.Compare(a.ID, b.ID) })
+			return pageOf(items, *in, func(w WorkspaceView) string { return w.ID }), nil
 		})
 	Scoped(s, Operation{ID: "get-workspace", Method: http.MethodGet, Path: "/api/v1/workspaces/{workspace_id}",
 		Summary: "Workspace detail", Tags: []string{"workspaces"}, Scopes: []auth.Permission{auth.WorkspaceRead}, ReadOnly: true},

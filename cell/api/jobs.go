@@ -31,10 +31,18 @@ func (s *Server) registerJobs(q *jobs.Queue, svc *authoring.Service) {
 	op := func(id, method, path, summary string) Operation {
 		return Op(id, method, jobsPath+"/{job_id}"+path, summary, "jobs", auth.WorkspaceRead)
 	}
-	Scoped(s, op("get-mutation-job", http.MethodGet, "", "Mutation job status (poll it: the only progress channel); needs the read scope of the job's kind"), h.get)
-	Scoped(s, op("cancel-mutation-job", http.MethodPost, "/cancel", "Cancel a job: a pending one at once, a running one cooperatively before any write; a finished one is 409"), h.cancel)
+	// Which of page or component scopes a job needs depends on its kind: the handler checks
+	// the job's own; OneOf declares them.
+	reads := [][]auth.Permission{{auth.PageRead}, {auth.ComponentRead}}
+	writes := [][]auth.Permission{{auth.PageRead, auth.PageWrite}, {auth.ComponentRead, auth.ComponentWrite}}
+	get := op("get-mutation-job", http.MethodGet, "", "Mutation job status (poll it: the only progress channel); needs the read scope of the job's kind")
+	get.OneOf = reads
+	Scoped(s, get, h.get)
+	cancel := op("cancel-mutation-job", http.MethodPost, "/cancel", "Cancel a job: a pending one at once, a running one cooperatively before any write; a finished one is 409")
+	cancel.OneOf = writes
+	Scoped(s, cancel, h.cancel)
 	retry := op("retry-mutation-job", http.MethodPost, "/retry", "Retry a failed or canceled job manually: a new job linked by retry_of_job_id")
-	retry.Status = http.StatusAccepted
+	retry.Status, retry.OneOf = http.StatusAccepted, writes
 	Scoped(s, retry, h.retry)
 }
 

@@ -109,5 +109,5 @@ type updatePageIn = struct {
 
 func (h *pagesAPI) updateMetadata(ctx context.Context, sc auth.Scope, in *updatePageIn) (*Single[PageView], error) {
 	b := in.Body
-	return h.One(sc)(store.Pages.UpdateMetadata(ctx, h.st, sc, in.ID(), b.Version, b.Title, b.Description, b.Tags))
+	return h.One(sc)(store.Pages.UpdateMetadata(ctx, h.st, sc, in.ID(), b.MetadataVersion, b.Title, b.Description, b.Tags))
 }

@@ -31,7 +31,7 @@ func init() {
 	isoBodies["create-page-preview"] = `{}`
 	isoBodies["create-project-preview"] = `{"route":"/"}`
 	isoBodies["copy-page"] = `{"key":"copied"}`
-	isoBodies["update-page"] = `{"version":1,"title":"Hijack"}`
+	isoBodies["update-page"] = `{"metadata_version":1,"title":"Hijack"}`
 	isoBodies["validate-component"] = `{}`
 	isoBodies["edit-page"] = `{"version":1,"file_type":"tsx","source":"export default () => null"}`
 	isoBodies["cancel-mutation-job"] = `{}`
@@ -203,11 +203,11 @@ export default function Intro() { return <div><Title>Hi</Title><Badge /></div> }
 		}
 
 		// Safe metadata: version-locked by metadata_version, source untouched.
-		resp, body = b.call(t, call{method: "PATCH", path: "/api/v1/pages/" + page, ws: b.ws, key: ids.New("k"), body: `{"version":1,"title":"Intro","tags":["a","b"]}`})
+		resp, body = b.call(t, call{method: "PATCH", path: "/api/v1/pages/" + page, ws: b.ws, key: ids.New("k"), body: `{"metadata_version":1,"title":"Intro","tags":["a","b"]}`})
 		if resp.StatusCode != 200 || !strings.Contains(string(body), `"title":"Intro"`) || !strings.Contains(string(body), `"metadata_version":2`) || !strings.Contains(string(body), `"version":2`) {
 			t.Fatalf("metadata: %d %s", resp.StatusCode, body)
 		}
-		resp, body = b.call(t, call{method: "PATCH", path: "/api/v1/pages/" + page, ws: b.ws, key: ids.New("k"), body: `{"version":1,"title":"Stale"}`})
+		resp, body = b.call(t, call{method: "PATCH", path: "/api/v1/pages/" + page, ws: b.ws, key: ids.New("k"), body: `{"metadata_version":1,"title":"Stale"}`})
 		if resp.StatusCode != http.StatusConflict || code(t, body) != "VERSION_CONFLICT" {
 			t.Fatalf("stale metadata: %d %s", resp.StatusCode, body)
 		}

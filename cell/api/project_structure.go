@@ -152,11 +152,11 @@ type listPagesIn = struct {
 }
 
 func (h *projectStructure) listPages(ctx context.Context, sc auth.Scope, in *listPagesIn) (*Page[PageSummaryView], error) {
-	ps, err := h.st.ListProjectPages(ctx, sc, in.ID(), in.Cursor, in.Limit+1)
+	ps, err := h.st.ListProjectPages(ctx, sc, in.ID(), in.Position(), in.Limit+1)
 	if err != nil {
 		return nil, err
 	}
-	return paginate(ps, in.Limit, func(p content.PageSummary) string { return p.Key },
+	return paginate(ps, in.ListQuery, func(p content.PageSummary) string { return p.Key },
 		plain(func(p content.PageSummary) PageSummaryView {
 			return PageSummaryView{ID: p.ID, Key: p.Key, Title: p.Title, FileType: p.FileType, Version: p.Version}
 		}))

@@ -226,7 +226,7 @@ func TestAICatalogAndConfigs(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `"enabled":true`) {
 		t.Fatalf("other workspace: %d %s", resp.StatusCode, body)
 	}
-	if resp, _ := b.call(t, call{method: "GET", path: "/ai/agent-configs"}); resp.StatusCode != 400 {
+	if resp, _ := b.call(t, call{method: "GET", path: "/ai/agent-configs"}); resp.StatusCode != 422 {
 		t.Fatalf("no workspace: %d", resp.StatusCode)
 	}
 }

@@ -64,13 +64,18 @@ const (
 
 // Operation is one entry of the registry.
 type Operation struct {
-	ID          string
-	Method      string
-	Path        string
-	Summary     string
-	Tags        []string
-	Access      Access
-	Scopes      []auth.Permission // all required, in the workspace
+	ID      string
+	Method  string
+	Path    string
+	Summary string
+	Tags    []string
+	Access  Access
+	Scopes  []auth.Permission // all required, in the workspace
+	// OneOf, when set, are alternatives of further scopes of which the caller needs one set
+	// (all of its scopes), by the kind of object the call turns out to be about (a job's kind,
+	// an entity type): checked with Scopes before the handler for "any", and by the handler for
+	// the object's own.
+	OneOf       [][]auth.Permission
 	ReadOnly    bool
 	Idempotency Idempotency
 	Lock        Lock
@@ -259,11 +264,25 @@ func (op Operation) huma(in reflect.Type) *huma.Operation {
 	if len(op.Scopes) > 0 {
 		hop.Description = "Required scopes: " + strings.Join(scopeNames(op.Scopes), ", ") + "."
 	}
+	if len(op.OneOf) > 0 {
+		var alts []string
+		for _, a := range op.OneOf {
+			alts = append(alts, strings.Join(scopeNames(a), " and "))
+		}
+		hop.Description += " And, by the kind of object it is about: " + strings.Join(alts, ", or ") + "."
+	}
 	hop.Extensions = map[string]any{
 		"x-scopes":      scopeNames(op.Scopes),
 		"x-idempotency": string(op.Idempotency),
 		"x-read-only":   op.ReadOnly,
 		"x-lock":        string(op.Lock),
+	}
+	if len(op.OneOf) > 0 {
+		alts := make([][]string, len(op.OneOf))
+		for i, a := range op.OneOf {
+			alts[i] = scopeNames(a)
+		}
+		hop.Extensions["x-scopes-one-of"] = alts
 	}
 	if op.Access == InWorkspace && !strings.Contains(op.Path, "{workspace_id}") {
 		hop.Parameters = append(hop.Parameters, &huma.Param{Name: cellproto.HeaderWorkspaceID, In: "header", Required: true,
@@ -299,9 +318,6 @@ func (op Operation) huma(in reflect.Type) *huma.Operation {
 // 500).
 func (op Operation) errors(in reflect.Type) []int {
 	var out []int
-	if op.Access == InWorkspace || op.Idempotency == KeyRequired {
-		out = append(out, http.StatusBadRequest)
-	}
 	if op.Access != Public {
 		out = append(out, http.StatusUnauthorized)
 	}
@@ -314,7 +330,10 @@ func (op Operation) errors(in reflect.Type) []int {
 	if op.Idempotency == KeyRequired || op.Lock == VersionLock || op.Lock == HashLock {
 		out = append(out, http.StatusConflict)
 	}
-	if _, body := in.FieldByName("Body"); body || strings.Contains(op.Path, "{") || hasField(in, "query", "") {
+	// 422: a request-schema error, including a missing or malformed X-Workspace-ID or
+	// Idempotency-Key (the catalogue has no 400).
+	if _, body := in.FieldByName("Body"); body || strings.Contains(op.Path, "{") || hasField(in, "query", "") ||
+		op.Access == InWorkspace || op.Idempotency == KeyRequired || op.RawBody != nil {
 		out = append(out, http.StatusUnprocessableEntity)
 	}
 	if op.RawBody != nil || op.MaxBodyBytes > 0 {
@@ -347,6 +366,29 @@ func scopeNames(ps []auth.Permission) []string {
 		out[i] = string(p)
 	}
 	return out
+}
+
+// Allows reports whether a scope may call op at all: it holds op's scopes and one of its OneOf
+// alternatives (the capabilities answer lists only such operations; the pipeline refuses the
+// others with 403 before the handler).
+func (op Operation) Allows(sc auth.Scope) error {
+	if err := sc.Require(op.Scopes...); err != nil {
+		return err
+	}
+	if len(op.OneOf) == 0 {
+		return nil
+	}
+	var first error
+	for _, a := range op.OneOf {
+		err := sc.Require(a...)
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // Operations returns the registry, sorted by ID.

@@ -63,7 +63,7 @@ type pagePreviewIn = struct {
 	ObjectID
 }
 
-func (h *previewAPI) page(ctx context.Context, sc auth.Scope, in *pagePreviewIn) (*Single[PreviewArtifact], error) {
+func (h *previewAPI) page(ctx context.Context, sc auth.Scope, in *pagePreviewIn) (*Single[PreviewArtifactResponse], error) {
 	return previewOf(h.svc.PreviewPage(ctx, sc, in.ID(), ""))
 }
 
@@ -74,7 +74,7 @@ type projectPreviewIn = struct {
 	} `required:"false"`
 }
 
-func (h *previewAPI) project(ctx context.Context, sc auth.Scope, in *projectPreviewIn) (*Single[PreviewArtifact], error) {
+func (h *previewAPI) project(ctx context.Context, sc auth.Scope, in *projectPreviewIn) (*Single[PreviewArtifactResponse], error) {
 	route := ""
 	if in.Body != nil {
 		route = in.Body.Route

@@ -35,6 +35,13 @@ type Accepted[T any] struct {
 	Body     T
 }
 
+// Tagged is one object and its ETag: the quoted hash that is the baseline (If-Match) of its
+// hash-locked edits.
+type Tagged[T any] struct {
+	ETag string `header:"ETag" doc:"the quoted hash that is the If-Match baseline of this object's hash-locked edits"`
+	Body T
+}
+
 // Page is one page of a collection and the cursor of the next ("" on the last page).
 type Page[T any] struct {
 	Body struct {
@@ -43,20 +50,42 @@ type Page[T any] struct {
 	}
 }
 
-// ListQuery pages a collection.
+// ListQuery pages a collection: limit, and the cursor of the previous page (opaque; see
+// cursor.go). Its Resolve checks the cursor against the list it is sent to.
 type ListQuery struct {
 	Limit  int    `query:"limit" minimum:"1" maximum:"200" default:"50" doc:"page size"`
-	Cursor string `query:"cursor" maxLength:"64" doc:"next_cursor of the previous page"`
+	Cursor string `query:"cursor" maxLength:"512" doc:"next_cursor of the previous page of this same list; any other value is 422"`
+	// list names the list the request reads; position is where the cursor says the page
+	// starts after ("" for the first page).
+	list, position string
 }
 
+// Resolve implements huma.Resolver: an unknown or foreign cursor is 422 at query.cursor.
+func (q *ListQuery) Resolve(ctx huma.Context) []error {
+	q.list = listIdentity(ctx)
+	if q.Cursor == "" {
+		return nil
+	}
+	pos, ok := decodeCursor(q.list, q.Cursor)
+	if !ok {
+		return []error{&huma.ErrorDetail{Location: "query.cursor", Value: q.Cursor,
+			Message: "not a next_cursor of this list: send back the next_cursor of the previous page of the same list, or none for the first page"}}
+	}
+	q.position = pos
+	return nil
+}
+
+// Position is where the requested page starts after: "" for the first page.
+func (q ListQuery) Position() string { return q.position }
+
 // paginate turns rows fetched with limit+1 into one page of views and the cursor of the next
-// page: the extra row only says that more exist.
-func paginate[T, V any](rows []T, limit int, cursor func(T) string, view func(T) (V, error)) (*Page[V], error) {
+// page: the extra row only says that more exist; position gives a row's place in the list.
+func paginate[T, V any](rows []T, q ListQuery, position func(T) string, view func(T) (V, error)) (*Page[V], error) {
 	out := &Page[V]{}
-	out.Body.Items = make([]V, 0, min(len(rows), limit))
+	out.Body.Items = make([]V, 0, min(len(rows), q.Limit))
 	for i, r := range rows {
-		if i == limit {
-			out.Body.NextCursor = cursor(rows[i-1])
+		if i == q.Limit {
+			out.Body.NextCursor = encodeCursor(q.list, position(rows[i-1]))
 			break
 		}
 		v, err := view(r)
@@ -66,6 +95,23 @@ func paginate[T, V any](rows []T, limit int, cursor func(T) string, view func(T)
 		out.Body.Items = append(out.Body.Items, v)
 	}
 	return out, nil
+}
+
+// pageOf pages a list held in memory (small, bounded lists: workspaces, agents), ordered by
+// position.
+func pageOf[T any](items []T, q ListQuery, position func(T) string) *Page[T] {
+	start := 0
+	if q.position != "" {
+		start = len(items)
+		for i, it := range items {
+			if position(it) > q.position {
+				start = i
+				break
+			}
+		}
+	}
+	out, _ := paginate(items[start:min(len(items), start+q.Limit+1)], q, position, func(t T) (T, error) { return t, nil })
+	return out
 }
 
 // plain lifts a view that cannot fail.
@@ -122,6 +168,9 @@ type Kind[R, V any] struct {
 	OwnList bool
 	// CreateSummary and UpdateSummary describe the kind's create and versioned update.
 	CreateSummary, UpdateSummary string
+	// ETag, when set, gives the detail read an ETag: the hash its hash-locked edits carry in
+	// If-Match (a component's draft_hash).
+	ETag func(R) string
 	// Archived, when set, is told the IDs archived (after the archive committed): a page's
 	// unfinished render work is cancelled.
 	Archived func(ctx context.Context, sc auth.Scope, ids []string)
@@ -180,11 +229,11 @@ func (k Kind[R, V]) One(sc auth.Scope) func(R, error) (*Single[V], error) {
 }
 
 // Page answers rows fetched with limit+1.
-func (k Kind[R, V]) Page(sc auth.Scope, rows []R, limit int, err error) (*Page[V], error) {
+func (k Kind[R, V]) Page(sc auth.Scope, rows []R, q ListQuery, err error) (*Page[V], error) {
 	if err != nil {
 		return nil, err
 	}
-	return paginate(rows, limit, k.Rows.ID, func(r R) (V, error) { return k.View(sc, r) })
+	return paginate(rows, q, k.Rows.ID, func(r R) (V, error) { return k.View(sc, r) })
 }
 
 // Register adds the standard operations: list (unless OwnList), get, archive, batch archive.
@@ -193,14 +242,25 @@ func (k Kind[R, V]) Register(s *Server) {
 	if !k.OwnList {
 		Scoped(s, k.op("list-"+many, http.MethodGet, k.collection(), "List "+many, k.Read),
 			func(ctx context.Context, sc auth.Scope, in *ListQuery) (*Page[V], error) {
-				rows, err := k.Rows.List(ctx, sc, in.Cursor, in.Limit+1)
-				return k.Page(sc, rows, in.Limit, err)
+				rows, err := k.Rows.List(ctx, sc, in.Position(), in.Limit+1)
+				return k.Page(sc, rows, *in, err)
 			})
 	}
-	Scoped(s, k.op("get-"+one, http.MethodGet, k.item(), strings.ToUpper(one[:1])+one[1:]+" detail", k.Read),
-		func(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[V], error) {
+	get := k.op("get-"+one, http.MethodGet, k.item(), strings.ToUpper(one[:1])+one[1:]+" detail", k.Read)
+	if k.ETag != nil {
+		Scoped(s, get, func(ctx context.Context, sc auth.Scope, in *ObjectID) (*Tagged[V], error) {
+			r, err := k.Rows.Get(ctx, sc, in.ID())
+			out, err := k.One(sc)(r, err)
+			if err != nil {
+				return nil, err
+			}
+			return &Tagged[V]{ETag: `"` + k.ETag(r) + `"`, Body: out.Body}, nil
+		})
+	} else {
+		Scoped(s, get, func(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[V], error) {
 			return k.One(sc)(k.Rows.Get(ctx, sc, in.ID()))
 		})
+	}
 	Scoped(s, k.op("archive-"+one, http.MethodPost, k.item()+"/archive", "Archive a "+one+" (no restore, no hard delete)", k.Write),
 		func(ctx context.Context, sc auth.Scope, in *ObjectID) (*ArchiveOutput, error) {
 			return k.archived(ctx, sc, k.Rows.Archive(ctx, sc, []string{in.ID()}), []string{in.ID()})

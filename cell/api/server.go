@@ -257,17 +257,22 @@ func traceIDOf(r *http.Request) string {
 func (s *Server) authorize(ctx context.Context, r *http.Request, op Operation, p auth.Principal) (auth.Scope, error) {
 	ws := r.PathValue("workspace_id")
 	header := r.Header.Get(cellproto.HeaderWorkspaceID)
-	switch {
-	case ws != "" && header != "" && ws != header:
-		return auth.Scope{}, problem.New(problem.WorkspaceIDConflict, "the X-Workspace-ID header and the path name different workspaces")
-	case ws == "":
+	if ws == "" {
+		// X-Workspace-ID is the default for paths that name no workspace; a path's workspace
+		// wins over it.
 		ws = header
 	}
 	if ws == "" {
 		return auth.Scope{}, problem.New(problem.WorkspaceRequired, "this operation needs a workspace: send X-Workspace-ID")
 	}
 	if !ids.Valid(ids.Workspace, ws) {
-		return auth.Scope{}, problem.New(problem.WorkspaceIDInvalid, "the workspace ID is malformed")
+		e := problem.New(problem.WorkspaceIDInvalid, "the workspace ID is malformed")
+		field := "path.workspace_id"
+		if r.PathValue("workspace_id") == "" {
+			field = "header." + cellproto.HeaderWorkspaceID
+		}
+		e.Fields = []problem.FieldError{{Field: field, Message: "expected " + ids.Pattern(ids.Workspace)}}
+		return auth.Scope{}, e
 	}
 	scope, err := s.Auth.Authorize(ctx, p, ws)
 	if err != nil {
@@ -282,7 +287,7 @@ func (s *Server) authorize(ctx context.Context, r *http.Request, op Operation, p
 	if err := s.Guard.Check(ctx, ws, epoch, !op.ReadOnly); err != nil {
 		return scope, err
 	}
-	return scope, scope.Require(op.Scopes...)
+	return scope, op.Allows(scope)
 }
 
 // Handler returns the cell's whole HTTP handler: the API, /livez, /readyz, and problem JSON

@@ -27,7 +27,7 @@ func (s *Server) registerValidation(st *store.Store, svc *authoring.Service) {
 	Scoped(s, Operation{ID: "validate-component", Method: http.MethodPost, Path: "/api/v1/components/{component_id}/validate", Tags: []string{"components"},
 		ReadOnly: true, Scopes: []auth.Permission{auth.ComponentRead}, Summary: "Validate a component's draft (compile and render stages)"}, h.component)
 	Scoped(s, Operation{ID: "validate-entity", Method: http.MethodPost, Path: "/api/v1/validate/entity", Tags: []string{"validation"},
-		ReadOnly: true, Scopes: []auth.Permission{auth.WorkspaceRead}, MaxBodyBytes: SourceBodyBytes,
+		ReadOnly: true, Scopes: []auth.Permission{auth.WorkspaceRead}, OneOf: [][]auth.Permission{{auth.PageRead}, {auth.ComponentRead}}, MaxBodyBytes: SourceBodyBytes,
 		Summary: "Validate a page or component: its current source, a given content, or an edit of a version (needs the entity kind's read scope)"}, h.entity)
 }
 

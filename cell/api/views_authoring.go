@@ -62,6 +62,7 @@ type VersionView struct {
 	FileType       string           `json:"file_type"`
 	Source         string           `json:"source,omitempty"`
 	SourceDigest   string           `json:"source_digest"`
+	DraftHash      string           `json:"draft_hash,omitempty" doc:"a component's draft only: its draft_hash, the If-Match baseline of draft edits and publish (also the ETag)"`
 	CompiledDigest string           `json:"compiled_digest,omitempty" doc:"content address of the compiled module the preview host loads"`
 	Dependencies   []DependencyView `json:"dependencies"`
 	JobID          string           `json:"job_id,omitempty" doc:"the mutation job that wrote it"`
@@ -84,7 +85,7 @@ func VersionOf(v content.SourceVersion, withSource bool) VersionView {
 
 // DraftOf shows a component's draft as a version view (no version number, no job).
 func DraftOf(c content.Component) VersionView {
-	return VersionView{FileType: c.FileType, Source: c.DraftSource, SourceDigest: c.DraftHash, Dependencies: []DependencyView{},
+	return VersionView{FileType: c.FileType, Source: c.DraftSource, SourceDigest: c.DraftHash, DraftHash: c.DraftHash, Dependencies: []DependencyView{},
 		CreatedBy: c.CreatedBy, CreatedAt: c.UpdatedAt}
 }
 
@@ -109,8 +110,9 @@ func labels(l content.Labels) content.Labels {
 	return l
 }
 
-// PreviewArtifact is a short-lived preview of a page a browser opens directly.
-type PreviewArtifact struct {
+// PreviewArtifactResponse is a short-lived preview of a page a browser opens directly (the
+// specification names its schema PreviewArtifactResponse).
+type PreviewArtifactResponse struct {
 	PreviewURL  string    `json:"preview_url" doc:"opens directly in a browser through the public host; short-lived: do not store it"`
 	ExpiresAt   time.Time `json:"expires_at"`
 	ArtifactID  string    `json:"artifact_id" doc:"the preview snapshot"`
@@ -120,8 +122,8 @@ type PreviewArtifact struct {
 }
 
 // previewOf shows a preview.
-func previewOf(a authoring.PreviewArtifact, err error) (*Single[PreviewArtifact], error) {
-	return single(PreviewArtifact(a), err)
+func previewOf(a authoring.PreviewArtifact, err error) (*Single[PreviewArtifactResponse], error) {
+	return single(PreviewArtifactResponse(a), err)
 }
 
 // Stage is one stage's conclusion in a validation.

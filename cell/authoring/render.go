@@ -136,13 +136,13 @@ func (s *Service) stylesheet(ctx context.Context, sc auth.Scope, pres design.Sty
 			b.WriteString(css)
 			seen := map[string]bool{}
 			for _, role := range []design.ThemeRoleFont{typo.Heading, typo.Body, typo.Code} {
-				if role.FontFamilyID == "" || seen[role.FontFamilyID] {
+				if role.FamilyID == "" || seen[role.FamilyID] {
 					continue
 				}
-				seen[role.FontFamilyID] = true
-				fam, err := s.Store.GetFontFamily(ctx, sc, role.FontFamilyID)
+				seen[role.FamilyID] = true
+				fam, err := s.Store.GetFontFamily(ctx, sc, role.FamilyID)
 				if err != nil {
-					return nil, nil, notReproducible("the theme's font family %s cannot be pinned", role.FontFamilyID)
+					return nil, nil, notReproducible("the theme's font family %s cannot be pinned", role.FamilyID)
 				}
 				files := map[string]design.FontFile{}
 				for _, f := range fam.Faces {

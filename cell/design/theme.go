@@ -232,7 +232,7 @@ func UnknownFamilyFields(roles []string) error {
 // ThemeRoleFont is a theme's typography for one role.
 type ThemeRoleFont struct {
 	Source        string `json:"source" enum:"family,preset"`
-	FontFamilyID  string `json:"font_family_id,omitempty" doc:"the bound workspace font family"`
+	FamilyID      string `json:"family_id,omitempty" doc:"the bound workspace font family (ffam_…)"`
 	FontFamily    string `json:"font_family,omitempty" doc:"the bound family's name"`
 	FontPreset    string `json:"font_preset,omitempty" doc:"the preset token"`
 	CSSFontFamily string `json:"css_font_family" doc:"the CSS font-family stack"`
@@ -253,7 +253,7 @@ func FontBundlePath(workspaceID, familyID string) string {
 
 func roleFont(workspaceID, role string, f ThemeFont) ThemeRoleFont {
 	if f.FamilyID != "" {
-		return ThemeRoleFont{Source: "family", FontFamilyID: f.FamilyID, FontFamily: f.FamilyName,
+		return ThemeRoleFont{Source: "family", FamilyID: f.FamilyID, FontFamily: f.FamilyName,
 			CSSFontFamily: CSSString(f.FamilyName) + ", " + DefaultPreset(role).Family,
 			BundleURL:     FontBundlePath(workspaceID, f.FamilyID)}
 	}

@@ -256,14 +256,15 @@ func TestBadInputAndAuth(t *testing.T) {
 	e := start(t, "", nil)
 	ws := e.demo.WorkspaceA
 	for _, p := range []string{"/api/v1/workspaces/ws_bad", "/api/v1/workspaces/WS_" + strings.Repeat("a", 26)} {
-		if a := e.get(t, p, e.demo.PAT); a.status != 400 || a.code != "WORKSPACE_ID_INVALID" {
+		if a := e.get(t, p, e.demo.PAT); a.status != 422 || a.code != "WORKSPACE_ID_INVALID" {
 			t.Errorf("%s: %d %s", p, a.status, a.body)
 		}
 	}
-	if a := e.get(t, "/api/v1/workspaces/"+ws, e.demo.PAT, "X-Workspace-ID", e.demo.WorkspaceB); a.status != 400 || a.code != "WORKSPACE_ID_CONFLICT" {
-		t.Errorf("conflict: %d %s", a.status, a.body)
+	// The path's workspace wins over a client's default X-Workspace-ID.
+	if a := e.get(t, "/api/v1/workspaces/"+ws, e.demo.PAT, "X-Workspace-ID", e.demo.WorkspaceB); a.status != 200 || a.header.Get("X-Cell-ID") != "cell-a" {
+		t.Errorf("path and another default header: %d %s", a.status, a.body)
 	}
-	if a := e.get(t, "/api/v1/projects", e.demo.PAT); a.status != 400 {
+	if a := e.get(t, "/api/v1/projects", e.demo.PAT); a.status != 422 {
 		t.Errorf("missing workspace: %d %s", a.status, a.body)
 	}
 	if a := e.get(t, "/api/external/v1/workspaces/"+ws, e.demo.PAT); a.status != 404 {

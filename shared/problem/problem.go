@@ -73,13 +73,16 @@ const (
 // StatusClientClosed is the status logged for ClientClosedRequest.
 const StatusClientClosed = 499
 
+// The request-header errors (workspace, idempotency key) are request-schema errors: 422, as
+// the specification's error catalogue names them (it has no 400), with their own codes and the
+// header as the field; BAD_REQUEST stays 400 for a body that could not be read at all.
 var statuses = map[Code]int{
 	BadRequest:             http.StatusBadRequest,
-	WorkspaceIDInvalid:     http.StatusBadRequest,
-	WorkspaceIDConflict:    http.StatusBadRequest,
-	WorkspaceRequired:      http.StatusBadRequest,
-	IdempotencyKeyRequired: http.StatusBadRequest,
-	IdempotencyKeyInvalid:  http.StatusBadRequest,
+	WorkspaceIDInvalid:     http.StatusUnprocessableEntity,
+	WorkspaceIDConflict:    http.StatusUnprocessableEntity,
+	WorkspaceRequired:      http.StatusUnprocessableEntity,
+	IdempotencyKeyRequired: http.StatusUnprocessableEntity,
+	IdempotencyKeyInvalid:  http.StatusUnprocessableEntity,
 	Unauthenticated:        http.StatusUnauthorized,
 	ScopeRequired:          http.StatusForbidden,
 	Forbidden:              http.StatusForbidden,
@@ -123,6 +126,15 @@ var retryAfter = map[Code]int{
 	RenderQueueFull:          2,
 	RenderServiceUnavailable: 5,
 	WorkspaceMoving:          1,
+}
+
+// headerFields name the request header a request-header error is about: its field in errors[]
+// when the error names none itself.
+var headerFields = map[Code]string{
+	WorkspaceIDConflict:    "header.X-Workspace-ID",
+	WorkspaceRequired:      "header.X-Workspace-ID",
+	IdempotencyKeyRequired: "header.Idempotency-Key",
+	IdempotencyKeyInvalid:  "header.Idempotency-Key",
 }
 
 // Status returns the HTTP status of a code; unknown codes are 500.
@@ -247,8 +259,12 @@ func BodyOf(err error, traceID string) Body {
 	if pe.Status != 0 {
 		st = pe.Status
 	}
+	fields := pe.Fields
+	if f, ok := headerFields[pe.Code]; ok && len(fields) == 0 {
+		fields = []FieldError{{Field: f, Message: pe.Message}}
+	}
 	return Body{Type: "about:blank", Title: http.StatusText(st), Status: st, Code: pe.Code,
-		Message: pe.Message, TraceID: traceID, Retryable: pe.Retryable, Errors: pe.Fields}
+		Message: pe.Message, TraceID: traceID, Retryable: pe.Retryable, Errors: fields}
 }
 
 // Headers are the headers of err's answer: no caching, Retry-After when it has one, and its
