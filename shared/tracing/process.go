@@ -5,14 +5,15 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 )
 
 // ForProcess is Setup for a binary's main: it reads the process environment, logs whether
 // spans are exported, and returns the function to defer, which flushes what is left (for at
 // most five seconds) and logs a failure to.
-func ForProcess(ctx context.Context, service string, log *zap.Logger) (func(), error) {
-	shutdown, err := Setup(ctx, service, os.Getenv)
+func ForProcess(ctx context.Context, service string, log *zap.Logger, resourceAttrs ...attribute.KeyValue) (func(), error) {
+	shutdown, err := Setup(ctx, service, os.Getenv, resourceAttrs...)
 	if err != nil {
 		return func() {}, err
 	}

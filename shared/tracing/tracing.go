@@ -67,10 +67,11 @@ func Enabled() bool { return current.Load() != nil }
 type Getenv func(string) string
 
 // Setup configures export from the environment (see the package comment) for one process,
-// named service unless OTEL_SERVICE_NAME says otherwise. It returns the function that flushes
+// named service unless OTEL_SERVICE_NAME says otherwise, with resourceAttrs on every span
+// (the cell's ID in a cell). It returns the function that flushes
 // and stops export (call it before exiting; it is never nil). With no exporter configured it
 // installs nothing and spans stay unrecorded, their IDs still propagated.
-func Setup(ctx context.Context, service string, getenv Getenv) (func(context.Context) error, error) {
+func Setup(ctx context.Context, service string, getenv Getenv, resourceAttrs ...attribute.KeyValue) (func(context.Context) error, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
@@ -147,7 +148,7 @@ func Setup(ctx context.Context, service string, getenv Getenv) (func(context.Con
 	}
 	// The SDK's own detector reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES from the
 	// process environment; a Getenv given by a test only names the default.
-	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", service)),
+	res, err := resource.New(ctx, resource.WithAttributes(append([]attribute.KeyValue{attribute.String("service.name", service)}, resourceAttrs...)...),
 		resource.WithFromEnv(), resource.WithTelemetrySDK())
 	if err != nil && res == nil {
 		return fail(fmt.Errorf("trace resource: %w", err))

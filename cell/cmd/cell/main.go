@@ -198,7 +198,7 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	stopTracing, err := tracing.ForProcess(ctx, "cell", log)
+	stopTracing, err := tracing.ForProcess(ctx, "cell", log, tracing.Str(tracing.AttrCell, s.CellID))
 	if err != nil {
 		return err
 	}
