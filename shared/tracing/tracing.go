@@ -16,7 +16,9 @@
 //     OTEL_TRACES_SAMPLER(_ARG) and OTEL_BSP_* are the SDK's own.
 //
 // Span attributes never hold a token, ticket, signed URL or Authorization value: Str redacts
-// every string value it is given (logging.Redact), and no span records a URL's query. The
+// every string value it is given (logging.Redact), no span records a URL's query, and every
+// exporter sees spans (also those of libraries, such as gocloud.dev/blob's) only after their
+// names, string attributes, status and events went through logging.Redact again. The
 // workspace is an attribute (slidecells.workspace_id) that TRACES_WORKSPACE_ATTRIBUTE can turn
 // into a hash ("hash") or drop ("drop").
 package tracing
@@ -116,13 +118,13 @@ func Setup(ctx context.Context, service string, getenv Getenv, resourceAttrs ...
 			if err != nil {
 				return fail(fmt.Errorf("OTLP trace exporter: %w", err))
 			}
-			opts = append(opts, sdktrace.WithBatcher(exp))
+			opts = append(opts, sdktrace.WithBatcher(redactingExporter{exp}))
 		case "console":
 			exp, err := stdouttrace.New(stdouttrace.WithWriter(os.Stdout))
 			if err != nil {
 				return fail(err)
 			}
-			opts = append(opts, sdktrace.WithSyncer(exp))
+			opts = append(opts, sdktrace.WithSyncer(redactingExporter{exp}))
 		case "file":
 			path := getenv("TRACES_FILE")
 			if path == "" {
@@ -138,7 +140,7 @@ func Setup(ctx context.Context, service string, getenv Getenv, resourceAttrs ...
 				return fail(err)
 			}
 			// Synchronous: a development exporter whose file a test or an operator reads at once.
-			opts = append(opts, sdktrace.WithSyncer(exp))
+			opts = append(opts, sdktrace.WithSyncer(redactingExporter{exp}))
 		default:
 			return fail(fmt.Errorf("OTEL_TRACES_EXPORTER: %q is not one of none, otlp, console, file", name))
 		}

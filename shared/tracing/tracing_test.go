@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -120,7 +121,9 @@ func TestFileExport(t *testing.T) {
 	ctx := Extract(context.Background(), http.Header{"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}, "")
 	ctx, parent := Start(ctx, "parent")
 	_, child := Start(WithRemote(context.Background(), Traceparent(ctx)), "child")
-	child.SetAttributes(Str("note", "GET /x?token=svc_pat_topsecret"), Workspace("ws_abcdefghijklmnopqrstuvwxyz"))
+	child.SetAttributes(Str("note", "GET /x?token=svc_pat_topsecret"), Workspace("ws_abcdefghijklmnopqrstuvwxyz"),
+		attribute.String("raw", "Authorization: Bearer rawsecretvalue"))
+	child.AddEvent("sig=eventsecret")
 	End(child, "RENDER_TIMEOUT", true)
 	End(parent, "", false)
 	// Rooted on an X-Request-ID's trace.
@@ -153,7 +156,7 @@ func TestFileExport(t *testing.T) {
 			t.Errorf("spans lack %s:\n%s", want, all)
 		}
 	}
-	for _, never := range []string{"svc_pat_topsecret", "ws_abcdefghijklmnopqrstuvwxyz"} {
+	for _, never := range []string{"svc_pat_topsecret", "ws_abcdefghijklmnopqrstuvwxyz", "rawsecretvalue", "eventsecret"} {
 		if strings.Contains(all, never) {
 			t.Errorf("spans hold %s", never)
 		}
