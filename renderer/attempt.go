@@ -144,13 +144,12 @@ func (s *Server) run(a *attempt, previewToken string) {
 	endSpan := s.traceRun(a)
 	defer endSpan()
 	job := chromium.Job{
-		AttemptID:   a.req.AttemptID,
-		TraceID:     a.req.TraceID,
-		Traceparent: a.traceparent,
-		Operation:   a.req.Operation,
-		Viewport:    a.req.Viewport,
-		Scenes:      a.req.OperationOptions.Scenes,
-		Browser:     chromium.BrowserSettings{Path: s.cfg.BrowserPath, Locale: chromium.Locale, Timezone: chromium.Timezone},
+		AttemptID: a.req.AttemptID,
+		TraceID:   a.req.TraceID,
+		Operation: a.req.Operation,
+		Viewport:  a.req.Viewport,
+		Scenes:    a.req.OperationOptions.Scenes,
+		Browser:   chromium.BrowserSettings{Path: s.cfg.BrowserPath, Locale: chromium.Locale, Timezone: chromium.Timezone},
 		Document: chromium.DocumentSettings{
 			URL:            s.documentURL(a.req.SnapshotRef),
 			AllowedOrigins: s.origins,
@@ -164,6 +163,7 @@ func (s *Server) run(a *attempt, previewToken string) {
 		BrowserLog:    s.cfg.BrowserLog,
 		EgressProxy:   egress.Addr,
 		NoBrowserGate: s.cfg.noBrowserGate,
+		Traceparent:   a.traceparent,
 	}
 	input, _ := json.Marshal(job)
 

@@ -16,17 +16,13 @@ import (
 // Job is what the control process tells the child. It arrives on standard
 // input because it holds the preview token.
 type Job struct {
-	AttemptID string `json:"attempt_id"`
-	TraceID   string `json:"trace_id"`
-	// Traceparent is the attempt's W3C trace context (shared/tracing), sent with the request
-	// for the preview document only, like the access token: the preview host logs the
-	// caller's trace for the document it serves. Page scripts never see request headers.
-	Traceparent string           `json:"traceparent,omitempty"`
-	Operation   rc.Operation     `json:"operation"`
-	Viewport    rc.Viewport      `json:"viewport"`
-	Scenes      []string         `json:"scenes"`
-	Browser     BrowserSettings  `json:"browser"`
-	Document    DocumentSettings `json:"document"`
+	AttemptID string           `json:"attempt_id"`
+	TraceID   string           `json:"trace_id"`
+	Operation rc.Operation     `json:"operation"`
+	Viewport  rc.Viewport      `json:"viewport"`
+	Scenes    []string         `json:"scenes"`
+	Browser   BrowserSettings  `json:"browser"`
+	Document  DocumentSettings `json:"document"`
 	// Budget is how long the child may work, counted from when it reads
 	// the job. The supervisor's hard deadline is the real limit; the
 	// child uses Budget only to stop polling in time to report what it
@@ -49,6 +45,10 @@ type Job struct {
 	// interception, resolver rules) off. Only tests set it, to show that
 	// the kernel boundary holds alone.
 	NoBrowserGate bool `json:"no_browser_gate,omitempty"`
+	// Traceparent is the attempt's W3C trace context (shared/tracing), sent with the request
+	// for the preview document only, like the access token: the preview host logs the
+	// caller's trace for the document it serves. Page scripts never see request headers.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // DocumentSettings say what to open and what to expect there.

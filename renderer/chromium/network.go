@@ -15,16 +15,16 @@ import (
 // gate decides, for every request the browser makes, whether it may leave
 // and whether it carries the preview credential.
 type gate struct {
-	allowed map[string]bool
-	docURL  *url.URL
-	header  string
-	token   string
+	allowed  map[string]bool
+	docURL   *url.URL
+	header   string
+	token    string
+	blocked  atomic.Int64
+	mu       sync.Mutex
+	blockLog []string
+	logf     func(string, ...any)
 	// traceparent, when set, goes with the credential to the document request (Job.Traceparent).
 	traceparent string
-	blocked     atomic.Int64
-	mu          sync.Mutex
-	blockLog    []string
-	logf        func(string, ...any)
 }
 
 func newGate(docURL *url.URL, allowedOrigins []string, header, token string) *gate {
