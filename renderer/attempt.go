@@ -43,6 +43,9 @@ type attempt struct {
 	stopReason    supervisor.StopReason
 	cancelVersion int64
 	artifacts     map[rc.ArtifactName]*storedArtifact
+	// traceparent is the coordinator's trace context of the attempt, or "" (see
+	// attemptTraceparent); only run reads it, and replaces it by its own span's (traceRun).
+	traceparent string
 }
 
 type storedArtifact struct {
@@ -138,6 +141,8 @@ type childEvents struct {
 func (s *Server) run(a *attempt, previewToken string) {
 	log := s.log.With(zap.String("attempt_id", a.req.AttemptID), zap.String("request_id", a.req.RequestID),
 		zap.String("workspace_id", a.req.WorkspaceID), zap.String("trace_id", a.req.TraceID))
+	endSpan := s.traceRun(a)
+	defer endSpan()
 	job := chromium.Job{
 		AttemptID: a.req.AttemptID,
 		TraceID:   a.req.TraceID,
@@ -158,6 +163,7 @@ func (s *Server) run(a *attempt, previewToken string) {
 		BrowserLog:    s.cfg.BrowserLog,
 		EgressProxy:   egress.Addr,
 		NoBrowserGate: s.cfg.noBrowserGate,
+		Traceparent:   a.traceparent,
 	}
 	input, _ := json.Marshal(job)
 

@@ -339,7 +339,7 @@ func (s *Server) postExecution(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e.WithTrace(req.TraceID))
 		return
 	}
-	rec, e := s.admit(&req)
+	rec, e := s.admit(&req, attemptTraceparent(r, &req))
 	if e != nil {
 		writeError(w, e)
 		return
@@ -349,7 +349,7 @@ func (s *Server) postExecution(w http.ResponseWriter, r *http.Request) {
 
 // admit runs every admission check before anything starts. It returns the
 // receipt of an attempt taken over, or the refusal.
-func (s *Server) admit(req *rc.ExecutionRequest) (rc.Receipt, *rc.Error) {
+func (s *Server) admit(req *rc.ExecutionRequest, traceparent string) (rc.Receipt, *rc.Error) {
 	now := s.cfg.now()
 	log := s.log.With(zap.String("attempt_id", req.AttemptID), zap.String("request_id", req.RequestID),
 		zap.String("workspace_id", req.WorkspaceID), zap.String("trace_id", req.TraceID))
@@ -455,6 +455,7 @@ func (s *Server) admit(req *rc.ExecutionRequest) (rc.Receipt, *rc.Error) {
 	}
 	s.generation = claims.SlotGeneration
 	a := newAttempt(req, s, &claims, now)
+	a.traceparent = traceparent
 	a.hard = hard
 	a.retainUntil = a.retention(now)
 	s.attempts[req.AttemptID] = a

@@ -53,11 +53,16 @@
 // X-Request-ID, and X-Forwarded-For/-Host/-Proto from the client connection. X-Placement-Epoch,
 // X-Placement-Cell, X-Owning-Cell, X-Cell-ID, X-Request-ID, Forwarded, X-Forwarded-* and
 // X-Real-IP sent by clients are dropped first, so no client can pose as the router; the router
-// does not sit behind a trusted proxy whose X-Forwarded-For it would keep. A client's
-// X-Request-ID is reused when it is at most 64 characters of [A-Za-z0-9._-] and does not look
-// like a token (svc_…); otherwise the router makes one (req_…). It is the trace_id of logs and
-// problem bodies. The header names and this rule live in shared/cellproto, which the cell uses
-// too.
+// does not sit behind a trusted proxy whose X-Forwarded-For it would keep. The header names
+// live in shared/cellproto, which the cell uses too.
+//
+// The request ID is the request's W3C trace ID (shared/tracing, docs/tracing.md): that of a
+// client's valid traceparent, else a client's X-Request-ID when it is a trace ID (32
+// lower-case hex digits, not all zero), else a new one. It is the X-Request-ID to the cell and
+// to the client and the trace_id of logs and problem bodies. A client's traceparent and
+// tracestate are dropped like the router-only headers; the router sends its own traceparent
+// (the client's span, or the router's span when spans are exported, as the parent). With
+// spans off this costs no context and no SDK call on the request path.
 //
 // To the client: every answer carries X-Request-ID and X-Cell-ID. X-Cell-ID is the cell that
 // answered; when the router answers itself it is the cell it tried last, or empty when it had

@@ -17,6 +17,7 @@ import (
 
 	"slidecells/shared/cellproto"
 	"slidecells/shared/problem"
+	"slidecells/shared/tracing"
 )
 
 // attempt is one try of a request on one cell. The ReverseProxy's hooks find it through the
@@ -27,6 +28,7 @@ type attempt struct {
 	context.Context
 	cell      *cell
 	reqID     string
+	traceTo   string // the traceparent sent to the cell; "" sends none (see exchange.startTrace)
 	epoch     int64
 	workspace bool // a workspace route: send the epoch, and a 421 is the router's business
 	buffered  bool // the body is in memory; drop Expect: 100-continue
@@ -40,6 +42,7 @@ type attempt struct {
 
 	// Header values, kept here so that setting them allocates nothing.
 	reqIDHeader [1]string
+	traceHeader [1]string
 	epochHeader [1]string
 	xffHeader   [1]string
 	xfhHeader   [1]string
@@ -69,6 +72,7 @@ var (
 	keyPlacementEpoch = http.CanonicalHeaderKey(cellproto.HeaderPlacementEpoch)
 	keyCellID         = http.CanonicalHeaderKey(cellproto.HeaderCellID)
 	keyWorkspaceID    = http.CanonicalHeaderKey(cellproto.HeaderWorkspaceID)
+	keyTraceparent    = http.CanonicalHeaderKey(tracing.Header)
 )
 
 // Shared, never written header values: the forwarded protocol (the router serves plain HTTP
@@ -87,13 +91,15 @@ var errMisdirected = errors.New("router: cell answered 421")
 // away, or a response broke mid-body); the breaker ignores it.
 var errExcluded = errors.New("router: outcome not attributable to the cell")
 
-// routerOnlyRequest are removed from client requests before the router sets its own. The
+// routerOnlyRequest are removed from client requests before the router sets its own (a
+// client's traceparent is read by exchange.startTrace and sent on in the router's form;
+// tracestate is not carried). The
 // ReverseProxy already drops Forwarded and X-Forwarded-* in Rewrite mode; they are listed to
 // keep the whole rule in one place.
 // The keys are canonicalised once because they are deleted from the header map directly.
 var routerOnlyRequest = canonicalKeys(
 	cellproto.HeaderPlacementEpoch, cellproto.HeaderPlacementCell, cellproto.HeaderOwningCell, cellproto.HeaderCellID, cellproto.HeaderRequestID,
-	"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-IP",
+	tracing.Header, "Tracestate", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-IP",
 )
 
 // routerOnlyResponse are internal headers a cell may send that clients must not see.
@@ -204,6 +210,10 @@ func (c *cell) rewriteTo(pr *httputil.ProxyRequest, target *url.URL) {
 		h["User-Agent"] = noUA // what the ReverseProxy would set, without its allocation
 	}
 	h[keyRequestID] = a.reqIDValue()
+	if a.traceTo != "" {
+		a.traceHeader[0] = a.traceTo
+		h[keyTraceparent] = a.traceHeader[:]
+	}
 	h[keyPlacementCell] = c.idValue
 	if a.workspace {
 		a.epochHeader[0] = strconv.FormatInt(a.epoch, 10)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"golang.org/x/sync/singleflight"
 
@@ -247,7 +248,8 @@ func (rt *Router) Handler() http.Handler { return rt }
 // ServeHTTP routes one public request. Every answer carries X-Request-ID and X-Cell-ID.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	x := &exchange{rec: recorder{ResponseWriter: w}, r: r, reqID: cellproto.RequestID(r.Header.Get(cellproto.HeaderRequestID))}
+	x := &exchange{rec: recorder{ResponseWriter: w}, r: r}
+	x.startTrace()
 	x.body = rt.guardBody(w, r)
 	// Deferred so that an aborted copy (the ReverseProxy panics with http.ErrAbortHandler when a
 	// response breaks mid-body) is still logged and counted.
@@ -259,7 +261,9 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type exchange struct {
 	rec   recorder
 	r     *http.Request
-	reqID string
+	reqID string     // the trace ID in hex: X-Request-ID to the cell and the client, trace_id of logs
+	trace string     // the traceparent to send to the cell, or ""
+	span  trace.Span // the router's span; nil while tracing is off
 	ws    string
 	cell  *cell                // the last cell tried; nil while none was
 	body  *httpserve.BodyGuard // the request body's rate rule; nil without a body
@@ -289,7 +293,7 @@ func (rt *Router) serve(x *exchange) {
 		}
 		x.cell = c
 		a := &x.first
-		a.cell, a.reqID = c, x.reqID
+		a.cell, a.reqID, a.traceTo = c, x.reqID, x.trace
 		rt.try(x, x.r, a)
 		rt.finishAttempt(x, a)
 		return
@@ -321,7 +325,7 @@ func (rt *Router) serve(x *exchange) {
 		return
 	}
 	a := &x.first
-	a.cell, a.reqID, a.epoch, a.workspace, a.buffered, a.preview = c, x.reqID, epoch, true, replayable, ph
+	a.cell, a.reqID, a.traceTo, a.epoch, a.workspace, a.buffered, a.preview = c, x.reqID, x.trace, epoch, true, replayable, ph
 	rt.try(x, out, a)
 	if !a.misdirected {
 		rt.finishAttempt(x, a)
@@ -352,7 +356,7 @@ func (rt *Router) serve(x *exchange) {
 		rt.fail(x, perr)
 		return
 	}
-	a = &attempt{cell: c, reqID: x.reqID, epoch: epoch, workspace: true, buffered: true, preview: ph}
+	a = &attempt{cell: c, reqID: x.reqID, traceTo: x.trace, epoch: epoch, workspace: true, buffered: true, preview: ph}
 	rt.try(x, rewind(out), a)
 	if !a.misdirected {
 		rt.m.misdirect("retried")
@@ -487,6 +491,9 @@ func (rt *Router) finish(x *exchange, start time.Time) {
 		Str("trace_id", x.reqID).
 		Dur("duration", d).
 		End()
+	if x.span != nil {
+		x.endSpan(status)
+	}
 }
 
 // recorder remembers the status for the access log and whether anything was written, so the

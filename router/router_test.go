@@ -23,6 +23,7 @@ import (
 	"slidecells/shared/ids"
 	"slidecells/shared/logging"
 	"slidecells/shared/problem"
+	"slidecells/shared/tracing"
 )
 
 // testClient is the one HTTP client of the package's tests; its timeout bounds every request
@@ -495,21 +496,48 @@ func TestRouterOnlyHeadersAreStripped(t *testing.T) {
 	}
 }
 
+// TestRequestIDReachesCellAndClient: the request ID is the W3C trace ID, the same for the
+// client and the cell: a client's traceparent's, else a client's X-Request-ID when it is a
+// trace ID, else a new one; a client's traceparent reaches the cell in the router's form
+// (tracing off: the client's span stays the parent) and tracestate does not.
 func TestRequestIDReachesCellAndClient(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	a := b.get(t, "/api/v1/workspaces/"+b.wsA, cellproto.HeaderRequestID, "client-trace.1")
-	if got := a.header.Values(cellproto.HeaderRequestID); len(got) != 1 || got[0] != "client-trace.1" {
+	const tid = "4bf92f3577b34da6a3ce929d0e0e4736"
+	a := b.get(t, "/api/v1/workspaces/"+b.wsA, cellproto.HeaderRequestID, tid)
+	if got := a.header.Values(cellproto.HeaderRequestID); len(got) != 1 || got[0] != tid {
 		t.Errorf("client saw X-Request-ID %q", got)
 	}
-	if got := b.a.last(t).header.Get(cellproto.HeaderRequestID); got != "client-trace.1" {
+	if got := b.a.last(t).header.Get(cellproto.HeaderRequestID); got != tid {
 		t.Errorf("cell saw X-Request-ID %q", got)
 	}
+	if got := b.a.last(t).header.Values("Traceparent"); len(got) != 0 {
+		t.Errorf("cell saw traceparent %q although the client sent none and tracing is off", got)
+	}
 
-	a = b.get(t, "/api/v1/workspaces/"+b.wsA, cellproto.HeaderRequestID, "bad id with spaces")
-	got := a.header.Get(cellproto.HeaderRequestID)
-	if !ids.Valid(ids.Request, got) || b.a.last(t).header.Get(cellproto.HeaderRequestID) != got {
-		t.Errorf("client saw %q, cell saw %q: want the same fresh req_ ID", got, b.a.last(t).header.Get(cellproto.HeaderRequestID))
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	a = b.get(t, "/api/v1/workspaces/"+b.wsA, "traceparent", tp, "tracestate", "vendor=secret",
+		cellproto.HeaderRequestID, tid)
+	if got := a.header.Get(cellproto.HeaderRequestID); got != "0af7651916cd43dd8448eb211c80319c" {
+		t.Errorf("client saw X-Request-ID %q, want the traceparent's trace ID", got)
+	}
+	cell := b.a.last(t).header
+	if got := cell.Values("Traceparent"); len(got) != 1 || got[0] != tp {
+		t.Errorf("cell saw traceparent %q, want %q", got, tp)
+	}
+	if cell.Get(cellproto.HeaderRequestID) != "0af7651916cd43dd8448eb211c80319c" || cell.Get("Tracestate") != "" {
+		t.Errorf("cell saw X-Request-ID %q, tracestate %q", cell.Get(cellproto.HeaderRequestID), cell.Get("Tracestate"))
+	}
+
+	for _, bad := range []string{"client-trace.1", "bad id with spaces", "4BF92F3577B34DA6A3CE929D0E0E4736", "00000000000000000000000000000000", "svc_pat_abc"} {
+		a = b.get(t, "/api/v1/workspaces/"+b.wsA, cellproto.HeaderRequestID, bad, "traceparent", "00-"+bad+"-b7ad6b7169203331-01")
+		got := a.header.Get(cellproto.HeaderRequestID)
+		if _, ok := tracing.ParseTraceID(got); !ok || got == tid || b.a.last(t).header.Get(cellproto.HeaderRequestID) != got {
+			t.Errorf("X-Request-ID %q: client saw %q, cell saw %q: want the same new trace ID", bad, got, b.a.last(t).header.Get(cellproto.HeaderRequestID))
+		}
+		if got := b.a.last(t).header.Values("Traceparent"); len(got) != 0 {
+			t.Errorf("an invalid traceparent reached the cell: %q", got)
+		}
 	}
 }
 
@@ -652,15 +680,15 @@ func TestAccessLog(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.get(t, "/api/v1/workspaces/"+b.wsA+"?token=svc_pat_secret", "Authorization", "Bearer svc_pat_secret",
-		cellproto.HeaderRequestID, "trace-1")
-	b.get(t, "/api/v1/workspaces/"+b.wsA+"/svc_pat_secretsecret", cellproto.HeaderRequestID, "trace-2")
+		cellproto.HeaderRequestID, "11111111111111111111111111111111")
+	b.get(t, "/api/v1/workspaces/"+b.wsA+"/svc_pat_secretsecret", cellproto.HeaderRequestID, "22222222222222222222222222222222")
 	lines := strings.Split(strings.TrimSuffix(b.access.String(), "\n"), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("%d access lines, want 2: %q", len(lines), lines)
 	}
 	for i, want := range []map[string]any{
-		{"path": "/api/v1/workspaces/" + b.wsA, "trace_id": "trace-1"},
-		{"path": "/api/v1/workspaces/" + b.wsA + "/[REDACTED]", "trace_id": "trace-2"},
+		{"path": "/api/v1/workspaces/" + b.wsA, "trace_id": "11111111111111111111111111111111"},
+		{"path": "/api/v1/workspaces/" + b.wsA + "/[REDACTED]", "trace_id": "22222222222222222222222222222222"},
 	} {
 		var f map[string]any
 		if err := json.Unmarshal([]byte(lines[i]), &f); err != nil {

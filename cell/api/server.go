@@ -33,6 +33,7 @@ import (
 	"slidecells/shared/httpserve"
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
+	"slidecells/shared/tracing"
 )
 
 // Version is the service version reported by /api/v1/system/version (set at build time).
@@ -247,8 +248,12 @@ func ScopeFrom(ctx context.Context) auth.Scope {
 	return s
 }
 
-// traceIDOf is the request's trace ID: the router's X-Request-ID under the request-ID rule.
+// traceIDOf is the request's trace ID: that of the trace accessLog put the request under
+// (startSpan), or, outside it, the X-Request-ID under the request-ID rule.
 func traceIDOf(r *http.Request) string {
+	if id := tracing.TraceID(r.Context()); id != "" {
+		return id
+	}
 	return cellproto.RequestID(r.Header.Get(cellproto.HeaderRequestID))
 }
 
@@ -339,6 +344,7 @@ func (s *Server) accessLog(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ctx, out := withOutcome(r.Context())
+		ctx, span := s.startSpan(ctx, r)
 		r = r.WithContext(ctx)
 		sw := &httpserve.StatusWriter{ResponseWriter: w}
 		next(sw, r)
@@ -354,6 +360,7 @@ func (s *Server) accessLog(next http.HandlerFunc) http.Handler {
 		if !ids.Valid(ids.Workspace, ws) {
 			ws = ""
 		}
+		s.endSpan(span, out, status, ws)
 		s.Log.Info("request", zap.String("method", r.Method), zap.String("path", r.URL.Path),
 			zap.Int("status", status), zap.String("workspace_id", ws),
 			zap.String("trace_id", w.Header().Get(cellproto.HeaderRequestID)),

@@ -89,22 +89,26 @@ type Job struct {
 	StartedAt       *time.Time
 	FinishedAt      *time.Time
 	UpdatedAt       time.Time
+	// Traceparent is the trace context of the request that submitted the job (W3C
+	// traceparent, shared/tracing), or "": its runs are spans of that trace.
+	Traceparent string
 }
 
 const jobCols = `workspace_id, id, kind, owner_id, input, status, attempt_count, max_attempts, COALESCE(retry_of_job_id, ''),
-	stage, progress, cancel_requested, error_code, error_summary, result, run_after, created_at, started_at, finished_at, updated_at`
+	stage, progress, cancel_requested, error_code, error_summary, result, run_after, created_at, started_at, finished_at, updated_at, COALESCE(traceparent, '')`
 
 // jobColsQualified is jobCols for statements that join.
 const jobColsQualified = `mutation_jobs.workspace_id, mutation_jobs.id, mutation_jobs.kind, mutation_jobs.owner_id, mutation_jobs.input,
 	mutation_jobs.status, mutation_jobs.attempt_count, mutation_jobs.max_attempts, COALESCE(mutation_jobs.retry_of_job_id, ''),
 	mutation_jobs.stage, mutation_jobs.progress, mutation_jobs.cancel_requested, mutation_jobs.error_code, mutation_jobs.error_summary,
-	mutation_jobs.result, mutation_jobs.run_after, mutation_jobs.created_at, mutation_jobs.started_at, mutation_jobs.finished_at, mutation_jobs.updated_at`
+	mutation_jobs.result, mutation_jobs.run_after, mutation_jobs.created_at, mutation_jobs.started_at, mutation_jobs.finished_at, mutation_jobs.updated_at,
+	COALESCE(mutation_jobs.traceparent, '')`
 
 func scanJob(r pgx.Row) (Job, error) {
 	var j Job
 	var result []byte
 	err := r.Scan(&j.WorkspaceID, &j.ID, &j.Kind, &j.OwnerID, &j.Input, &j.Status, &j.AttemptCount, &j.MaxAttempts, &j.RetryOfJobID,
-		&j.Stage, &j.Progress, &j.CancelRequested, &j.ErrorCode, &j.ErrorSummary, &result, &j.RunAfter, &j.CreatedAt, &j.StartedAt, &j.FinishedAt, &j.UpdatedAt)
+		&j.Stage, &j.Progress, &j.CancelRequested, &j.ErrorCode, &j.ErrorSummary, &result, &j.RunAfter, &j.CreatedAt, &j.StartedAt, &j.FinishedAt, &j.UpdatedAt, &j.Traceparent)
 	if len(result) > 0 {
 		j.Result = result
 	}
@@ -236,9 +240,9 @@ func (q *Queue) Enqueue(ctx context.Context, s auth.Scope, n NewJob) (Job, error
 		now := q.now()
 		var err error
 		j, err = scanJob(tx.QueryRow(ctx, `
-			INSERT INTO mutation_jobs (workspace_id, id, kind, owner_id, input, status, max_attempts, retry_of_job_id, run_after, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8, $8, $8) RETURNING `+jobCols,
-			s.WorkspaceID(), ids.New(IDPrefix), n.Kind, s.Principal().UserID, input, n.MaxAttempts, retryOf, now))
+			INSERT INTO mutation_jobs (workspace_id, id, kind, owner_id, input, status, max_attempts, retry_of_job_id, run_after, created_at, updated_at, traceparent)
+			VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8, $8, $8, $9) RETURNING `+jobCols,
+			s.WorkspaceID(), ids.New(IDPrefix), n.Kind, s.Principal().UserID, input, n.MaxAttempts, retryOf, now, traceparentOf(ctx)))
 		return err
 	})
 	if err == nil {

@@ -16,6 +16,7 @@ import (
 	"slidecells/cell/auth"
 	"slidecells/cell/tenancy"
 	"slidecells/shared/ids"
+	"slidecells/shared/logging"
 	"slidecells/shared/loop"
 )
 
@@ -231,15 +232,21 @@ func (p *Pool) start(ctx context.Context, j Job, free chan<- struct{}) {
 
 func (p *Pool) execute(ctx context.Context, r *Run) {
 	j := r.Job
+	ctx, span := traceRun(ctx, j)
+	spanOutcome := "shutdown"
+	defer func() { endRun(span, spanOutcome) }()
 	o := outcome{status: Succeeded}
 	result, err := p.call(ctx, r)
 	switch {
 	case r.committed.Load():
 		p.observe(j.Kind, Succeeded)
+		spanOutcome = Succeeded
 		return
 	case errors.Is(err, ErrLeaseLost) || r.lost.Load():
+		spanOutcome = "lease_lost"
 		return // the job is someone else's now
 	case errors.Is(err, ErrFenced):
+		spanOutcome = "requeued"
 		p.requeue(ctx, r)
 		return
 	case errors.Is(err, ErrCanceled) || r.cancel.Load():
@@ -252,18 +259,22 @@ func (p *Pool) execute(ctx context.Context, r *Run) {
 		var f *Failure
 		if !errors.As(err, &f) {
 			f = &Failure{Code: CodeInternal, Summary: "the job failed unexpectedly; it is retried while attempts remain", Retryable: true}
-			p.log().Warn("job failed", zap.String("workspace_id", j.WorkspaceID), zap.String("job_id", j.ID), zap.Error(err))
+			p.log().Warn("job failed", zap.String("workspace_id", j.WorkspaceID), zap.String("job_id", j.ID), logging.Trace(ctx), zap.Error(err))
 		}
 		o = outcome{status: Failed, code: f.Code, summary: f.Summary}
+		spanOutcome = Failed + ":" + f.Code
 		if f.Retryable && j.AttemptCount+1 < j.MaxAttempts {
 			o.status, o.retryWait = Pending, p.Queue.backoff(j.AttemptCount+1)
 		}
+	}
+	if o.status == Succeeded || o.status == Canceled {
+		spanOutcome = o.status
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	state, err := p.Queue.finish(fctx, j, p.Owner, o)
 	if err != nil {
-		p.log().Warn("recording a job's outcome failed; the rescuer will take it", zap.String("job_id", j.ID), zap.Error(err))
+		p.log().Warn("recording a job's outcome failed; the rescuer will take it", zap.String("job_id", j.ID), logging.Trace(ctx), zap.Error(err))
 		return
 	}
 	if state != "" {
@@ -308,7 +319,7 @@ func (p *Pool) call(ctx context.Context, r *Run) (res json.RawMessage, err error
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			p.log().Error("job handler panicked", zap.String("job_id", r.Job.ID), zap.Any("panic", v))
+			p.log().Error("job handler panicked", zap.String("job_id", r.Job.ID), logging.Trace(ctx), zap.Any("panic", v))
 			err = Fail(CodePanicked, "the job handler failed: %v", v)
 		}
 	}()

@@ -19,6 +19,7 @@ import (
 	"slidecells/cell/snapshot"
 	"slidecells/shared/httpserve"
 	"slidecells/shared/ids"
+	"slidecells/shared/logging"
 	rc "slidecells/shared/rendercontract"
 	"slidecells/shared/ticket"
 )
@@ -86,10 +87,12 @@ func (h *Host) Handler() http.Handler {
 		start := time.Now()
 		sw := &httpserve.StatusWriter{ResponseWriter: w}
 		setSecurityHeaders(sw.Header())
-		h.mux.ServeHTTP(sw, r)
+		ctx, span := traceRequest(r)
+		h.mux.ServeHTTP(sw, r.WithContext(ctx))
+		endRequestSpan(span, sw.Status())
 		if r.URL.Path != "/livez" && r.URL.Path != "/readyz" {
 			h.o.Log.Info("request", zap.String("method", r.Method), zap.String("path", r.URL.Path),
-				zap.Int("status", sw.Status()), zap.Duration("duration", time.Since(start)))
+				zap.Int("status", sw.Status()), logging.Trace(ctx), zap.Duration("duration", time.Since(start)))
 		}
 	})
 }

@@ -16,6 +16,7 @@ import (
 
 	"slidecells/shared/digest"
 	rc "slidecells/shared/rendercontract"
+	"slidecells/shared/tracing"
 )
 
 // client speaks the renderer's control protocol (/internal/render/v1) to one trusted address
@@ -60,6 +61,7 @@ func (c *client) do(ctx context.Context, method, url string, body any, out any) 
 		return answer{}, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.credential)
+	tracing.Inject(ctx, req.Header) // the attempt's trace (traceAttempt), for the renderer's log lines
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

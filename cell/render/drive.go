@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	gcblob "gocloud.dev/blob"
 
+	"slidecells/shared/logging"
 	rc "slidecells/shared/rendercontract"
 	"slidecells/shared/ticket"
 )
@@ -59,6 +60,8 @@ func (c *Coordinator) startDriver(ctx context.Context, attemptID string, res *re
 		}()
 		a := &attempt{req: res.req, attemptID: attemptID, workerID: res.workerID, epoch: res.epoch, url: res.url,
 			slotGeneration: res.slotGeneration, state: "reserved"}
+		ctx, span := c.traceAttempt(ctx, a)
+		defer endAttemptSpan(span, a)
 		if fresh {
 			if !c.permitted(ctx, a) {
 				return
@@ -108,7 +111,7 @@ func (c *Coordinator) send(ctx context.Context, a *attempt) {
 		return
 	}
 	req := rc.ExecutionRequest{ContractVersion: rc.ContractVersion, Operation: a.req.Operation, RequestID: a.req.ID,
-		AttemptID: a.attemptID, WorkspaceID: a.req.WorkspaceID, TraceID: a.req.ID, SnapshotRef: a.req.SnapshotRef,
+		AttemptID: a.attemptID, WorkspaceID: a.req.WorkspaceID, TraceID: executionTraceID(ctx, a), SnapshotRef: a.req.SnapshotRef,
 		InputDigest: a.req.InputDigest, RenderProfileDigest: a.req.ProfileDigest, Viewport: a.req.Viewport,
 		OperationOptions: a.req.Options, DeadlineAt: a.req.DeadlineAt, RemainingBudgetMS: max(1, remaining.Milliseconds())}
 	var err error
@@ -445,7 +448,7 @@ func (c *Coordinator) commit(ctx context.Context, a *attempt, res *Result) {
 		return err
 	})
 	if err != nil {
-		c.log.Warn("render result commit failed; the attempt stays with its driver", zap.String("request_id", a.req.ID), zapErr(err))
+		c.log.Warn("render result commit failed; the attempt stays with its driver", zap.String("request_id", a.req.ID), logging.Trace(ctx), zapErr(err))
 		c.markUnknown(ctx, a)
 		return
 	}
@@ -560,7 +563,7 @@ func (c *Coordinator) finish(ctx context.Context, a *attempt, e *rc.Error, count
 		return err
 	})
 	if err != nil {
-		c.log.Warn("render attempt could not be finished; the reconciler retries", zap.String("attempt_id", a.attemptID), zapErr(err))
+		c.log.Warn("render attempt could not be finished; the reconciler retries", zap.String("attempt_id", a.attemptID), logging.Trace(ctx), zapErr(err))
 		return
 	}
 	c.notify(a.req.ID)
@@ -591,7 +594,7 @@ func (c *Coordinator) markUnknown(ctx context.Context, a *attempt) {
 	_, err := c.db.Exec(ctx, `UPDATE render_attempts SET state = 'unknown', driver_until = $2 WHERE attempt_id = $1 AND released = false`,
 		a.attemptID, c.now().UTC().Add(2*time.Second))
 	if err != nil {
-		c.log.Warn("render attempt could not be marked unknown", zap.String("attempt_id", a.attemptID), zapErr(err))
+		c.log.Warn("render attempt could not be marked unknown", zap.String("attempt_id", a.attemptID), logging.Trace(ctx), zapErr(err))
 	}
 }
 

@@ -302,10 +302,10 @@ func (c *Coordinator) create(ctx context.Context, ws, key, owner string, spec Sp
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO render_requests (workspace_id, id, request_key, owner, stage, operation,
 			category, snapshot_ref, input_digest, render_digest, cache_key, profile_digest, viewport, options, state,
-			max_attempts, deadline_at, not_before, enqueued_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $17, $11, $12, $13, 'queued', $14, $15, $16, $16, $16)`,
+			max_attempts, deadline_at, not_before, enqueued_at, updated_at, traceparent)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $17, $11, $12, $13, 'queued', $14, $15, $16, $16, $16, $18)`,
 			ws, r.ID, key, owner, spec.Stage, string(spec.Operation), string(spec.Category), m.Ref, m.InputDigest,
-			renderDigest, c.cfg.ProfileDigest, vpJSON, optJSON, c.cfg.MaxAttempts, deadline, now, cacheKey)
+			renderDigest, c.cfg.ProfileDigest, vpJSON, optJSON, c.cfg.MaxAttempts, deadline, now, cacheKey, traceparentOf(ctx))
 		return err
 	})
 	if err != nil {

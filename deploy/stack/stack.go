@@ -406,7 +406,7 @@ func (p *Proc) Start() error {
 		return err
 	}
 	cmd := exec.Command(p.bin, p.args...)
-	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Env = withSpanFile(append(os.Environ(), p.env...), p.log)
 	cmd.Stdout, cmd.Stderr = f, f
 	g, err := proc.Start(cmd)
 	f.Close() // the child has its own descriptor
@@ -416,6 +416,42 @@ func (p *Proc) Start() error {
 	p.proc = g
 	return nil
 }
+
+// withSpanFile gives a process whose environment asks for the file span exporter
+// (OTEL_TRACES_EXPORTER holding "file", e.g. `OTEL_TRACES_EXPORTER=file make run`) and names no
+// TRACES_FILE one of its own next to its log: <name>.spans.jsonl (shared/tracing).
+func withSpanFile(env []string, logPath string) []string {
+	exporters, hasFile := "", false
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "OTEL_TRACES_EXPORTER="); ok {
+			exporters = v
+		}
+		if strings.HasPrefix(kv, "TRACES_FILE=") {
+			hasFile = true
+		}
+	}
+	for e := range strings.SplitSeq(exporters, ",") {
+		if strings.TrimSpace(e) == "file" && !hasFile {
+			return append(env, "TRACES_FILE="+SpanFile(logPath))
+		}
+	}
+	return env
+}
+
+// SpanFile is where a process whose log is logPath writes its spans (withSpanFile).
+func SpanFile(logPath string) string { return strings.TrimSuffix(logPath, ".log") + ".spans.jsonl" }
+
+// SpanFiles lists the span file of each process (most exist only with the file exporter on).
+func (s *Stack) SpanFiles() map[string]string {
+	out := map[string]string{}
+	for _, p := range s.procs() {
+		out[p.Name] = SpanFile(p.log)
+	}
+	return out
+}
+
+// LogFile is the process's log file.
+func (p *Proc) LogFile() string { return p.log }
 
 // Stop sends SIGTERM and waits (SIGKILL to the process group after 15 s). A paused process is
 // resumed first.

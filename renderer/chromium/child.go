@@ -174,6 +174,7 @@ func execute(ctx context.Context, job Job, started time.Time, w *EventWriter, lo
 		ch:      newChannel(),
 	}
 	a.gate.logf = logf
+	a.gate.traceparent = job.Traceparent
 	defer func() {
 		res.BlockedRequests = int(a.gate.blocked.Load())
 		res.IgnoredReadinessCalls = a.ch.ignoredCalls()

@@ -45,6 +45,10 @@ type Job struct {
 	// interception, resolver rules) off. Only tests set it, to show that
 	// the kernel boundary holds alone.
 	NoBrowserGate bool `json:"no_browser_gate,omitempty"`
+	// Traceparent is the attempt's W3C trace context (shared/tracing), sent with the request
+	// for the preview document only, like the access token: the preview host logs the
+	// caller's trace for the document it serves. Page scripts never see request headers.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // DocumentSettings say what to open and what to expect there.

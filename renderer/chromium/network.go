@@ -23,6 +23,8 @@ type gate struct {
 	mu       sync.Mutex
 	blockLog []string
 	logf     func(string, ...any)
+	// traceparent, when set, goes with the credential to the document request (Job.Traceparent).
+	traceparent string
 }
 
 func newGate(docURL *url.URL, allowedOrigins []string, header, token string) *gate {
@@ -64,11 +66,14 @@ func (g *gate) handle(ctx context.Context, ev *fetch.EventRequestPaused) {
 	if origin(u) == origin(g.docURL) && u.EscapedPath() == g.docURL.EscapedPath() {
 		headers := make([]*fetch.HeaderEntry, 0, len(ev.Request.Headers)+1)
 		for k, v := range ev.Request.Headers {
-			if s, ok := v.(string); ok && !equalFold(k, g.header) {
+			if s, ok := v.(string); ok && !equalFold(k, g.header) && !equalFold(k, traceparentHeader) {
 				headers = append(headers, &fetch.HeaderEntry{Name: k, Value: s})
 			}
 		}
 		headers = append(headers, &fetch.HeaderEntry{Name: g.header, Value: g.token})
+		if g.traceparent != "" {
+			headers = append(headers, &fetch.HeaderEntry{Name: traceparentHeader, Value: g.traceparent})
+		}
 		if err := fetch.ContinueRequest(ev.RequestID).WithHeaders(headers).Do(exec); err != nil && g.logf != nil {
 			g.logf("continue with credential: %v", err)
 		}
@@ -76,6 +81,9 @@ func (g *gate) handle(ctx context.Context, ev *fetch.EventRequestPaused) {
 	}
 	_ = fetch.ContinueRequest(ev.RequestID).Do(exec)
 }
+
+// traceparentHeader is shared/tracing.Header (the child does not link the SDK).
+const traceparentHeader = "traceparent"
 
 func (g *gate) blockedOrigins() []string {
 	g.mu.Lock()

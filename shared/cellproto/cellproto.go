@@ -26,8 +26,9 @@ const (
 	HeaderOwningCell = "X-Owning-Cell"
 	// HeaderCellID names the cell that answered (or that the router tried last), to clients.
 	HeaderCellID = "X-Cell-ID"
-	// HeaderRequestID carries the request ID (see RequestID); it is the trace_id of logs and
-	// problem bodies and is on every answer.
+	// HeaderRequestID carries the request ID: the request's W3C trace ID, set by the router
+	// (shared/tracing); it is the trace_id of logs and problem bodies and is on every answer.
+	// RequestID is the rule for values outside a trace.
 	HeaderRequestID = "X-Request-ID"
 	// HeaderWorkspaceID names the workspace when the path does not.
 	HeaderWorkspaceID = "X-Workspace-ID"

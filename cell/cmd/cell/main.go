@@ -42,6 +42,7 @@ import (
 	"slidecells/shared/ids"
 	"slidecells/shared/logging"
 	"slidecells/shared/ticket"
+	"slidecells/shared/tracing"
 )
 
 type settings struct {
@@ -207,6 +208,11 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	stopTracing, err := tracing.ForProcess(ctx, "cell", log, tracing.Str(tracing.AttrCell, s.CellID))
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	cellDB, err := db.Open(ctx, s.DatabaseURL, db.Options{ApplicationName: "cell-" + s.CellID, MaxConns: 32, IdleInTransaction: idempotency.DefaultTimeout + time.Minute})
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"slidecells/shared/config"
 	"slidecells/shared/httpserve"
 	"slidecells/shared/logging"
+	"slidecells/shared/tracing"
 )
 
 type settings struct {
@@ -148,6 +149,11 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	stopTracing, err := tracing.ForProcess(ctx, "preview", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	ln, err := net.Listen("tcp", s.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("PREVIEW_LISTEN_ADDR: %w", err)

@@ -22,6 +22,7 @@ import (
 	"slidecells/renderer/supervisor"
 	"slidecells/shared/logging"
 	"slidecells/shared/ticket"
+	"slidecells/shared/tracing"
 )
 
 func main() {
@@ -141,6 +142,13 @@ func serve() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	stopTracing, err := tracing.ForProcess(ctx, "renderer", log)
+	if err != nil {
+		log.Error("invalid configuration", zap.Error(err))
+		fmt.Fprintln(os.Stderr, "renderer: invalid configuration:", err)
+		return 2
+	}
+	defer stopTracing()
 	profile, err := renderer.ComputeProfile(ctx, &cfg)
 	if err != nil {
 		log.Error("render profile", zap.Error(err))

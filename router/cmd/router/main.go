@@ -18,6 +18,7 @@ import (
 	"slidecells/router/placement"
 	"slidecells/shared/directory"
 	"slidecells/shared/logging"
+	"slidecells/shared/tracing"
 )
 
 func main() {
@@ -47,6 +48,12 @@ func mainCode(log *zap.Logger, access *logging.AccessLog, s settings, err error)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	stopTracing, err := tracing.ForProcess(ctx, "router", log)
+	if err != nil {
+		log.Error("router: "+err.Error(), zap.String("event", "config"))
+		return 2
+	}
+	defer stopTracing()
 	if err := run(ctx, s, log, access); err != nil {
 		log.Error("router stopped", zap.Error(err))
 		return 1
