@@ -28,16 +28,11 @@ const (
 	// DefaultContentReady is the content budget: how long a committed preview document may
 	// take to become ready before the page itself is at fault (well under the render stage's
 	// 120 s budget and the 20 s a validation waits).
-	DefaultContentReady   = 10 * time.Second
-	DefaultResultTTL      = 600 * time.Second
-	DefaultMarkRetention  = 30 * time.Minute
-	DefaultChildTempBytes = 512 << 20
-	DefaultLaunchProbe    = 5 * time.Minute
-	// DefaultStandbyMaxAge is how long a prepared standby may wait for an
-	// attempt before it is recycled (RENDER_STANDBY_MAX_AGE_SECONDS).
-	DefaultStandbyMaxAge = 5 * time.Minute
-	// minStandbyMaxAge keeps recycling from turning into a start loop.
-	minStandbyMaxAge        = 10 * time.Second
+	DefaultContentReady     = 10 * time.Second
+	DefaultResultTTL        = 600 * time.Second
+	DefaultMarkRetention    = 30 * time.Minute
+	DefaultChildTempBytes   = 512 << 20
+	DefaultLaunchProbe      = 5 * time.Minute
 	DefaultMinFreeDiskBytes = 512 << 20
 	// DefaultMaxReceipts and DefaultMaxCancelMarks bound what the
 	// control process remembers (a receipt is about 2 KiB, a mark under
@@ -48,6 +43,15 @@ const (
 	// maxTempRootLen keeps Chromium's socket paths inside the attempt
 	// directory under the 108-byte limit of Unix socket addresses.
 	maxTempRootLen = 40
+)
+
+// The standby's age limit.
+const (
+	// DefaultStandbyMaxAge is how long a prepared standby may wait for an
+	// attempt before it is recycled (RENDER_STANDBY_MAX_AGE_SECONDS).
+	DefaultStandbyMaxAge = 5 * time.Minute
+	// minStandbyMaxAge keeps recycling from turning into a start loop.
+	minStandbyMaxAge = 10 * time.Second
 )
 
 // Config is the renderer's static configuration. Invalid configuration fails
