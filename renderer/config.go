@@ -47,7 +47,7 @@ const (
 
 // The standby's age limit.
 const (
-	// DefaultStandbyMaxAge is how long a prepared standby may wait for an
+	// DefaultStandbyMaxAge is how long a ready standby may wait for an
 	// attempt before it is recycled (RENDER_STANDBY_MAX_AGE_SECONDS).
 	DefaultStandbyMaxAge = 5 * time.Minute
 	// minStandbyMaxAge keeps recycling from turning into a start loop.

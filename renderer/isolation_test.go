@@ -142,7 +142,8 @@ func TestBombsEndAsFailedAttempts(t *testing.T) {
 func TestUnprivileged(t *testing.T) {
 	rendertest.RequireBrowser(t)
 	unpriv.RunTests(t, unpriv.Options{}, "TestCaptureEndToEnd", "TestLaunchProbeGatesReadiness", "TestDeadlineKillsEverything",
-		"TestCancelDuringRun", "TestPageMemoryBombEndsAsAFailedAttempt", "TestBombsEndAsFailedAttempts")
+		"TestCancelDuringRun", "TestPageMemoryBombEndsAsAFailedAttempt", "TestBombsEndAsFailedAttempts",
+		"TestStandbyServesOneAttemptAndIsGone", "TestStandbyThatDiesIsReplaced")
 }
 
 // TestEgressLimitEndsTheAttempt: a page that needs more than the attempt's

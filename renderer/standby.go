@@ -104,8 +104,8 @@ func (s *Server) runChild(c *slotChild) {
 	log := s.log.With(zap.String("attempt_id", "standby"))
 	var proxy *egress.Proxy
 	// Until an attempt takes it, the standby's own deadline bounds it,
-	// a minute past its age limit in case recycling did not happen.
-	spec := s.childSpec(s.standbyInput(), time.Now().Add(s.cfg.StandbyMaxAge+time.Minute), log, &proxy)
+	// two minutes past its age limit in case recycling did not happen.
+	spec := s.childSpec(s.standbyInput(), time.Now().Add(s.cfg.StandbyMaxAge+2*time.Minute), log, &proxy)
 	spec.HoldInput = true
 	g, err := s.startChild(spec)
 	s.mu.Lock()
@@ -343,8 +343,13 @@ func (s *Server) tendStandbyLocked(now time.Time) time.Duration {
 		return later
 	}
 	if c := s.standby; c != nil {
-		age := now.Sub(c.created)
-		if age >= s.cfg.StandbyMaxAge {
+		age := now.Sub(c.readyAt)
+		switch {
+		case c.state != childReady:
+			// Still starting (a slow start is not recycled half-way;
+			// the group's own deadline bounds it): woken when ready.
+			return later
+		case age >= s.cfg.StandbyMaxAge:
 			s.discardLocked(c, replacedMaxAge)
 			return later
 		}
@@ -369,7 +374,16 @@ func (s *Server) standbyAge() float64 {
 	if s.standby == nil {
 		return 0
 	}
-	return time.Since(s.standby.created).Seconds()
+	return s.standby.age().Seconds()
+}
+
+// age is how long a ready standby has waited, or how long one not ready
+// yet has been starting.
+func (c *slotChild) age() time.Duration {
+	if c.state == childReady {
+		return time.Since(c.readyAt)
+	}
+	return time.Since(c.created)
 }
 
 // standbyInfoLocked is the standby as /readyz shows it.
@@ -381,8 +395,8 @@ func (s *Server) standbyInfoLocked() map[string]any {
 	case c == nil:
 		return map[string]any{"state": "none"}
 	case c.state == childReady:
-		return map[string]any{"state": "ready", "age_seconds": int64(time.Since(c.created).Seconds())}
+		return map[string]any{"state": "ready", "age_seconds": int64(c.age().Seconds())}
 	default:
-		return map[string]any{"state": "preparing", "age_seconds": int64(time.Since(c.created).Seconds())}
+		return map[string]any{"state": "preparing", "age_seconds": int64(c.age().Seconds())}
 	}
 }
