@@ -79,9 +79,10 @@ func RunChild(stdin io.Reader, stdout, stderr io.Writer) int {
 	}()
 	w := NewEventWriter(stdout)
 	var pre *browser
+	started := time.Now()
 	if job.Standby {
 		var code int
-		pre, job, code = standby(ctx, dec, job, w, logf)
+		pre, job, started, code = standby(ctx, dec, job, w, logf)
 		if code >= 0 {
 			return code
 		}
@@ -89,7 +90,6 @@ func RunChild(stdin io.Reader, stdout, stderr io.Writer) int {
 			defer pre.stop()
 		}
 	}
-	started := time.Now()
 	res := execute(ctx, job, started, w, logf, pre)
 	select {
 	case <-isStopped:
@@ -224,11 +224,17 @@ func checkBrowser(b *browser) error {
 // it, reports EventStandbyReady and waits for the job, checking the browser every
 // sb.StandbyCheck. A browser that dies or fails a check is reported (EventStandbyFailed) and the
 // child ends: the control process replaces the standby. When the job arrives the browser is
-// handed to it (exit code -1); a browser that died meanwhile or was launched differently is
-// closed and the job starts its own. Standard input closing without a job, or SIGTERM, ends
-// the child with the given code.
-func standby(ctx context.Context, dec *json.Decoder, sb Job, w *EventWriter, logf func(string, ...any)) (*browser, Job, int) {
-	jobs := make(chan Job, 1)
+// handed to it (exit code -1) with the time the job arrived, from which its budget counts (a
+// job that arrives while the browser still starts counts that start against its budget, as a
+// cold start does); a browser that died meanwhile or was launched differently is closed and
+// the job starts its own. Standard input closing without a job, or SIGTERM, ends the child
+// with the given code.
+func standby(ctx context.Context, dec *json.Decoder, sb Job, w *EventWriter, logf func(string, ...any)) (*browser, Job, time.Time, int) {
+	type arrival struct {
+		job Job
+		at  time.Time
+	}
+	jobs := make(chan arrival, 1)
 	jobErr := make(chan error, 1)
 	go func() {
 		var j Job
@@ -236,33 +242,37 @@ func standby(ctx context.Context, dec *json.Decoder, sb Job, w *EventWriter, log
 			jobErr <- err
 			return
 		}
-		jobs <- j
+		jobs <- arrival{j, time.Now()}
 	}()
-	fail := func(format string, args ...any) (*browser, Job, int) {
+	var none time.Time
+	fail := func(format string, args ...any) (*browser, Job, time.Time, int) {
 		msg := fmt.Sprintf(format, args...)
 		logf("standby failed: %s", msg)
 		_ = w.Send(Event{Type: EventStandbyFailed, Message: msg})
-		return nil, Job{}, ExitStandbyFailed
+		return nil, Job{}, none, ExitStandbyFailed
 	}
 	if os.Geteuid() == 0 {
 		// As in execute: chromedp would add --no-sandbox for root.
 		return fail("execution child runs as root; refusing to start a browser without its sandbox")
 	}
+	began := time.Now()
 	b, err := startBrowser(ctx, sb, time.Now().Add(time.Hour), logf)
+	logf("standby browser started after %s", time.Since(began).Round(time.Millisecond))
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, Job{}, ExitStopped
+			return nil, Job{}, none, ExitStopped
 		}
 		return fail("browser did not start")
 	}
 	if err := checkBrowser(b); err != nil {
 		b.stop()
 		if ctx.Err() != nil {
-			return nil, Job{}, ExitStopped
+			return nil, Job{}, none, ExitStopped
 		}
 		logf("standby check: %v", err)
 		return fail("browser started but its page did not answer")
 	}
+	logf("standby browser checked after %s", time.Since(began).Round(time.Millisecond))
 	_ = w.Send(Event{Type: EventStandbyReady})
 	every := sb.StandbyCheck
 	if every <= 0 {
@@ -273,30 +283,30 @@ func standby(ctx context.Context, dec *json.Decoder, sb Job, w *EventWriter, log
 	for {
 		select {
 		case j := <-jobs:
-			if j.Standby || !sameLaunch(sb, j) {
+			if j.job.Standby || !sameLaunch(sb, j.job) {
 				logf("job does not match the standby's launch parameters; starting its own browser")
 				b.stop()
-				return nil, j, -1
+				return nil, j.job, j.at, -1
 			}
 			select {
 			case <-b.lost:
 				logf("standby browser gone at hand-over; starting a fresh one")
 				b.stop()
-				return nil, j, -1
+				return nil, j.job, j.at, -1
 			default:
 			}
-			return b, j, -1
+			return b, j.job, j.at, -1
 		case err := <-jobErr:
 			b.stop()
 			if err == io.EOF {
 				// Discarded before any attempt took it.
-				return nil, Job{}, ExitOK
+				return nil, Job{}, none, ExitOK
 			}
 			logf("bad job: %v", err)
-			return nil, Job{}, ExitBadJob
+			return nil, Job{}, none, ExitBadJob
 		case <-ctx.Done():
 			b.stop()
-			return nil, Job{}, ExitStopped
+			return nil, Job{}, none, ExitStopped
 		case <-b.lost:
 			b.stop()
 			return fail("browser exited")
@@ -304,7 +314,7 @@ func standby(ctx context.Context, dec *json.Decoder, sb Job, w *EventWriter, log
 			if err := checkBrowser(b); err != nil {
 				b.stop()
 				if ctx.Err() != nil {
-					return nil, Job{}, ExitStopped
+					return nil, Job{}, none, ExitStopped
 				}
 				logf("standby check: %v", err)
 				return fail("browser stopped answering")
