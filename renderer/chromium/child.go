@@ -264,6 +264,30 @@ func standby(ctx context.Context, dec *json.Decoder, sb Job, w *EventWriter, log
 		}
 		return fail("browser did not start")
 	}
+	// handOver gives the browser to the job, unless the job would launch
+	// another or the browser is gone.
+	handOver := func(j arrival) (*browser, Job, time.Time, int) {
+		if j.job.Standby || !sameLaunch(sb, j.job) {
+			logf("job does not match the standby's launch parameters; starting its own browser")
+			b.stop()
+			return nil, j.job, j.at, -1
+		}
+		select {
+		case <-b.lost:
+			logf("standby browser gone at hand-over; starting a fresh one")
+			b.stop()
+			return nil, j.job, j.at, -1
+		default:
+		}
+		return b, j.job, j.at, -1
+	}
+	// A job that arrived while the browser started (a cold start) takes
+	// it at once: its own set-up uses the page right away.
+	select {
+	case j := <-jobs:
+		return handOver(j)
+	default:
+	}
 	if err := checkBrowser(b); err != nil {
 		b.stop()
 		if ctx.Err() != nil {
@@ -283,19 +307,7 @@ func standby(ctx context.Context, dec *json.Decoder, sb Job, w *EventWriter, log
 	for {
 		select {
 		case j := <-jobs:
-			if j.job.Standby || !sameLaunch(sb, j.job) {
-				logf("job does not match the standby's launch parameters; starting its own browser")
-				b.stop()
-				return nil, j.job, j.at, -1
-			}
-			select {
-			case <-b.lost:
-				logf("standby browser gone at hand-over; starting a fresh one")
-				b.stop()
-				return nil, j.job, j.at, -1
-			default:
-			}
-			return b, j.job, j.at, -1
+			return handOver(j)
 		case err := <-jobErr:
 			b.stop()
 			if err == io.EOF {
