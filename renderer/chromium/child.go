@@ -86,9 +86,6 @@ func RunChild(stdin io.Reader, stdout, stderr io.Writer) int {
 		if code >= 0 {
 			return code
 		}
-		if pre != nil {
-			defer pre.stop()
-		}
 	}
 	res := execute(ctx, job, started, w, logf, pre)
 	select {
@@ -374,11 +371,13 @@ func execute(ctx context.Context, job Job, started time.Time, w *EventWriter, lo
 			res.Error = rc.NewError(rc.CodeBrowserLost, rc.StageLaunch, "browser did not start")
 			return res
 		}
-		defer b.stop()
 		logf("browser started after %s", time.Since(started).Round(time.Millisecond))
 	} else {
 		logf("took the standby's browser")
 	}
+	// The browser closes before the result is sent, whether it was the
+	// standby's or started here.
+	defer b.stop()
 	bctx := b.ctx
 	_ = w.Send(Event{Type: EventBrowserStarted})
 	if job.Probe {
