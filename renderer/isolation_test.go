@@ -71,8 +71,13 @@ func TestFailingLaunchProbeMakesTheRendererUnready(t *testing.T) {
 
 // TestDeadlineFailureCarriesPendingFacts: the child's own deadline ends
 // before the hard deadline, so the receipt holds its resource facts.
+//
+// It runs on a standby (the attempt's deadline replaces the standby's own at
+// the hand-over), so a slow browser start on a loaded machine does not eat
+// the short budget.
 func TestDeadlineFailureCarriesPendingFacts(t *testing.T) {
-	e := setup(t, nil)
+	e := setup(t, func(c *Config) { c.noLaunchProbe = false })
+	e.waitStandby()
 	req := e.request(fixture.Pending, rc.OpPageCapture, small, 8*time.Second)
 	e.mustAccept(req)
 	rec := e.waitFor(req.AttemptID, terminal)
