@@ -96,8 +96,16 @@ func TestDeadlineFailureCarriesPendingFacts(t *testing.T) {
 // meets the attempt's memory limit (the whole browser shares it); the kernel
 // kills its renderer process, the child sees the crash and reports
 // RENDER_BROWSER_LOST at once, the slot is released, the next attempt runs.
+//
+// The bomb runs on a standby (whose browser counts in the same memory limit);
+// the next attempt is posted at once, so it takes the standby prepared after
+// the crash while it still starts.
 func TestPageMemoryBombEndsAsAFailedAttempt(t *testing.T) {
-	e := setup(t, func(c *Config) { c.ChildCgroup.MemoryBytes = 768 << 20 })
+	e := setup(t, func(c *Config) {
+		c.ChildCgroup.MemoryBytes = 768 << 20
+		c.noLaunchProbe = false
+	})
+	e.waitStandby()
 	req := e.request(fixture.MemoryBomb, rc.OpPageCapture, small, 20*time.Second)
 	e.mustAccept(req)
 	rec := e.waitFor(req.AttemptID, terminal)
