@@ -46,6 +46,10 @@ type attempt struct {
 	// traceparent is the coordinator's trace context of the attempt, or "" (see
 	// attemptTraceparent); only run reads it, and replaces it by its own span's (traceRun).
 	traceparent string
+	// child is the standby admission gave the attempt, until its runner
+	// binds it; warm says whether its browser was ready then.
+	child *slotChild
+	warm  bool
 }
 
 type storedArtifact struct {
@@ -137,7 +141,10 @@ type childEvents struct {
 	egress *egress.Proxy
 }
 
-// run supervises the attempt from child start to the terminal receipt.
+// run hands the attempt to its slot child: the standby admission gave it,
+// or a child it starts now (cold). The child's runner (runChild) reads the
+// attempt's events and publishes the terminal receipt once the child is
+// proven gone.
 func (s *Server) run(a *attempt, previewToken string) {
 	log := s.log.With(zap.String("attempt_id", a.req.AttemptID), zap.String("request_id", a.req.RequestID),
 		zap.String("workspace_id", a.req.WorkspaceID), zap.String("trace_id", a.req.TraceID))
@@ -171,18 +178,19 @@ func (s *Server) run(a *attempt, previewToken string) {
 		s.cfg.beforeRun()
 	}
 	s.mu.Lock()
+	c, warm := a.child, a.warm
+	a.child = nil
 	if a.stopReason != "" {
 		// Cancelled (or shut down) between admission and start: nothing
-		// was started, nothing needs cleaning.
+		// was started for it, and a standby it took is discarded unused.
+		if c != nil {
+			s.discardLocked(c, "")
+		}
 		s.finishLocked(a, nil, supervisor.Outcome{StopReason: a.stopReason}, log)
 		s.mu.Unlock()
 		return
 	}
-	s.mu.Unlock()
-
-	var proxy *egress.Proxy
-	spec := s.childSpec(input, a.hard, log, &proxy)
-	spec.OnPhase = func(p supervisor.Phase, at time.Time) {
+	onPhase := func(p supervisor.Phase, at time.Time) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		switch p {
@@ -198,68 +206,80 @@ func (s *Server) run(a *attempt, previewToken string) {
 			a.receipt.ResourceState = rc.ResourceUnreleased
 		}
 	}
-	g, err := s.startChild(spec)
-	if err != nil {
-		log.Error("execution child did not start", zap.Error(err))
-		s.mu.Lock()
-		s.finishLocked(a, &childEvents{}, supervisor.Outcome{}, log)
-		a.receipt.Error = rc.NewError(rc.CodeInternal, rc.StageLaunch, "execution child did not start").WithTrace(a.req.TraceID)
-		s.mu.Unlock()
-		return
-	}
-	s.mu.Lock()
-	a.group = g
-	a.receipt.Times.ChildStartedAt = ptr(s.cfg.now().UTC())
-	if a.stopReason != "" {
-		g.Stop(a.stopReason)
-	}
-	s.mu.Unlock()
-
-	ev := &childEvents{artifacts: map[rc.ArtifactName]*storedArtifact{}}
-	ev.streamErr = chromium.ReadEvents(g.Stdout(), func(e chromium.Event, body io.Reader) error {
-		switch e.Type {
-		case chromium.EventBrowserStarted:
-			s.mu.Lock()
-			a.receipt.Times.BrowserStartedAt = ptr(e.At.UTC())
-			if a.receipt.State == rc.StateAccepted {
-				a.receipt.State = rc.StateRunning
-			}
-			s.mu.Unlock()
-		case chromium.EventReady:
-			s.mu.Lock()
-			a.receipt.Times.ReadyAt = ptr(e.At.UTC())
-			s.mu.Unlock()
-		case chromium.EventArtifact:
-			art, err := s.store(a, e.Artifact, body)
-			if err != nil {
-				return err
-			}
-			ev.artifacts[art.desc.Name] = art
-		case chromium.EventResult:
-			ev.result, ev.resultAt = e.Result, s.cfg.now()
-			s.mu.Lock()
-			a.receipt.Times.WorkFinishedAt = ptr(e.At.UTC())
-			s.mu.Unlock()
+	for try := 0; ; try++ {
+		if c == nil {
+			c, warm = s.newChildLocked(a), false
 		}
-		return nil
-	})
-	if ev.streamErr != nil {
-		// The stream can no longer be trusted: stop the child and
-		// drain what it still writes so it cannot block.
-		log.Error("execution child broke the event protocol", zap.Error(ev.streamErr))
-		s.mu.Lock()
-		a.requestStopLocked(supervisor.StopSupervise)
+		c.log = log
 		s.mu.Unlock()
-		_, _ = io.Copy(io.Discard, g.Stdout())
+		<-c.started
+		if c.startErr != nil {
+			log.Error("execution child did not start", zap.Error(c.startErr))
+			s.mu.Lock()
+			s.finishLocked(a, &childEvents{}, supervisor.Outcome{}, log)
+			a.receipt.Error = rc.NewError(rc.CodeInternal, rc.StageLaunch, "execution child did not start").WithTrace(a.req.TraceID)
+			s.mu.Unlock()
+			return
+		}
+		err := c.g.Bind(supervisor.Binding{Input: input, HardDeadline: a.hard, OnPhase: onPhase, Log: log})
+		s.mu.Lock()
+		if err == nil {
+			break
+		}
+		// The standby ended between admission and hand-over (it died or
+		// failed its check): it is accounted as such, and the attempt
+		// starts its own child.
+		log.Warn("standby gone at hand-over; starting the attempt's own child", zap.Error(err))
+		c.attempt = nil
+		c = nil
+		if try > 0 {
+			s.finishLocked(a, &childEvents{}, supervisor.Outcome{}, log)
+			a.receipt.Error = rc.NewError(rc.CodeInternal, rc.StageLaunch, "execution child did not start").WithTrace(a.req.TraceID)
+			s.mu.Unlock()
+			return
+		}
 	}
-	<-g.Done()
-	out := g.Outcome()
-	ev.egress = proxy
-	s.metrics.isolation(out.Isolation)
-	s.metrics.limits(out, proxy)
-	s.mu.Lock()
-	s.finishLocked(a, ev, out, log)
+	a.group = c.g
+	a.receipt.Times.ChildStartedAt = ptr(s.cfg.now().UTC())
+	start := "cold"
+	if warm {
+		start = "warm"
+	}
+	s.metrics.attemptStarts.WithLabelValues(start).Inc()
+	if a.stopReason != "" {
+		c.g.Stop(a.stopReason)
+	}
 	s.mu.Unlock()
+	log.Debug("attempt bound to its child", zap.String("start", start))
+}
+
+// attemptEvent records one event of the attempt's child.
+func (s *Server) attemptEvent(a *attempt, ev *childEvents, e chromium.Event, body io.Reader) error {
+	switch e.Type {
+	case chromium.EventBrowserStarted:
+		s.mu.Lock()
+		a.receipt.Times.BrowserStartedAt = ptr(e.At.UTC())
+		if a.receipt.State == rc.StateAccepted {
+			a.receipt.State = rc.StateRunning
+		}
+		s.mu.Unlock()
+	case chromium.EventReady:
+		s.mu.Lock()
+		a.receipt.Times.ReadyAt = ptr(e.At.UTC())
+		s.mu.Unlock()
+	case chromium.EventArtifact:
+		art, err := s.store(a, e.Artifact, body)
+		if err != nil {
+			return err
+		}
+		ev.artifacts[art.desc.Name] = art
+	case chromium.EventResult:
+		ev.result, ev.resultAt = e.Result, s.cfg.now()
+		s.mu.Lock()
+		a.receipt.Times.WorkFinishedAt = ptr(e.At.UTC())
+		s.mu.Unlock()
+	}
+	return nil
 }
 
 // childSpec is the supervisor's spec of one child: the attempt's or the

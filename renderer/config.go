@@ -45,6 +45,15 @@ const (
 	maxTempRootLen = 40
 )
 
+// The standby's age limit.
+const (
+	// DefaultStandbyMaxAge is how long a ready standby may wait for an
+	// attempt before it is recycled (RENDER_STANDBY_MAX_AGE_SECONDS).
+	DefaultStandbyMaxAge = 5 * time.Minute
+	// minStandbyMaxAge keeps recycling from turning into a start loop.
+	minStandbyMaxAge = 10 * time.Second
+)
+
 // Config is the renderer's static configuration. Invalid configuration fails
 // start-up; nothing is fixed up at run time.
 type Config struct {
@@ -99,8 +108,17 @@ type Config struct {
 	// LaunchProbeInterval is how often the launch probe runs while the
 	// slot is idle (RENDER_LAUNCH_PROBE_INTERVAL_SECONDS).
 	LaunchProbeInterval time.Duration
-	// noLaunchProbe skips the launch probe (tests of other behaviour
-	// only; there is no setting for it).
+	// StandbyMaxAge: a standby (the next attempt's environment and
+	// browser, prepared while the slot is idle) older than this is
+	// recycled (RENDER_STANDBY_MAX_AGE_SECONDS).
+	StandbyMaxAge time.Duration
+	// standbyCheck is how often a standby's child checks its idle
+	// browser; zero means chromium.DefaultStandbyCheck (tests shorten it).
+	standbyCheck time.Duration
+	// noLaunchProbe prepares no standby, and with it runs no launch
+	// probe: every attempt starts its environment and browser when it is
+	// admitted (tests of other behaviour only; there is no setting for
+	// it).
 	noLaunchProbe bool
 	// beforeStart, when set (tests), runs before every child start;
 	// beforeRun before an accepted attempt's runner looks at its stop
@@ -274,6 +292,10 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 		bad("RENDER_EGRESS_MAX_CONNECTIONS", "must be between 8 and 4096 (Chromium keeps several connections to the proxy)")
 	}
 	c.LaunchProbeInterval = l.Seconds("RENDER_LAUNCH_PROBE_INTERVAL_SECONDS", DefaultLaunchProbe, 86400)
+	c.StandbyMaxAge = l.Seconds("RENDER_STANDBY_MAX_AGE_SECONDS", DefaultStandbyMaxAge, 86400)
+	if c.StandbyMaxAge < minStandbyMaxAge {
+		bad("RENDER_STANDBY_MAX_AGE_SECONDS", "must be at least %d (a shorter age recycles browsers faster than they start)", int(minStandbyMaxAge/time.Second))
+	}
 	c.CgroupParent = get("RENDER_CGROUP_PARENT")
 	if c.CgroupName = get("RENDER_CGROUP_NAME"); c.CgroupName != "" && !cgroupName.MatchString(c.CgroupName) {
 		bad("RENDER_CGROUP_NAME", "%q is not a plain cgroup name (letters, digits, '.', '_', '-'; at most 100)", c.CgroupName)

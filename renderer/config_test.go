@@ -68,6 +68,12 @@ func TestLoadConfig(t *testing.T) {
 	if c.Limits.DataBytes != 4<<30 || c.Limits.FileBytes != 256<<20 || c.Limits.OpenFiles != 8192 || c.Limits.Processes != 1024 {
 		t.Fatalf("per-process limits = %+v", c.Limits)
 	}
+	if c.StandbyMaxAge != 5*time.Minute {
+		t.Fatalf("standby max age default = %v", c.StandbyMaxAge)
+	}
+	if c, err := load(map[string]string{"RENDER_STANDBY_MAX_AGE_SECONDS": "60"}); err != nil || c.StandbyMaxAge != time.Minute {
+		t.Fatalf("standby max age = %v, %v", c.StandbyMaxAge, err)
+	}
 	if c, err := load(map[string]string{"RENDER_EGRESS_MAX_MB": "8", "RENDER_EGRESS_MAX_CONNECTIONS": "16"}); err != nil || c.Egress.MaxBytes != 8<<20 || c.Egress.MaxConnections != 16 {
 		t.Fatalf("egress settings = %+v, %v", c.Egress, err)
 	}
@@ -108,6 +114,7 @@ func TestLoadConfig(t *testing.T) {
 		{"bad cpus", map[string]string{"RENDER_CHILD_CPUS": "lots"}, nil, "RENDER_CHILD_CPUS"},
 		{"egress bytes", map[string]string{"RENDER_EGRESS_MAX_MB": "0"}, nil, "RENDER_EGRESS_MAX_MB"},
 		{"egress connections", map[string]string{"RENDER_EGRESS_MAX_CONNECTIONS": "2"}, nil, "RENDER_EGRESS_MAX_CONNECTIONS"},
+		{"standby max age", map[string]string{"RENDER_STANDBY_MAX_AGE_SECONDS": "5"}, nil, "RENDER_STANDBY_MAX_AGE_SECONDS"},
 		{"legacy variable", nil, []string{"SCREENSHOT_BROWSER_PATH=/x"}, "SCREENSHOT_BROWSER_PATH → RENDER_BROWSER_PATH"},
 	}
 	for _, tc := range cases {

@@ -71,8 +71,13 @@ func TestFailingLaunchProbeMakesTheRendererUnready(t *testing.T) {
 
 // TestDeadlineFailureCarriesPendingFacts: the child's own deadline ends
 // before the hard deadline, so the receipt holds its resource facts.
+//
+// It runs on a standby (the attempt's deadline replaces the standby's own at
+// the hand-over), so a slow browser start on a loaded machine does not eat
+// the short budget.
 func TestDeadlineFailureCarriesPendingFacts(t *testing.T) {
-	e := setup(t, nil)
+	e := setup(t, func(c *Config) { c.noLaunchProbe = false })
+	e.waitStandby()
 	req := e.request(fixture.Pending, rc.OpPageCapture, small, 8*time.Second)
 	e.mustAccept(req)
 	rec := e.waitFor(req.AttemptID, terminal)
@@ -91,8 +96,16 @@ func TestDeadlineFailureCarriesPendingFacts(t *testing.T) {
 // meets the attempt's memory limit (the whole browser shares it); the kernel
 // kills its renderer process, the child sees the crash and reports
 // RENDER_BROWSER_LOST at once, the slot is released, the next attempt runs.
+//
+// The bomb runs on a standby (whose browser counts in the same memory limit);
+// the next attempt is posted at once, so it takes the standby prepared after
+// the crash while it still starts.
 func TestPageMemoryBombEndsAsAFailedAttempt(t *testing.T) {
-	e := setup(t, func(c *Config) { c.ChildCgroup.MemoryBytes = 768 << 20 })
+	e := setup(t, func(c *Config) {
+		c.ChildCgroup.MemoryBytes = 768 << 20
+		c.noLaunchProbe = false
+	})
+	e.waitStandby()
 	req := e.request(fixture.MemoryBomb, rc.OpPageCapture, small, 20*time.Second)
 	e.mustAccept(req)
 	rec := e.waitFor(req.AttemptID, terminal)
@@ -142,7 +155,8 @@ func TestBombsEndAsFailedAttempts(t *testing.T) {
 func TestUnprivileged(t *testing.T) {
 	rendertest.RequireBrowser(t)
 	unpriv.RunTests(t, unpriv.Options{}, "TestCaptureEndToEnd", "TestLaunchProbeGatesReadiness", "TestDeadlineKillsEverything",
-		"TestCancelDuringRun", "TestPageMemoryBombEndsAsAFailedAttempt", "TestBombsEndAsFailedAttempts")
+		"TestCancelDuringRun", "TestPageMemoryBombEndsAsAFailedAttempt", "TestBombsEndAsFailedAttempts",
+		"TestStandbyServesOneAttemptAndIsGone", "TestStandbyThatDiesIsReplaced")
 }
 
 // TestEgressLimitEndsTheAttempt: a page that needs more than the attempt's

@@ -24,7 +24,24 @@ type metrics struct {
 	probes    *prometheus.CounterVec
 	ready     prometheus.Gauge
 	limitHits *prometheus.CounterVec
+	// The standby: ready (1 while a checked standby waits for an
+	// attempt), its age (read at scrape time through standbyAge),
+	// replacements by reason, and attempts by how they found their
+	// browser (warm: a ready standby; cold: it started after admission).
+	standbyReady        prometheus.Gauge
+	standbyAge          func() float64
+	standbyReplacements *prometheus.CounterVec
+	attemptStarts       *prometheus.CounterVec
 }
+
+// Standby replacement reasons (the label values of
+// renderer_standby_replacements_total).
+const (
+	replacedStartFailed = "start_failed" // did not start or failed its first check
+	replacedDied        = "died"         // browser or child exited while waiting
+	replacedCheckFailed = "check_failed" // browser stopped answering its check
+	replacedMaxAge      = "max_age"      // recycled at RENDER_STANDBY_MAX_AGE_SECONDS
+)
 
 func newMetrics() *metrics {
 	m := &metrics{
@@ -55,6 +72,28 @@ func newMetrics() *metrics {
 			Help: "Attempts (and launch probes) that met a limit: memory (the kernel OOM-killed in the attempt's cgroup), egress_bytes, egress_connections.",
 		}, []string{"limit"}),
 	}
+	m.standbyReady = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "renderer_standby_ready",
+		Help: "1 while a prepared standby (the next attempt's isolated environment and browser) has passed its check and waits for an attempt.",
+	})
+	m.standbyReplacements = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "renderer_standby_replacements_total",
+		Help: "Standbys discarded and replaced before any attempt took them, by reason (start_failed, died, check_failed, max_age).",
+	}, []string{"reason"})
+	m.attemptStarts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "renderer_attempt_starts_total",
+		Help: "Attempts by how they found their browser: warm (a ready standby), cold (started or still starting after admission).",
+	}, []string{"start"})
+	standbyAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "renderer_standby_age_seconds",
+		Help: "Age of the standby waiting for an attempt (0 when there is none).",
+	}, func() float64 {
+		if m.standbyAge == nil {
+			return 0
+		}
+		return m.standbyAge()
+	})
+	m.reg.MustRegister(m.standbyReady, m.standbyReplacements, m.attemptStarts, standbyAge)
 	m.reg.MustRegister(m.attempts, m.errors, m.stages, m.probes, m.ready, m.limitHits,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

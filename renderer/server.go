@@ -55,10 +55,19 @@ type Server struct {
 	// them, within the attempt's limits. Both are built once.
 	origins []string
 	egress  *egress.Policy
-	// probing is true while the launch probe holds the slot; probeState
-	// is "pending", "ok" or the reason of the last failure.
-	probing    bool
+	// probeState is "pending", "ok" or the reason of the last failure of
+	// the launch probe, which every standby is: "ok" once a standby's
+	// browser started inside the attempt's boundary and answered.
 	probeState string
+	// standby is the slot child prepared for the next attempt (nil while
+	// none waits); live counts the slot's process groups not yet proven
+	// gone (liveZero is closed while it is 0). See standby.go.
+	standby         *slotChild
+	live            int
+	liveZero        chan struct{}
+	standbyWake     chan struct{}
+	standbyRetryAt  time.Time
+	standbyFailures int
 
 	janitorStop chan struct{}
 	janitorDone chan struct{}
@@ -86,6 +95,7 @@ func New(cfg Config, profile rc.RenderProfile, log *zap.Logger) (s *Server, err 
 	cfg.ResultTTL = cmp.Or(cfg.ResultTTL, DefaultResultTTL)
 	cfg.MarkRetention = cmp.Or(cfg.MarkRetention, DefaultMarkRetention)
 	cfg.LaunchProbeInterval = cmp.Or(cfg.LaunchProbeInterval, DefaultLaunchProbe)
+	cfg.StandbyMaxAge = cmp.Or(cfg.StandbyMaxAge, DefaultStandbyMaxAge)
 	cfg.MaxReceipts = cmp.Or(cfg.MaxReceipts, DefaultMaxReceipts)
 	cfg.MaxCancelMarks = cmp.Or(cfg.MaxCancelMarks, DefaultMaxCancelMarks)
 	envDigest, err := profile.Digest()
@@ -172,6 +182,8 @@ func New(cfg Config, profile rc.RenderProfile, log *zap.Logger) (s *Server, err 
 		origins:     origins,
 		egress:      policy,
 		probeState:  "pending",
+		liveZero:    make(chan struct{}),
+		standbyWake: make(chan struct{}, 1),
 		janitorStop: make(chan struct{}),
 		janitorDone: make(chan struct{}),
 	}
@@ -185,11 +197,13 @@ func New(cfg Config, profile rc.RenderProfile, log *zap.Logger) (s *Server, err 
 	s.log.Info("attempt isolation ready", zap.String("isolation_mode", string(supervisor.CurrentMode())),
 		zap.Strings("cgroups", cgroups.Dirs()), zap.String("child_uid_range", fmt.Sprintf("%d-%d", cfg.ChildUIDs.First, cfg.ChildUIDs.Last)))
 	close(s.idle)
+	close(s.liveZero)
+	s.metrics.standbyAge = s.standbyAge
 	go s.janitor()
 	if cfg.noLaunchProbe {
 		s.probeState = "ok"
 	} else {
-		go s.prober()
+		go s.standbyKeeper()
 	}
 	return s, nil
 }
@@ -273,7 +287,8 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) slotLocked() rc.Slot {
 	slot := rc.Slot{State: rc.SlotIdle, SlotGeneration: s.generation}
-	if s.probing {
+	if s.standby == nil && s.live > 0 {
+		// A discarded standby is still being released.
 		slot.State = rc.SlotBusy
 	}
 	if s.active != nil {
@@ -304,6 +319,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	probe := s.probeState
+	standby := s.standbyInfoLocked()
 	s.mu.Unlock()
 	if probe != "ok" {
 		problems = append(problems, "launch probe "+probe)
@@ -312,7 +328,8 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if len(problems) > 0 {
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, map[string]any{"ready": len(problems) == 0, "problems": problems, "slot": slot, "epoch": s.epoch, "environment_digest": s.envDigest})
+	writeJSON(w, status, map[string]any{"ready": len(problems) == 0, "problems": problems, "slot": slot, "standby": standby,
+		"epoch": s.epoch, "environment_digest": s.envDigest})
 }
 
 func freeBytes(dir string) (uint64, error) {
@@ -445,7 +462,7 @@ func (s *Server) admit(req *rc.ExecutionRequest, traceparent string) (rc.Receipt
 	if free, err := freeBytes(s.cfg.TempRoot); err != nil || free < s.cfg.MinFreeDiskBytes {
 		return record(reject(rc.CodeServiceUnavailable, "temp disk too full; not taken over"), rc.OutcomeRejected)
 	}
-	if s.active != nil || s.probing {
+	if s.active != nil || (s.standby == nil && s.live > 0) {
 		return record(reject(rc.CodeWorkerBusy, "the slot is taken; not taken over"), rc.OutcomeRejected)
 	}
 	if s.probeState != "ok" {
@@ -461,6 +478,9 @@ func (s *Server) admit(req *rc.ExecutionRequest, traceparent string) (rc.Receipt
 	s.attempts[req.AttemptID] = a
 	s.active = a
 	s.idle = make(chan struct{})
+	// The standby is bound to this attempt now; it learns the job only
+	// when the runner hands it over.
+	a.child, a.warm = s.takeStandbyLocked(a)
 	log.Info("attempt accepted", zap.Int64("slot_generation", claims.SlotGeneration), zap.String("operation", string(req.Operation)),
 		zap.Duration("hard_deadline_in", time.Until(hard)))
 	go s.run(a, req.PreviewAccess.Token)
@@ -667,6 +687,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.log.Info("shutdown: stopping the running attempt", zap.String("attempt_id", a.receipt.AttemptID))
 		a.requestStopLocked(supervisor.StopShutdown)
 	}
+	if s.standby != nil {
+		s.discardLocked(s.standby, "")
+	}
 	s.mu.Unlock()
 	var err error
 	select {
@@ -677,12 +700,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() { close(s.janitorStop) })
 	<-s.janitorDone
 	s.mu.Lock()
-	idle = s.idle
+	if s.standby != nil {
+		// Prepared while the attempt ended.
+		s.discardLocked(s.standby, "")
+	}
+	live := s.liveZero
 	s.mu.Unlock()
 	if err == nil {
-		// A launch probe may have started meanwhile; it ends on its own.
+		// Every slot child (a discarded standby) proven gone.
 		select {
-		case <-idle:
+		case <-live:
 		case <-ctx.Done():
 			err = ctx.Err()
 		}

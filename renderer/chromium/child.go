@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,22 +41,29 @@ const (
 	ExitBadJob  = 2
 	ExitStopped = 3
 	ExitIO      = 4
+	// ExitStandbyFailed: a standby's browser did not start, exited or
+	// failed a check before any attempt took it.
+	ExitStandbyFailed = 5
 )
 
 // RunChild is the child program: read a job from stdin, run it, write events
 // to stdout. SIGTERM closes the browser and ends the child without a
 // result; the supervisor decides the outcome of a stopped attempt.
+//
+// A first message with Standby set prepares the attempt's browser before
+// the attempt is known (see standby): the job follows on stdin once an
+// attempt takes this child. A plain job runs at once, starting its browser.
 func RunChild(stdin io.Reader, stdout, stderr io.Writer) int {
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "child: "+format+"\n", args...) }
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT)
 
+	dec := json.NewDecoder(io.LimitReader(stdin, maxJobBytes))
 	var job Job
-	if err := json.NewDecoder(io.LimitReader(stdin, maxJobBytes)).Decode(&job); err != nil {
+	if err := dec.Decode(&job); err != nil {
 		logf("bad job: %v", err)
 		return ExitBadJob
 	}
-	started := time.Now()
 	makeChildDirs()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -70,7 +78,16 @@ func RunChild(stdin io.Reader, stdout, stderr io.Writer) int {
 		stop()
 	}()
 	w := NewEventWriter(stdout)
-	res := execute(ctx, job, started, w, logf)
+	var pre *browser
+	started := time.Now()
+	if job.Standby {
+		var code int
+		pre, job, started, code = standby(ctx, dec, job, w, logf)
+		if code >= 0 {
+			return code
+		}
+	}
+	res := execute(ctx, job, started, w, logf, pre)
 	select {
 	case <-isStopped:
 		return ExitStopped
@@ -113,14 +130,26 @@ type attempt struct {
 // not repeated.
 const relaunchWithin = 5 * time.Second
 
+// browser is a started browser with its DevTools connection.
+type browser struct {
+	ctx  context.Context
+	stop func()
+	// lost is closed when the connection to the browser is gone (it
+	// exited or was killed).
+	lost <-chan struct{}
+}
+
+// profileSeq numbers the browser profiles of this child: every launch gets a fresh one.
+var profileSeq atomic.Int64
+
 // startBrowser starts the browser and connects to it, once more in a fresh profile when the
-// first start failed fast. stop ends the browser.
-func (a *attempt) startBrowser(ctx context.Context, job Job, logf func(string, ...any)) (bctx context.Context, stop func(), err error) {
+// first start failed fast (and until leaves time for it).
+func startBrowser(ctx context.Context, job Job, until time.Time, logf func(string, ...any)) (*browser, error) {
 	wd, _ := os.Getwd()
 	for try := 1; ; try++ {
 		opts := []chromedp.ExecAllocatorOption{
 			chromedp.ExecPath(job.Browser.Path),
-			chromedp.UserDataDir(filepath.Join(wd, fmt.Sprintf("profile-%d", try))),
+			chromedp.UserDataDir(filepath.Join(wd, fmt.Sprintf("profile-%d", profileSeq.Add(1)))),
 			chromedp.WSURLReadTimeout(30 * time.Second),
 			chromedp.ModifyCmdFunc(func(cmd *exec.Cmd) {
 				// Same process group as the child (the supervisor kills
@@ -128,7 +157,7 @@ func (a *attempt) startBrowser(ctx context.Context, job Job, logf func(string, .
 				cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 			}),
 		}
-		opts = append(opts, Options(LaunchFlags(NetworkFlags{ProxyAddr: job.EgressProxy, AllowedOrigins: job.Document.AllowedOrigins, NoBrowserGate: job.NoBrowserGate}))...)
+		opts = append(opts, Options(LaunchFlags(job.networkFlags()))...)
 		if job.BrowserLog {
 			opts = append(opts, chromedp.CombinedOutput(logWriter{logf}))
 		}
@@ -137,18 +166,174 @@ func (a *attempt) startBrowser(ctx context.Context, job Job, logf func(string, .
 		bctx, cancelBrowser := chromedp.NewContext(allocCtx, chromedp.WithErrorf(func(f string, args ...any) { logf("chromedp: "+f, args...) }))
 		err := chromedp.Run(bctx)
 		if err == nil {
-			return bctx, func() { cancelBrowser(); cancelAlloc() }, nil
+			b := &browser{ctx: bctx, stop: func() { cancelBrowser(); cancelAlloc() }}
+			if c := chromedp.FromContext(bctx); c != nil && c.Browser != nil {
+				b.lost = c.Browser.LostConnection
+			}
+			return b, nil
 		}
 		cancelBrowser()
 		cancelAlloc()
 		logf("browser start %d: %v", try, err)
-		if try == 2 || ctx.Err() != nil || time.Since(began) > relaunchWithin || time.Until(a.until) < 2*relaunchWithin {
-			return nil, nil, err
+		if try == 2 || ctx.Err() != nil || time.Since(began) > relaunchWithin || time.Until(until) < 2*relaunchWithin {
+			return nil, err
 		}
 	}
 }
 
-func execute(ctx context.Context, job Job, started time.Time, w *EventWriter, logf func(string, ...any)) *ChildResult {
+// networkFlags are the launch parameters of the job's browser that come from the job.
+func (j Job) networkFlags() NetworkFlags {
+	return NetworkFlags{ProxyAddr: j.EgressProxy, AllowedOrigins: j.Document.AllowedOrigins, NoBrowserGate: j.NoBrowserGate}
+}
+
+// sameLaunch tells whether a browser prepared for standby job s was launched exactly as job j
+// would launch its own.
+func sameLaunch(s, j Job) bool {
+	return s.Browser.Path == j.Browser.Path && s.BrowserLog == j.BrowserLog &&
+		slices.Equal(LaunchFlags(s.networkFlags()), LaunchFlags(j.networkFlags()))
+}
+
+// DefaultStandbyCheck is how often a standby child checks its idle browser when the standby
+// message does not say.
+const DefaultStandbyCheck = 5 * time.Second
+
+// standbyCheckTimeout bounds one check of the idle browser.
+const standbyCheckTimeout = 10 * time.Second
+
+// checkBrowser asks the browser's first page to evaluate a constant: the browser process, its
+// DevTools connection and the page's sandboxed renderer process all answer. The page is the
+// browser's initial about:blank; nothing is opened.
+func checkBrowser(b *browser) error {
+	ctx, cancel := context.WithTimeout(b.ctx, standbyCheckTimeout)
+	defer cancel()
+	var n int
+	if err := chromedp.Run(ctx, chromedp.Evaluate("1", &n)); err != nil {
+		return err
+	}
+	if n != 1 {
+		return fmt.Errorf("browser evaluated 1 as %d", n)
+	}
+	return nil
+}
+
+// standby prepares the attempt's browser before the attempt is known: it starts the browser
+// with exactly the attempt's launch parameters (from sb, which carries no request data), checks
+// it, reports EventStandbyReady and waits for the job, checking the browser every
+// sb.StandbyCheck. A browser that dies or fails a check is reported (EventStandbyFailed) and the
+// child ends: the control process replaces the standby. When the job arrives the browser is
+// handed to it (exit code -1) with the time the job arrived, from which its budget counts (a
+// job that arrives while the browser still starts counts that start against its budget, as a
+// cold start does); a browser that died meanwhile or was launched differently is closed and
+// the job starts its own. Standard input closing without a job, or SIGTERM, ends the child
+// with the given code.
+func standby(ctx context.Context, dec *json.Decoder, sb Job, w *EventWriter, logf func(string, ...any)) (*browser, Job, time.Time, int) {
+	type arrival struct {
+		job Job
+		at  time.Time
+	}
+	jobs := make(chan arrival, 1)
+	jobErr := make(chan error, 1)
+	go func() {
+		var j Job
+		if err := dec.Decode(&j); err != nil {
+			jobErr <- err
+			return
+		}
+		jobs <- arrival{j, time.Now()}
+	}()
+	var none time.Time
+	fail := func(format string, args ...any) (*browser, Job, time.Time, int) {
+		msg := fmt.Sprintf(format, args...)
+		logf("standby failed: %s", msg)
+		_ = w.Send(Event{Type: EventStandbyFailed, Message: msg})
+		return nil, Job{}, none, ExitStandbyFailed
+	}
+	if os.Geteuid() == 0 {
+		// As in execute: chromedp would add --no-sandbox for root.
+		return fail("execution child runs as root; refusing to start a browser without its sandbox")
+	}
+	began := time.Now()
+	b, err := startBrowser(ctx, sb, time.Now().Add(time.Hour), logf)
+	logf("standby browser started after %s", time.Since(began).Round(time.Millisecond))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, Job{}, none, ExitStopped
+		}
+		return fail("browser did not start")
+	}
+	// handOver gives the browser to the job, unless the job would launch
+	// another or the browser is gone.
+	handOver := func(j arrival) (*browser, Job, time.Time, int) {
+		if j.job.Standby || !sameLaunch(sb, j.job) {
+			logf("job does not match the standby's launch parameters; starting its own browser")
+			b.stop()
+			return nil, j.job, j.at, -1
+		}
+		select {
+		case <-b.lost:
+			logf("standby browser gone at hand-over; starting a fresh one")
+			b.stop()
+			return nil, j.job, j.at, -1
+		default:
+		}
+		return b, j.job, j.at, -1
+	}
+	// A job that arrived while the browser started (a cold start) takes
+	// it at once: its own set-up uses the page right away.
+	select {
+	case j := <-jobs:
+		return handOver(j)
+	default:
+	}
+	if err := checkBrowser(b); err != nil {
+		b.stop()
+		if ctx.Err() != nil {
+			return nil, Job{}, none, ExitStopped
+		}
+		logf("standby check: %v", err)
+		return fail("browser started but its page did not answer")
+	}
+	logf("standby browser checked after %s", time.Since(began).Round(time.Millisecond))
+	_ = w.Send(Event{Type: EventStandbyReady})
+	every := sb.StandbyCheck
+	if every <= 0 {
+		every = DefaultStandbyCheck
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case j := <-jobs:
+			return handOver(j)
+		case err := <-jobErr:
+			b.stop()
+			if err == io.EOF {
+				// Discarded before any attempt took it.
+				return nil, Job{}, none, ExitOK
+			}
+			logf("bad job: %v", err)
+			return nil, Job{}, none, ExitBadJob
+		case <-ctx.Done():
+			b.stop()
+			return nil, Job{}, none, ExitStopped
+		case <-b.lost:
+			b.stop()
+			return fail("browser exited")
+		case <-tick.C:
+			if err := checkBrowser(b); err != nil {
+				b.stop()
+				if ctx.Err() != nil {
+					return nil, Job{}, none, ExitStopped
+				}
+				logf("standby check: %v", err)
+				return fail("browser stopped answering")
+			}
+		}
+	}
+}
+
+// execute runs the job; pre, when set, is the browser a standby prepared for it.
+func execute(ctx context.Context, job Job, started time.Time, w *EventWriter, logf func(string, ...any), pre *browser) *ChildResult {
 	res := &ChildResult{}
 	if os.Geteuid() == 0 {
 		// chromedp would add --no-sandbox for root; the sandbox stays
@@ -180,14 +365,22 @@ func execute(ctx context.Context, job Job, started time.Time, w *EventWriter, lo
 		res.IgnoredReadinessCalls = a.ch.ignoredCalls()
 	}()
 
-	bctx, stopBrowser, err := a.startBrowser(ctx, job, logf)
-	if err != nil {
-		res.Error = rc.NewError(rc.CodeBrowserLost, rc.StageLaunch, "browser did not start")
-		return res
+	b := pre
+	if b == nil {
+		var err error
+		if b, err = startBrowser(ctx, job, a.until, logf); err != nil {
+			res.Error = rc.NewError(rc.CodeBrowserLost, rc.StageLaunch, "browser did not start")
+			return res
+		}
+		logf("browser started after %s", time.Since(started).Round(time.Millisecond))
+	} else {
+		logf("took the standby's browser")
 	}
-	defer stopBrowser()
+	// The browser closes before the result is sent, whether it was the
+	// standby's or started here.
+	defer b.stop()
+	bctx := b.ctx
 	_ = w.Send(Event{Type: EventBrowserStarted})
-	logf("browser started after %s", time.Since(started).Round(time.Millisecond))
 	if job.Probe {
 		// The launch probe: the browser started with the sandbox inside
 		// the attempt's namespaces and limits, and renders a blank page.

@@ -41,6 +41,15 @@ type Job struct {
 	// Probe asks for the launch probe only: start the browser with the
 	// attempt's flags and sandbox, open a blank page, close it.
 	Probe bool `json:"probe,omitempty"`
+	// Standby marks the first message of a child prepared before its
+	// attempt is known: only the launch parameters (Browser, BrowserLog,
+	// EgressProxy, Document.AllowedOrigins, NoBrowserGate) and
+	// StandbyCheck are set, no request data. The attempt's job follows on
+	// standard input when an attempt takes the child.
+	Standby bool `json:"standby,omitempty"`
+	// StandbyCheck is how often a standby checks its idle browser; zero
+	// means DefaultStandbyCheck.
+	StandbyCheck time.Duration `json:"standby_check,omitempty"`
 	// NoBrowserGate switches the in-browser network layers (request
 	// interception, resolver rules) off. Only tests set it, to show that
 	// the kernel boundary holds alone.
@@ -82,6 +91,13 @@ const (
 	EventReady          = "ready"
 	EventArtifact       = "artifact"
 	EventResult         = "result"
+	// EventStandbyReady: a standby's browser started with the attempt's
+	// launch parameters and passed its first check; it waits for a job.
+	EventStandbyReady = "standby_ready"
+	// EventStandbyFailed: a standby's browser did not start, exited or
+	// failed a check before any job arrived (Message says which); the
+	// child ends.
+	EventStandbyFailed = "standby_failed"
 )
 
 // Event is one line of the child's output.
@@ -90,6 +106,9 @@ type Event struct {
 	At       time.Time      `json:"at"`
 	Artifact *ArtifactFrame `json:"artifact,omitempty"`
 	Result   *ChildResult   `json:"result,omitempty"`
+	// Message is a short, fixed reason (EventStandbyFailed); never
+	// request data.
+	Message string `json:"message,omitempty"`
 }
 
 // ArtifactFrame announces Bytes raw bytes of artifact Name after the line.

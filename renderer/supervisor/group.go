@@ -37,6 +37,10 @@ const (
 	StopCancel    StopReason = "cancel"
 	StopShutdown  StopReason = "shutdown"
 	StopSupervise StopReason = "supervisor"
+	// StopDiscard: a group prepared ahead of its attempt (a standby) is
+	// discarded unused (recycled, replaced, or its attempt ended before
+	// taking it).
+	StopDiscard StopReason = "discard"
 )
 
 // Phase is where a group is in its life.
@@ -87,6 +91,11 @@ type Spec struct {
 	// Input is written to the child's standard input once it runs, then
 	// standard input is closed. Secrets travel here.
 	Input []byte
+	// HoldInput keeps standard input open after Input: the group is
+	// prepared ahead of its attempt (a standby), and Bind hands over the
+	// rest of the input, the attempt's deadline and its observers once an
+	// attempt takes it. Until then HardDeadline bounds the prepared group.
+	HoldInput bool
 	// HardDeadline is when the supervisor stops the group on its own. It
 	// should carry a monotonic reading (time.Now().Add(d)), so wall-clock
 	// jumps do not move it.
@@ -167,10 +176,16 @@ type Group struct {
 	stopCh   chan StopReason
 	stopOnce sync.Once
 	done     chan struct{}
+	// bindInput and deadlineCh carry Bind's input and hard deadline to
+	// the input writer and the supervising goroutine.
+	bindInput  chan []byte
+	deadlineCh chan time.Time
 
 	mu      sync.Mutex
 	outcome Outcome
 	phase   Phase
+	bound   bool
+	onPhase func(Phase, time.Time)
 }
 
 // Start leases a user, creates the attempt's cgroup, starts the exec shim in
@@ -363,21 +378,24 @@ func Start(spec Spec) (*Group, error) {
 		stderrR.Close()
 	}()
 	g := &Group{
-		spec:    spec,
-		log:     log,
-		dir:     dir,
-		cmd:     cmd,
-		pid:     pid,
-		cg:      cg,
-		lease:   lease,
-		egress:  egress,
-		ctl:     ctl,
-		stdout:  stdoutR,
-		stderr:  stderr,
-		stopCh:  make(chan StopReason, 1),
-		done:    make(chan struct{}),
-		phase:   PhaseRunning,
-		outcome: Outcome{Isolation: iso},
+		spec:       spec,
+		log:        log,
+		dir:        dir,
+		cmd:        cmd,
+		pid:        pid,
+		cg:         cg,
+		lease:      lease,
+		egress:     egress,
+		ctl:        ctl,
+		stdout:     stdoutR,
+		stderr:     stderr,
+		stopCh:     make(chan StopReason, 1),
+		done:       make(chan struct{}),
+		bindInput:  make(chan []byte, 1),
+		deadlineCh: make(chan time.Time, 1),
+		phase:      PhaseRunning,
+		onPhase:    spec.OnPhase,
+		outcome:    Outcome{Isolation: iso},
 	}
 	leaderDone := make(chan struct{})
 	go func() {
@@ -386,15 +404,73 @@ func Start(spec Spec) (*Group, error) {
 		close(leaderDone)
 	}()
 	go func() {
+		defer stdinW.Close()
 		if len(spec.Input) > 0 {
 			if _, err := stdinW.Write(spec.Input); err != nil {
-				g.log.Warn("child input not fully written", zap.Error(err))
+				g.logger().Warn("child input not fully written", zap.Error(err))
+				return
 			}
 		}
-		stdinW.Close()
+		if !spec.HoldInput {
+			return
+		}
+		select {
+		case in := <-g.bindInput:
+			if _, err := stdinW.Write(in); err != nil {
+				g.logger().Warn("bound input not fully written", zap.Error(err))
+			}
+		case <-g.done:
+		}
 	}()
 	go g.supervise(leaderDone)
 	return g, nil
+}
+
+// Binding is what a group prepared ahead of its attempt (Spec.HoldInput)
+// learns when an attempt takes it.
+type Binding struct {
+	// Input is written to the child's standard input after Spec.Input;
+	// then standard input is closed.
+	Input []byte
+	// HardDeadline replaces the prepared group's deadline (monotonic, as
+	// Spec.HardDeadline).
+	HardDeadline time.Time
+	// OnPhase and Log replace the spec's from now on.
+	OnPhase func(Phase, time.Time)
+	Log     *zap.Logger
+}
+
+// ErrNotBindable is returned by Bind for a group that was not started with
+// HoldInput, is bound already, or is stopping or gone.
+var ErrNotBindable = errors.New("supervisor: group cannot be bound (not held, bound already, or ending)")
+
+// Bind hands a prepared group to its attempt: the rest of the input, the
+// attempt's hard deadline, its phase observer and log. A group is bound at
+// most once; a group that is stopping or gone is not bound.
+func (g *Group) Bind(b Binding) error {
+	if b.HardDeadline.IsZero() {
+		return errors.New("supervisor: a hard deadline is required")
+	}
+	g.mu.Lock()
+	if !g.spec.HoldInput || g.bound || g.phase != PhaseRunning || !g.outcome.LeaderExitedAt.IsZero() {
+		g.mu.Unlock()
+		return ErrNotBindable
+	}
+	g.bound = true
+	g.onPhase = b.OnPhase
+	if b.Log != nil {
+		g.log = b.Log
+	}
+	g.mu.Unlock()
+	g.deadlineCh <- b.HardDeadline
+	g.bindInput <- b.Input
+	return nil
+}
+
+func (g *Group) logger() *zap.Logger {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.log
 }
 
 // Dir is the attempt directory, owned by the child user. It is removed
@@ -450,9 +526,10 @@ func (g *Group) setPhase(p Phase) {
 	now := time.Now()
 	g.mu.Lock()
 	g.phase = p
+	onPhase := g.onPhase
 	g.mu.Unlock()
-	if g.spec.OnPhase != nil {
-		g.spec.OnPhase(p, now)
+	if onPhase != nil {
+		onPhase(p, now)
 	}
 }
 
@@ -473,11 +550,26 @@ func (g *Group) supervise(leaderDone <-chan struct{}) {
 	timer := time.NewTimer(time.Until(g.spec.HardDeadline))
 	defer timer.Stop()
 	var reason StopReason
-	select {
-	case <-leaderDone:
-	case <-timer.C:
-		reason = StopDeadline
-	case reason = <-g.stopCh:
+wait:
+	for {
+		select {
+		case <-leaderDone:
+			break wait
+		case <-timer.C:
+			reason = StopDeadline
+			break wait
+		case reason = <-g.stopCh:
+			break wait
+		case d := <-g.deadlineCh:
+			// Bound to an attempt: its deadline from now on.
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+			timer.Reset(time.Until(d))
+		}
 	}
 	if reason != "" {
 		g.mu.Lock()
@@ -496,7 +588,7 @@ func (g *Group) supervise(leaderDone <-chan struct{}) {
 			g.mu.Lock()
 			g.outcome.GraceExpired = true
 			g.mu.Unlock()
-			g.log.Warn("child did not close within the grace; killing the whole attempt", zap.Duration("grace", g.spec.Grace))
+			g.logger().Warn("child did not close within the grace; killing the whole attempt", zap.Duration("grace", g.spec.Grace))
 		}
 	}
 	procs, _ := g.cg.Procs()
@@ -531,7 +623,7 @@ func (g *Group) supervise(leaderDone <-chan struct{}) {
 		}
 		if !reported && time.Now().After(proofBy) {
 			reported = true
-			g.log.Error("attempt not proven gone; slot stays occupied", zap.Error(err))
+			g.logger().Error("attempt not proven gone; slot stays occupied", zap.Error(err))
 			g.setPhase(PhaseUnreleased)
 		}
 		// Keep trying, a second at a time, for as long as it takes.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -70,13 +71,20 @@ type Lease struct {
 	fd  int
 }
 
-// Acquire leases a free ID, starting the search at a random offset so that
-// consecutive attempts rarely reuse one.
+// lastLeased is the ID this process leased last, per lock directory.
+var lastLeased sync.Map
+
+// Acquire leases a free ID, starting the search at a random offset, and never
+// at the ID this process leased last: consecutive attempts (an attempt and the
+// standby prepared after it) get different users whenever another is free.
 func (p *UIDPool) Acquire() (*Lease, error) {
 	n := uint64(p.Last-p.First) + 1
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	start := binary.LittleEndian.Uint64(b[:]) % n
+	if last, ok := lastLeased.Load(p.LockDir); ok && n > 1 && p.First+uint32(start) == last.(uint32) {
+		start = (start + 1) % n
+	}
 	for i := uint64(0); i < n; i++ {
 		uid := p.First + uint32((start+i)%n)
 		path := filepath.Join(p.LockDir, strconv.FormatUint(uint64(uid), 10))
@@ -88,6 +96,7 @@ func (p *UIDPool) Acquire() (*Lease, error) {
 			unix.Close(fd)
 			continue
 		}
+		lastLeased.Store(p.LockDir, uid)
 		return &Lease{UID: uid, fd: fd}, nil
 	}
 	return nil, ErrNoFreeUID

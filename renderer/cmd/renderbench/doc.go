@@ -2,8 +2,13 @@
 // fixture preview host and a real renderer process, then alternates
 // page.capture attempts of a 1280×720 slide (POST → terminal receipt →
 // artifact download) with plain `chromium --headless --screenshot` runs of
-// the same page, and reports both medians, their ratio and the peak RSS
-// (VmHWM) of the renderer control process.
+// the same page, and reports both medians, their ratio, the renderer's
+// admission → result time from its receipts (and its ratio), the attempts
+// served warm (a ready standby) and cold, the load average before and after,
+// and the peak RSS (VmHWM) of the renderer control process. By default each
+// renderer sample first waits until /readyz reports a ready standby, as a
+// slot that was idle between attempts has one; -wait-standby=false posts at
+// once.
 //
 //	go build -o /tmp/renderer ./renderer/cmd/renderer
 //	go run ./renderer/cmd/renderbench -renderer /tmp/renderer -n 30

@@ -46,19 +46,20 @@ func main() {
 	bin := flag.String("renderer", "", "path to a built renderer binary (required)")
 	n := flag.Int("n", 20, "samples per side")
 	dsf := flag.Float64("dsf", 1, "device scale factor of both sides")
+	waitStandby := flag.Bool("wait-standby", true, "before each renderer sample, wait until /readyz reports a ready standby (the idle slot's prepared browser), as a slot idle between attempts has; false posts at once and measures what the slot has then")
 	unprivileged := flag.Bool("unprivileged", false, "run the renderer as an unprivileged user (user-namespace mode): prepares the user "+unpriv.User+", its subordinate IDs and a delegated cgroup; needs root")
 	flag.Parse()
 	if *bin == "" || *n < 1 {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(*bin, *n, *dsf, *unprivileged); err != nil {
+	if err := run(*bin, *n, *dsf, *unprivileged, *waitStandby); err != nil {
 		fmt.Fprintln(os.Stderr, "renderbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin string, n int, dsf float64, unprivileged bool) error {
+func run(bin string, n int, dsf float64, unprivileged, waitStandby bool) error {
 	fx := fixture.Start(token)
 	defer fx.Close()
 	// The baseline browser cannot send the credential header.
@@ -163,8 +164,9 @@ func run(bin string, n int, dsf float64, unprivileged bool) error {
 	}
 	vp := rc.Viewport{Width: 1280, Height: 720, DeviceScaleFactor: dsf}
 
-	var ours, plain []time.Duration
+	var ours, plain, toResult []time.Duration
 	stages := map[string][]time.Duration{}
+	loadBefore := loadavg()
 	// One warm-up of each side so page cache effects hit both equally.
 	if _, _, err := attempt(base, signer, caps, vp, 0); err != nil {
 		return err
@@ -173,12 +175,20 @@ func run(bin string, n int, dsf float64, unprivileged bool) error {
 		return err
 	}
 	for i := 1; i <= n; i++ {
+		if waitStandby {
+			if err := standbyReady(base); err != nil {
+				return err
+			}
+		}
 		d, rec, err := attempt(base, signer, caps, vp, int64(i))
 		if err != nil {
 			return err
 		}
 		ours = append(ours, d)
 		t := rec.Times
+		if t.AcceptedAt != nil && t.WorkFinishedAt != nil {
+			toResult = append(toResult, t.WorkFinishedAt.Sub(*t.AcceptedAt))
+		}
 		for _, st := range []struct {
 			name     string
 			from, to *time.Time
@@ -205,10 +215,18 @@ func run(bin string, n int, dsf float64, unprivileged bool) error {
 		mode = "unprivileged (user-namespace mode)"
 	}
 	fmt.Printf("renderer page.capture 1280x720 dsf %g, n=%d, %d CPUs, %s, renderer %s\n", dsf, n, runtime.NumCPU(), caps.Profile.BrowserBuild, mode)
+	fmt.Printf("load average (1, 5, 15 min): %s before, %s after\n", loadBefore, loadavg())
 	fmt.Printf("| measure | median | p90 | min | max |\n|---|---|---|---|---|\n")
 	fmt.Printf("| renderer POST → terminal receipt → artifact | %s | %s | %s | %s |\n", ms(mo), ms(pct(ours, 0.9)), ms(pct(ours, 0)), ms(pct(ours, 1)))
+	if len(toResult) > 0 {
+		fmt.Printf("| renderer admission → result (receipt times) | %s | %s | %s | %s |\n", ms(median(toResult)), ms(pct(toResult, 0.9)), ms(pct(toResult, 0)), ms(pct(toResult, 1)))
+	}
 	fmt.Printf("| chromium --headless --screenshot | %s | %s | %s | %s |\n", ms(mp), ms(pct(plain, 0.9)), ms(pct(plain, 0)), ms(pct(plain, 1)))
-	fmt.Printf("\nratio of medians: %.2f\n", float64(mo)/float64(mp))
+	fmt.Printf("\nratio of medians: %.2f (POST → artifact)", float64(mo)/float64(mp))
+	if len(toResult) > 0 {
+		fmt.Printf(", %.2f (admission → result)", float64(median(toResult))/float64(mp))
+	}
+	fmt.Println()
 	fmt.Printf("\nrenderer stage medians (from receipt times):\n")
 	names := make([]string, 0, len(stages))
 	for k := range stages {
@@ -223,6 +241,7 @@ func run(bin string, n int, dsf float64, unprivileged bool) error {
 	if err != nil {
 		return err
 	}
+	fmt.Printf("attempts by start (warm-up included): warm %d, cold %d; standby replacements: %d\n", iso.warm, iso.cold, iso.replaced)
 	fmt.Printf("\nisolation set-up per child start (mean over %d: attempts, warm-up and launch probe; from /metrics):\n", iso.count)
 	for _, st := range []string{"isolation_cgroup", "isolation_namespaces", "isolation_idmap", "isolation_cgroup_join", "isolation_egress"} {
 		fmt.Printf("- %s: %.2f ms\n", st, iso.mean[st]*1000)
@@ -231,8 +250,10 @@ func run(bin string, n int, dsf float64, unprivileged bool) error {
 }
 
 type costs struct {
-	count int
-	mean  map[string]float64
+	count      int
+	mean       map[string]float64
+	warm, cold int
+	replaced   int
 }
 
 // isolationCosts reads the stage histograms' sums and counts.
@@ -243,9 +264,26 @@ func isolationCosts(base string) (costs, error) {
 	}
 	defer resp.Body.Close()
 	sum, cnt := map[string]float64{}, map[string]float64{}
+	c := costs{mean: map[string]float64{}}
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		l := sc.Text()
+		for _, m := range []struct {
+			prefix string
+			n      *int
+		}{{`renderer_attempt_starts_total{start="warm"} `, &c.warm}, {`renderer_attempt_starts_total{start="cold"} `, &c.cold}, {`renderer_standby_replacements_total{`, nil}} {
+			if rest, ok := strings.CutPrefix(l, m.prefix); ok {
+				if m.n == nil {
+					_, rest, _ = strings.Cut(rest, "} ")
+				}
+				v, _ := strconv.ParseFloat(rest, 64)
+				if m.n == nil {
+					c.replaced += int(v)
+				} else {
+					*m.n = int(v)
+				}
+			}
+		}
 		for _, kind := range []string{"_sum", "_count"} {
 			prefix := "renderer_stage_duration_seconds" + kind + `{stage="`
 			if rest, ok := strings.CutPrefix(l, prefix); ok {
@@ -259,7 +297,6 @@ func isolationCosts(base string) (costs, error) {
 			}
 		}
 	}
-	c := costs{mean: map[string]float64{}}
 	for k, n := range cnt {
 		if n > 0 {
 			c.mean[k] = sum[k] / n
@@ -380,6 +417,35 @@ func memory(pid int) (hwm, rss float64) {
 		}
 	}
 	return hwm, rss
+}
+
+// standbyReady waits (bounded) until /readyz reports a ready standby.
+func standbyReady(base string) error {
+	for i := 0; i < 1200; i++ {
+		var body struct {
+			Standby struct{ State string } `json:"standby"`
+		}
+		resp, err := client.Get(base + "/readyz")
+		if err == nil {
+			_ = json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && body.Standby.State == "ready" {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("no ready standby within a minute")
+}
+
+// loadavg is the first three fields of /proc/loadavg.
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func getJSON(url string, v any) error {
