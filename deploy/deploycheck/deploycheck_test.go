@@ -226,6 +226,26 @@ spec:
 `,
 		},
 		{
+			name: "monitoring let into the renderer's control port", overlay: "cell-a", rule: RuleFlow,
+			message: "the flow table allows only port metrics",
+			extra: `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: renderer-scrape-everything
+spec:
+  podSelector:
+    matchLabels:
+      slidecells.io/role: renderer
+  policyTypes: [Ingress]
+  ingress:
+    - from:
+        - namespaceSelector:
+            matchLabels:
+              slidecells.io/monitoring: "true"
+`,
+		},
+		{
 			name: "renderers cut off from their preview host", overlay: "cell-b", rule: RuleFlowBlocked,
 			message: "slidecells-cell-b/renderer to slidecells-cell-b/preview",
 			patch: `

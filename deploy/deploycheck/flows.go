@@ -20,7 +20,10 @@ type flowRule struct {
 	Same     bool
 	// Required: the deployment does not work without it, so the policies must allow it.
 	Required bool
-	Why      string
+	// Ports, when set, are the only named container ports of To the flow may reach; any other
+	// port the policies open between the two is a finding.
+	Ports []string
+	Why   string
 }
 
 // flowTable is every flow the NetworkPolicies may allow. Anything else they allow is a
@@ -44,6 +47,8 @@ var flowTable = []flowRule{
 	{From: "monitoring", To: "cell/preview", Required: true, Why: "metrics"},
 	{From: "monitoring", To: "cell/database", Required: true, Why: "metrics"},
 	{From: "monitoring", To: "edge/database", Required: true, Why: "metrics"},
+	{From: "monitoring", To: "cell/renderer", Required: true, Ports: []string{"metrics"},
+		Why: "the renderer's metrics listener (RENDER_METRICS_ADDR), never its credentialed control port"},
 	{From: "*", To: "dns", Why: "cluster DNS"},
 }
 
@@ -167,11 +172,20 @@ func (c *cluster) checkFlows() ([]Flow, []Finding) {
 			if src == dst && len(c.workloadsNamed(src)) == 0 {
 				continue
 			}
-			var ports []string
+			var ports, outside []string
+			r := tableRule(src, dst)
 			for _, p := range dst.ports {
 				if c.allows(src, dst, p) {
 					ports = append(ports, fmt.Sprintf("%d/%s", p.port, p.proto))
+					if r != nil && len(r.Ports) > 0 && !contains(r.Ports, p.name) {
+						outside = append(outside, fmt.Sprintf("%d/%s (%s)", p.port, p.proto, p.name))
+					}
 				}
+			}
+			if len(outside) > 0 {
+				out = append(out, Finding{Rule: RuleFlow, Object: "NetworkPolicy",
+					Message: fmt.Sprintf("%s to %s (%s -> %s) is allowed on %s, but the flow table allows only port %s",
+						src.name, dst.name, src.class, dst.class, strings.Join(outside, ", "), strings.Join(r.Ports, ", "))})
 			}
 			if len(ports) == 0 {
 				continue
@@ -179,7 +193,7 @@ func (c *cluster) checkFlows() ([]Flow, []Finding) {
 			allowed[[2]*endpoint{src, dst}] = true
 			f := Flow{From: src.name, To: dst.name, FromClass: src.class, ToClass: dst.class, Ports: ports}
 			flows = append(flows, f)
-			if r := tableRule(src, dst); r == nil {
+			if r == nil {
 				out = append(out, Finding{Rule: RuleFlow, Object: "NetworkPolicy",
 					Message: fmt.Sprintf("%s to %s (%s -> %s) on %s is allowed, but the flow table has no such flow%s",
 						src.name, dst.name, src.class, dst.class, strings.Join(ports, ", "), flowHint(src, dst))})
