@@ -128,6 +128,11 @@ func run(n int, binDir string) error {
 			}
 			var v rc.Viewport
 			_ = json.Unmarshal(vp, &v)
+			// A renderer admits once it is ready (since #24: its standby is prepared); that
+			// wait is not the attempt's, as the cell dispatches only to ready renderers.
+			if err := ex.waitReady(ctx); err != nil {
+				return err
+			}
 			t0 := time.Now()
 			if err := ex.capture(ctx, demo.WorkspaceA, ref, input, v); err != nil {
 				return err
@@ -292,6 +297,30 @@ func (e *executor) do(ctx context.Context, method, path string, body, out any) (
 		return resp.StatusCode, json.Unmarshal(b, out)
 	}
 	return resp.StatusCode, nil
+}
+
+// waitReady waits (at most a minute) until the renderer's /readyz answers 200.
+func (e *executor) waitReady(ctx context.Context) error {
+	deadline := time.Now().Add(time.Minute)
+	last := ""
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+e.cred)
+		if resp, err := client.Do(req); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the spare renderer was not ready within a minute (%s)", last)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (e *executor) capture(ctx context.Context, ws, ref, input string, vp rc.Viewport) error {
