@@ -23,13 +23,6 @@ import (
 // fail is the one writer of the cell's error answers.
 func (s *Server) fail(ctx context.Context, w http.ResponseWriter, err error) {
 	pe := atRequest(problem.As(err))
-	if !inAttempt(ctx) && db.IsRetryable(err) && pe.Code == problem.Internal {
-		// A read outside a retried execution lost a serialization conflict (or a deadlock)
-		// with concurrent writes: nothing went wrong that another try would not fix, so the
-		// client is told to retry, not that the server failed.
-		pe = &problem.Error{Code: problem.ServiceUnavailable, Message: "the request conflicted with concurrent writes; retry it",
-			RetryAfter: 1, Retryable: true, Cause: err}
-	}
 	noteError(ctx, pe.Code)
 	switch {
 	case inAttempt(ctx) && db.IsRetryable(err):

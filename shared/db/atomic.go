@@ -10,7 +10,6 @@ import (
 	"github.com/cockroachdb/cockroach-go/v2/crdb"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Retry policy of Tx. CockroachDB's client loop retries at once and up to 50 times; under
@@ -54,51 +53,7 @@ func (d *DB) Q(ctx context.Context) Querier {
 	if a := ambientFrom(ctx); a != nil {
 		return a.tx
 	}
-	return poolQuerier{d.Pool}
-}
-
-// statementTries bounds how often a single statement on the pool runs when it fails with a
-// serialization failure or a deadlock (IsRetryable).
-const statementTries = 3
-
-// poolQuerier runs single statements on the pool (each its own implicit transaction). Exec and
-// QueryRow run a statement again when it fails retryably: it was rolled back, so running it
-// again is what the database asks for. Query's errors mostly arrive with its rows, after the
-// caller read some of them, so it is not retried.
-type poolQuerier struct{ p *pgxpool.Pool }
-
-func (q poolQuerier) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	for i := 1; ; i++ {
-		tag, err := q.p.Exec(ctx, sql, args...)
-		if err == nil || i == statementTries || !IsRetryable(err) || ctx.Err() != nil {
-			return tag, err
-		}
-	}
-}
-
-func (q poolQuerier) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return q.p.Query(ctx, sql, args...)
-}
-
-func (q poolQuerier) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return retriedRow{q: q.p, ctx: ctx, sql: sql, args: args}
-}
-
-// retriedRow is QueryRow's answer: its Scan runs the statement, again when it fails retryably.
-type retriedRow struct {
-	q    *pgxpool.Pool
-	ctx  context.Context
-	sql  string
-	args []any
-}
-
-func (r retriedRow) Scan(dest ...any) error {
-	for i := 1; ; i++ {
-		err := r.q.QueryRow(r.ctx, r.sql, r.args...).Scan(dest...)
-		if err == nil || i == statementTries || !IsRetryable(err) || r.ctx.Err() != nil {
-			return err
-		}
-	}
+	return d.Pool
 }
 
 // Atomic runs fn in one serializable transaction, retried as a whole like Tx. Every Tx made

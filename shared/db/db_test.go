@@ -79,38 +79,3 @@ func TestMigrateErrorsHideThePassword(t *testing.T) {
 		}
 	}
 }
-
-// TestSingleStatementsRetrySerializationFailures: a statement on the pool (Q outside Atomic)
-// that fails with 40001 runs again, at most three times in all, through QueryRow and Exec.
-func TestSingleStatementsRetrySerializationFailures(t *testing.T) {
-	d := dbtest.Open(t, dbtest.NewDatabase(t, nil, ""))
-	ctx := context.Background()
-	for _, sql := range []string{
-		"CREATE SEQUENCE tries",
-		"CREATE SEQUENCE always",
-		`CREATE FUNCTION flaky() RETURNS INT8 AS $$ BEGIN
-			IF nextval('tries') = 1 THEN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END IF;
-			RETURN 7; END $$ LANGUAGE plpgsql`,
-		`CREATE FUNCTION doomed() RETURNS INT8 AS $$ BEGIN
-			PERFORM nextval('always'); RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END $$ LANGUAGE plpgsql`,
-	} {
-		if _, err := d.Pool.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var n int64
-	if err := d.Q(ctx).QueryRow(ctx, "SELECT flaky()").Scan(&n); err != nil || n != 7 {
-		t.Fatalf("QueryRow after one 40001: %d %v, want 7", n, err)
-	}
-	if _, err := d.Q(ctx).Exec(ctx, "SELECT flaky()"); err != nil {
-		t.Fatalf("Exec: %v", err)
-	}
-	err := d.Q(ctx).QueryRow(ctx, "SELECT doomed()").Scan(&n)
-	if !db.IsRetryable(err) {
-		t.Fatalf("a statement that always conflicts: %v, want the 40001", err)
-	}
-	// nextval is not rolled back: it counts the runs.
-	if err := d.Pool.QueryRow(ctx, "SELECT last_value FROM always").Scan(&n); err != nil || n != 3 {
-		t.Fatalf("the doomed statement ran %d times (%v), want 3", n, err)
-	}
-}
