@@ -183,7 +183,6 @@ func (o *Operator) act(ctx context.Context, a Action, action string) (ActionResu
 		}
 	}
 	err := o.c.db.Tx(ctx, func(tx pgx.Tx) error {
-		res.Epochs = res.Epochs[:0]
 		var q string
 		if action == "retire" {
 			q = `UPDATE render_workers w SET state = 'retired', detail = $3, quarantined_at = NULL
@@ -201,16 +200,7 @@ func (o *Operator) act(ctx context.Context, a Action, action string) (ActionResu
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var e string
-			if err := rows.Scan(&e); err != nil {
-				rows.Close()
-				return err
-			}
-			res.Epochs = append(res.Epochs, e)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if res.Epochs, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 			return err
 		}
 		return o.record(ctx, tx, res, a, action, now)
@@ -228,23 +218,13 @@ func (o *Operator) Unquarantine(ctx context.Context, a Action) (ActionResult, er
 	res := ActionResult{ActionID: ids.New("rop")}
 	now := o.c.now().UTC()
 	err := o.c.db.Tx(ctx, func(tx pgx.Tx) error {
-		res.Epochs = res.Epochs[:0]
 		rows, err := tx.Query(ctx, `UPDATE render_workers SET state = 'unready', detail = $3, quarantined_at = NULL
 			WHERE worker_id = $1 AND ($2 = '' OR epoch = $2) AND state = 'quarantined' AND detail NOT LIKE '`+supersededPrefix+`%'
 			RETURNING epoch`, a.WorkerID, a.Epoch, clip("quarantine lifted by operator "+a.Operator+"; waiting for a passing probe", 300))
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var e string
-			if err := rows.Scan(&e); err != nil {
-				rows.Close()
-				return err
-			}
-			res.Epochs = append(res.Epochs, e)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if res.Epochs, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 			return err
 		}
 		if len(res.Epochs) == 0 {
