@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -514,7 +515,7 @@ func (p *Proc) poll(ctx context.Context, limit time.Duration, path, credential s
 	err := loop.Until(ctx, 50*time.Millisecond, func(ctx context.Context) error {
 		select {
 		case <-p.Done():
-			return loop.Stop(errors.New("exited at start"))
+			return loop.Stop(fmt.Errorf("exited at start; its log ends: %s", logTail(p.log, 1500)))
 		default:
 		}
 		base := p.URL
@@ -539,4 +540,18 @@ func (p *Proc) poll(ctx context.Context, limit time.Duration, path, credential s
 		return fmt.Errorf("%s not %s within %s: %v; see %s", p.Name, what, limit, err, p.log)
 	}
 	return nil
+}
+
+// logTail is the last n bytes of a log file, for an error that says why a process is gone.
+func logTail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		_, _ = f.Seek(st.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, n))
+	return strings.TrimSpace(string(b))
 }

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -239,16 +238,6 @@ func (s *Server) Stop() error {
 
 // Pause stops (SIGSTOP) or resumes (SIGCONT) the server process group, for fault tests.
 func (s *Server) Pause(stop bool) error { return s.proc.Pause(stop) }
-
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 func tail(b []byte) string {
 	s := strings.TrimSpace(string(b))
