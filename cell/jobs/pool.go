@@ -122,6 +122,16 @@ func (p *Pool) Run(ctx context.Context) error {
 
 	busy := 0
 	for ctx.Err() == nil {
+		// Count every slot freed meanwhile, so that one claim fills them all (jobs that end
+		// while a claim runs would otherwise be refilled one claim each).
+		for drained := false; !drained; {
+			select {
+			case <-free:
+				busy--
+			default:
+				drained = true
+			}
+		}
 		if n := p.slots() - busy; n > 0 {
 			jobs, err := p.Queue.claim(ctx, p.Owner, n, p.lease(), p.caps(ctx))
 			if err != nil && ctx.Err() == nil {
