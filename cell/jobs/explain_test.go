@@ -21,7 +21,8 @@ import (
 // cap (the head of the queue is all its jobs: the statement that walks the workspaces must find
 // the others' jobs without reading the capped one's backlog). The pages a claim touches must
 // not grow with the backlog: a tenfold backlog may cost at most a few more pages (index depth),
-// not tenfold. JOBS_EXPLAIN=1 logs the plans (go test -v -run ClaimCost ./cell/jobs).
+// not tenfold. Both the plans made for the arguments and the generic plans (what claimRC runs on
+// PostgreSQL) are checked. JOBS_EXPLAIN=1 logs the plans (go test -v -run ClaimCost ./cell/jobs).
 func TestClaimCostIndependentOfBacklog(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
@@ -68,33 +69,43 @@ func TestClaimCostIndependentOfBacklog(t *testing.T) {
 				{"claimSQL", claimSQL, []any{"wrk_y", now.Add(time.Minute), now, 4, overrides, def, claimHead(4)}},
 				{"claimByWorkspaceSQL", claimByWorkspaceSQL, []any{"wrk_y", now.Add(time.Minute), now, 4, overrides, def}},
 			} {
-				plan, claimed := explain(t, f, st.sql, st.args)
-				key := fmt.Sprintf("%s, %d workspaces", st.name, workspaces)
-				n := buffers(t, plan)
-				t.Logf("%s, backlog %d: %d jobs claimed, %d pages (shared hit+read)", key, backlog, claimed, n)
-				if os.Getenv("JOBS_EXPLAIN") != "" {
-					t.Logf("plan:\n%s", plan)
+				for _, generic := range []bool{false, true} {
+					plan, claimed := explain(t, f, st.sql, st.args, generic)
+					key := fmt.Sprintf("%s, %d workspaces", st.name, workspaces)
+					if generic {
+						key += ", generic plan"
+					}
+					n := buffers(t, plan)
+					t.Logf("%s, backlog %d: %d jobs claimed, %d pages (shared hit+read)", key, backlog, claimed, n)
+					if os.Getenv("JOBS_EXPLAIN") != "" {
+						t.Logf("plan:\n%s", plan)
+					}
+					// Both statements claim 4 jobs (the head-only one in the capped case claims
+					// fewer or none: the head is the capped workspace's).
+					if want := 4; claimed != want && !(st.name == "claimSQL" && workspaces > 1) {
+						t.Errorf("%s, backlog %d: claimed %d jobs, want %d", key, backlog, claimed, want)
+					}
+					if generic && !strings.Contains(plan, "$3") {
+						t.Errorf("%s, backlog %d: not a generic plan (no parameter in it):\n%s", key, backlog, plan)
+					}
+					if strings.Contains(plan, "Seq Scan on mutation_jobs") {
+						t.Errorf("%s, backlog %d: a sequential scan of the queue:\n%s", key, backlog, plan)
+					}
+					if small, ok := pages[key]; ok && n > small+small/2+20 {
+						t.Errorf("%s: %d pages at a backlog of %d, %d at 5,000: the claim's cost grows with the backlog\n%s", key, n, backlog, small, plan)
+					}
+					pages[key] = n
 				}
-				// Both statements claim 4 jobs (the head-only one in the capped case claims
-				// fewer or none: the head is the capped workspace's).
-				if want := 4; claimed != want && !(st.name == "claimSQL" && workspaces > 1) {
-					t.Errorf("%s, backlog %d: claimed %d jobs, want %d", key, backlog, claimed, want)
-				}
-				if strings.Contains(plan, "Seq Scan on mutation_jobs") {
-					t.Errorf("%s, backlog %d: a sequential scan of the queue:\n%s", key, backlog, plan)
-				}
-				if small, ok := pages[key]; ok && n > small+small/2+20 {
-					t.Errorf("%s: %d pages at a backlog of %d, %d at 5,000: the claim's cost grows with the backlog\n%s", key, n, backlog, small, plan)
-				}
-				pages[key] = n
 			}
 		}
 	}
 }
 
 // explain runs EXPLAIN (ANALYZE, BUFFERS) of a claim in a transaction it rolls back, and counts
-// the jobs the claim took.
-func explain(t *testing.T, f *fixture, sql string, args []any) (string, int) {
+// the jobs the claim took. generic explains the generic plan of the prepared statement, what
+// claimRC runs on PostgreSQL (plan_cache_mode = force_generic_plan); otherwise the plan made for
+// the arguments' values.
+func explain(t *testing.T, f *fixture, sql string, args []any, generic bool) (string, int) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := f.q.DB.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
@@ -102,7 +113,33 @@ func explain(t *testing.T, f *fixture, sql string, args []any) (string, int) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) `+sql, args...)
+	stmt := sql
+	if generic {
+		// EXECUTE takes its arguments as literals; the prepared statement outlives the
+		// transaction, so it is deallocated before the rollback.
+		if _, err := tx.Exec(ctx, genericPlans); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `PREPARE claim_explained AS `+sql); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _, _ = tx.Exec(ctx, `DEALLOCATE claim_explained`) }()
+		lits := make([]string, len(args))
+		for i, a := range args {
+			switch v := a.(type) {
+			case string:
+				lits[i] = "'" + v + "'"
+			case time.Time:
+				lits[i] = "'" + v.Format(time.RFC3339Nano) + "'"
+			case []byte:
+				lits[i] = "'" + string(v) + "'"
+			default:
+				lits[i] = fmt.Sprint(v)
+			}
+		}
+		stmt, args = `EXECUTE claim_explained(`+strings.Join(lits, ", ")+`)`, nil
+	}
+	rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) `+stmt, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -437,7 +437,7 @@ func (q *Queue) claim(ctx context.Context, owner string, n int, lease time.Durat
 	}
 	run := func(sql string, args ...any) ([]Job, error) {
 		var got []Job
-		_, err := q.DB.OneRC(ctx, sql, args, func(rows pgx.Rows) error {
+		err := q.claimRC(ctx, sql, args, func(rows pgx.Rows) error {
 			var err error // a retried statement reads its rows again
 			got, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) { return scanJob(r) })
 			return err
@@ -450,6 +450,69 @@ func (q *Queue) claim(ctx context.Context, owner string, n int, lease time.Durat
 	}
 	more, err := run(claimByWorkspaceSQL, owner, now.Add(lease), now, n-len(out), overrides, def)
 	return append(out, more...), err
+}
+
+// claimRC runs one claim statement in its own READ COMMITTED transaction in one round trip, like
+// db.DB.OneRC, and on PostgreSQL with a generic plan (SET LOCAL plan_cache_mode): the claims are
+// prepared statements (pgx caches them), and PostgreSQL otherwise plans them afresh at every
+// execution (a custom plan for its parameters), which cost more than running them, and more the
+// larger the table (BENCHMARKS.md, "Mutation jobs"). The plans do not depend on the parameters'
+// values: each reads the same bounded index ranges (TestClaimCostIndependentOfBacklog checks the
+// generic plans too). CockroachDB keeps its own plan cache for prepared statements and gets no SET.
+// A serialization failure or deadlock (40001, 40P01) runs it again, at most 30 times.
+func (q *Queue) claimRC(ctx context.Context, sql string, args []any, scan func(pgx.Rows) error) error {
+	for attempt := 1; ; attempt++ {
+		err := q.claimOnce(ctx, sql, args, scan)
+		if !db.IsRetryable(err) || attempt > 30 {
+			return err
+		}
+		pause := min(2*time.Millisecond<<min(attempt-1, 10), 50*time.Millisecond)
+		t := time.NewTimer(pause/2 + rand.N(pause/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// genericPlans is the statement claimRC sends on PostgreSQL before a claim.
+const genericPlans = "SET LOCAL plan_cache_mode = force_generic_plan"
+
+func (q *Queue) claimOnce(ctx context.Context, sql string, args []any, scan func(pgx.Rows) error) (err error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	if !q.DB.Cockroach {
+		b.Queue(genericPlans)
+	}
+	b.Queue(sql, args...)
+	b.Queue("COMMIT")
+	br := q.DB.Pool.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	for range b.Len() - 2 {
+		if _, err = br.Exec(); err != nil {
+			return err
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	err = scan(rows)
+	rows.Close()
+	if err == nil {
+		err = rows.Err()
+	}
+	if err != nil {
+		return err
+	}
+	_, err = br.Exec()
+	return err
 }
 
 // renew extends the leases of owner's running jobs and reports which of them have a cancel

@@ -15,6 +15,7 @@ import (
 
 	"slidecells/cell/auth"
 	"slidecells/cell/tenancy"
+	"slidecells/shared/db"
 	"slidecells/shared/ids"
 	"slidecells/shared/logging"
 	"slidecells/shared/loop"
@@ -122,6 +123,16 @@ func (p *Pool) Run(ctx context.Context) error {
 
 	busy := 0
 	for ctx.Err() == nil {
+		// Count every slot freed meanwhile, so that one claim fills them all (jobs that end
+		// while a claim runs would otherwise be refilled one claim each).
+		for drained := false; !drained; {
+			select {
+			case <-free:
+				busy--
+			default:
+				drained = true
+			}
+		}
 		if n := p.slots() - busy; n > 0 {
 			jobs, err := p.Queue.claim(ctx, p.Owner, n, p.lease(), p.caps(ctx))
 			if err != nil && ctx.Err() == nil {
@@ -396,12 +407,13 @@ func (r *Run) Commit(ctx context.Context, fn func(ctx context.Context, s auth.Sc
 		if err != nil {
 			return err
 		}
+		// The job's success goes out with the COMMIT, in its round trip (the row is locked
+		// above; nothing reads the statement's result, and its failure fails the commit).
 		now := q.now()
-		_, err = tx.Exec(ctx, `
+		return db.Defer(ctx, tx, `
 			UPDATE mutation_jobs SET status = 'succeeded', result = $3, stage = 'done', progress = 100, finished_at = $4,
 				lease_owner = '', lease_until = NULL, error_code = '', error_summary = '', updated_at = $4
 			WHERE workspace_id = $1 AND id = $2`, j.WorkspaceID, j.ID, nullJSON(result), now)
-		return err
 	})
 	switch {
 	case err == nil:
