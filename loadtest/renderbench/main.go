@@ -5,6 +5,13 @@
 // PNG fetched. Each sample is a page never rendered before (the whole path would otherwise
 // answer from its result); the two measurements alternate which goes first.
 //
+// It also breaks the whole path down by phase, from the cell's own timestamps of the render
+// request and its attempt (API → queued → reserved → sent → accepted → the renderer's terminal
+// receipt → committed → PNG read), and both measurements by the renderer's stages, from their
+// receipts (accepted → browser started → ready → work finished → terminal). Before each
+// executor-alone sample it waits until the spare renderer's standby is ready, as the cell's
+// renderers' are after a cycle (a standby still starting would make the sample a cold start).
+//
 //	make build && go run ./loadtest/renderbench -pages 20
 //
 // It starts its own PostgreSQL, directory, two cells with their preview hosts and renderers,
