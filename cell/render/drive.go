@@ -237,6 +237,12 @@ func (c *Coordinator) notKnown(ctx context.Context, a *attempt) {
 	c.finish(ctx, a, rc.NewError(rc.CodeResultLost, rc.StageAdmission, "the worker never took the attempt over"), true)
 }
 
+// maxPollInterval caps how far a driver's receipt polls grow apart. A receipt read is one small
+// GET on the renderer; at 200 ms a finished attempt waited ~100 ms on average for its driver
+// to notice (issue #24: the screenshot path), at 50 ms ~25 ms, for at most 20 reads a second
+// per attempt in flight.
+const maxPollInterval = 50 * time.Millisecond
+
 // poll follows the receipt until it is terminal, renewing the lease, forwarding cancellation
 // and deadline.
 func (c *Coordinator) poll(ctx context.Context, a *attempt, rec rc.Receipt) {
@@ -257,7 +263,7 @@ func (c *Coordinator) poll(ctx context.Context, a *attempt, rec rc.Receipt) {
 			return // shutting down: the lease ends and another coordinator takes over
 		case <-time.After(interval):
 		}
-		interval = min(interval*3/2, 200*time.Millisecond)
+		interval = min(interval*3/2, maxPollInterval)
 		if time.Since(lastRenew) > c.Lease/3 {
 			if !c.renew(ctx, a) {
 				return // another coordinator drives it now

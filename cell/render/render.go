@@ -159,7 +159,7 @@ type Coordinator struct {
 	// Lease is how long an attempt's driver holds it without renewing (default 10 s).
 	Lease time.Duration
 	// PollInterval is how often a driver reads its attempt's receipt at most (default 15 ms,
-	// growing to 200 ms on long attempts).
+	// growing to 50 ms on long attempts).
 	PollInterval time.Duration
 	// TickInterval is how often the dispatcher looks at the queue without being woken, and
 	// the reconciler and the worker registry run (default 1 s).

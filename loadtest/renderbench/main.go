@@ -5,6 +5,13 @@
 // PNG fetched. Each sample is a page never rendered before (the whole path would otherwise
 // answer from its result); the two measurements alternate which goes first.
 //
+// It also breaks the whole path down by phase, from the cell's own timestamps of the render
+// request and its attempt (API → queued → reserved → sent → accepted → the renderer's terminal
+// receipt → committed → PNG read), and both measurements by the renderer's stages, from their
+// receipts (accepted → browser started → ready → work finished → terminal). Before each
+// executor-alone sample it waits until the spare renderer's standby is ready, as the cell's
+// renderers' are after a cycle (a standby still starting would make the sample a cold start).
+//
 //	make build && go run ./loadtest/renderbench -pages 20
 //
 // It starts its own PostgreSQL, directory, two cells with their preview hosts and renderers,
@@ -109,6 +116,8 @@ func run(n int, binDir string) error {
 	defer cellDB.Close(ctx)
 	// Warm-up: one page both ways, unmeasured (connections, the preview host's runtime cache).
 	var whole, alone []time.Duration
+	var parts []phases
+	var wholeStages, aloneStages []stages
 	for i, id := range pageIDs {
 		var tw, ta time.Duration
 		measureWhole := func() error {
@@ -116,7 +125,28 @@ func run(n int, binDir string) error {
 			if err := api.screenshot(id); err != nil {
 				return err
 			}
-			tw = time.Since(t0)
+			t1 := time.Now()
+			tw = t1.Sub(t0)
+			if i > 0 {
+				b, url, attemptID, acceptedAt, err := breakdown(ctx, cellDB, id, t0, t1)
+				if err != nil {
+					return err
+				}
+				var rec rc.Receipt
+				rex := executor{url: url, cred: ex.cred}
+				if _, err := rex.do(ctx, http.MethodGet, rc.APIRoot+"/executions/"+attemptID, nil, &rec); err != nil {
+					return err
+				}
+				if t := rec.Times.TerminalAt; t != nil {
+					// Split accepted → committed at the renderer's terminal receipt.
+					done := b[4] + b[5]
+					b[4] = t.Sub(acceptedAt)
+					b[5] = done - b[4]
+				}
+				parts = append(parts, b)
+				wholeStages = append(wholeStages, stagesOf(rec))
+				fmt.Fprintf(os.Stderr, "  whole path: %s\n", fmtStages(stagesOf(rec)))
+			}
 			return nil
 		}
 		measureAlone := func() error {
@@ -128,16 +158,21 @@ func run(n int, binDir string) error {
 			}
 			var v rc.Viewport
 			_ = json.Unmarshal(vp, &v)
-			// A renderer admits once it is ready (since #24: its standby is prepared); that
-			// wait is not the attempt's, as the cell dispatches only to ready renderers.
+			// The spare's standby for this attempt must be ready, as the cell's renderers'
+			// are after a cycle: the wait is the slot's recovery, not the attempt's.
 			if err := ex.waitReady(ctx); err != nil {
 				return err
 			}
 			t0 := time.Now()
-			if err := ex.capture(ctx, demo.WorkspaceA, ref, input, v); err != nil {
+			rec, err := ex.capture(ctx, demo.WorkspaceA, ref, input, v)
+			if err != nil {
 				return err
 			}
 			ta = time.Since(t0)
+			if i > 0 {
+				aloneStages = append(aloneStages, stagesOf(rec))
+				fmt.Fprintf(os.Stderr, "  executor alone: %s\n", fmtStages(stagesOf(rec)))
+			}
 			return nil
 		}
 		// The whole path must run first for a page (it creates the snapshot); the order
@@ -159,7 +194,88 @@ func run(n int, binDir string) error {
 		len(whole), w50.Round(time.Millisecond), pct(whole, 0.9).Round(time.Millisecond), mean(whole).Round(time.Millisecond),
 		a50.Round(time.Millisecond), pct(alone, 0.9).Round(time.Millisecond), mean(alone).Round(time.Millisecond),
 		float64(w50)/float64(a50), float64(mean(whole))/float64(mean(alone)))
+	printBreakdown(parts)
+	printStages("whole path", wholeStages)
+	printStages("executor alone", aloneStages)
 	return nil
+}
+
+// stageNames name the renderer's own stages of an attempt, from its receipt.
+var stageNames = []string{"accepted → browser started", "browser started → ready", "ready → work finished", "work finished → terminal"}
+
+type stages [4]time.Duration
+
+func stagesOf(r rc.Receipt) stages {
+	t := r.Times
+	d := func(a, b *time.Time) time.Duration {
+		if a == nil || b == nil {
+			return 0
+		}
+		return b.Sub(*a)
+	}
+	return stages{d(t.AcceptedAt, t.BrowserStartedAt), d(t.BrowserStartedAt, t.ReadyAt), d(t.ReadyAt, t.WorkFinishedAt), d(t.WorkFinishedAt, t.TerminalAt)}
+}
+
+func fmtStages(s stages) string {
+	var b strings.Builder
+	for k, name := range stageNames {
+		fmt.Fprintf(&b, "%s %s; ", name, s[k].Round(time.Millisecond))
+	}
+	return b.String()
+}
+
+func printStages(what string, ss []stages) {
+	if len(ss) == 0 {
+		return
+	}
+	fmt.Printf("%s, renderer stages from the receipts (median, mean):\n", what)
+	for k, name := range stageNames {
+		var d []time.Duration
+		for _, s := range ss {
+			d = append(d, s[k])
+		}
+		fmt.Printf("  %-26s %-8s %s\n", name, pct(d, 0.5).Round(time.Millisecond), mean(d).Round(time.Millisecond))
+	}
+}
+
+// phaseNames name the parts of one whole-path sample, from the cell's own timestamps (same
+// host clock): the API until the render request is queued (page, snapshot, submit), queued →
+// attempt reserved (dispatch), reserved → sent, sent → accepted by the renderer, accepted →
+// the renderer's terminal receipt (its run, cleanup included), terminal receipt → request
+// committed (the driver's poll noticing, result fetch, verification, storing, commit), committed → the PNG fully read by the client (the API's wait noticing,
+// the result read, the PNG streamed through the router).
+var phaseNames = []string{"api → queued", "queued → reserved", "reserved → sent", "sent → accepted", "accepted → terminal receipt", "terminal → committed", "committed → PNG read"}
+
+type phases [7]time.Duration
+
+// breakdown reads the page's latest render request and its attempt.
+// It also returns the attempt's renderer URL and attempt ID, to read its receipt.
+func breakdown(ctx context.Context, db *pgx.Conn, pageID string, t0, t1 time.Time) (phases, string, string, time.Time, error) {
+	var enq, created, disp, acc, afin, rfin time.Time
+	var url, attemptID string
+	if err := db.QueryRow(ctx, `SELECT r.enqueued_at, a.created_at, a.dispatched_at, a.accepted_at, a.finished_at, r.finished_at,
+		w.url, a.attempt_id
+		FROM render_requests r JOIN render_attempts a ON a.workspace_id = r.workspace_id AND a.request_id = r.id
+		JOIN render_workers w ON w.worker_id = a.worker_id AND w.epoch = a.epoch
+		WHERE r.owner = $1 ORDER BY r.enqueued_at DESC, a.seq DESC LIMIT 1`, "screenshot:"+pageID).
+		Scan(&enq, &created, &disp, &acc, &afin, &rfin, &url, &attemptID); err != nil {
+		return phases{}, "", "", time.Time{}, fmt.Errorf("the page's render timestamps: %w", err)
+	}
+	return phases{enq.Sub(t0), created.Sub(enq), disp.Sub(created), acc.Sub(disp), afin.Sub(acc), rfin.Sub(afin), t1.Sub(rfin)}, url, attemptID, acc, nil
+}
+
+func printBreakdown(ps []phases) {
+	if len(ps) == 0 {
+		return
+	}
+	fmt.Println("whole path by phase (median, mean):")
+	for k, name := range phaseNames {
+		var d []time.Duration
+		for _, p := range ps {
+			d = append(d, p[k])
+		}
+		fmt.Printf("  %-26s %-8s %s\n", name, pct(d, 0.5).Round(time.Millisecond), mean(d).Round(time.Millisecond))
+	}
 }
 
 func pct(d []time.Duration, q float64) time.Duration {
@@ -299,7 +415,11 @@ func (e *executor) do(ctx context.Context, method, path string, body, out any) (
 	return resp.StatusCode, nil
 }
 
-// waitReady waits (at most a minute) until the renderer's /readyz answers 200.
+// waitReady waits (at most a minute) until the renderer's /readyz answers 200 with its standby
+// ready. /readyz answers 200 as soon as the launch probe passed, also while the standby for the
+// next attempt is still being prepared after the previous one; an attempt admitted then waits
+// for that browser to start (or starts its own), which is the slot's recovery, not the
+// executor's latency. The cell's renderers had a whole cycle to prepare theirs.
 func (e *executor) waitReady(ctx context.Context) error {
 	deadline := time.Now().Add(time.Minute)
 	last := ""
@@ -309,7 +429,13 @@ func (e *executor) waitReady(ctx context.Context) error {
 		if resp, err := client.Do(req); err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			var rz struct {
+				Standby struct {
+					State string `json:"state"`
+				} `json:"standby"`
+			}
+			_ = json.Unmarshal(b, &rz)
+			if resp.StatusCode == http.StatusOK && (rz.Standby.State == "ready" || rz.Standby.State == "off") {
 				return nil
 			}
 			last = fmt.Sprintf("%d %s", resp.StatusCode, b)
@@ -317,16 +443,16 @@ func (e *executor) waitReady(ctx context.Context) error {
 			last = err.Error()
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the spare renderer was not ready within a minute (%s)", last)
+			return fmt.Errorf("the spare renderer's standby was not ready within a minute (%s)", last)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-func (e *executor) capture(ctx context.Context, ws, ref, input string, vp rc.Viewport) error {
+func (e *executor) capture(ctx context.Context, ws, ref, input string, vp rc.Viewport) (rc.Receipt, error) {
 	var caps rc.Capabilities
 	if _, err := e.do(ctx, http.MethodGet, rc.APIRoot+"/capabilities", nil, &caps); err != nil {
-		return err
+		return rc.Receipt{}, err
 	}
 	e.generation = max(e.generation, caps.Slot.SlotGeneration) + 1
 	now := time.Now().UTC()
@@ -336,35 +462,37 @@ func (e *executor) capture(ctx context.Context, ws, ref, input string, vp rc.Vie
 		RenderProfileDigest: caps.EnvironmentDigest, Viewport: vp, DeadlineAt: deadline, RemainingBudgetMS: 120_000}
 	var err error
 	if req.RequestDigest, err = req.ComputeRequestDigest(); err != nil {
-		return err
+		return rc.Receipt{}, err
 	}
 	if req.AdmissionTicket, err = e.signer.Sign(&ticket.Admission{RequestID: req.RequestID, AttemptID: req.AttemptID,
 		RequestDigest: req.RequestDigest, WorkspaceID: ws, WorkerID: caps.WorkerID, Epoch: caps.Epoch, SlotGeneration: e.generation,
 		IssuedAt: now, AcceptBy: now.Add(10 * time.Second), StopBy: deadline}); err != nil {
-		return err
+		return rc.Receipt{}, err
 	}
 	tok, err := e.signer.Sign(&ticket.PreviewAccess{WorkspaceID: ws, SnapshotRef: ref, Origin: e.previewURL,
 		Path: rc.PreviewPath("", ref), IssuedAt: now, ExpiresAt: deadline})
 	if err != nil {
-		return err
+		return rc.Receipt{}, err
 	}
 	req.PreviewAccess = rc.PreviewAccess{Token: tok, ExpiresAt: deadline}
 	var rec rc.Receipt
 	if st, err := e.do(ctx, http.MethodPost, rc.APIRoot+"/executions", &req, &rec); err != nil || st != http.StatusAccepted {
-		return fmt.Errorf("post: %d %v", st, err)
+		return rc.Receipt{}, fmt.Errorf("post: %d %v", st, err)
 	}
-	for !rec.Terminal() {
-		time.Sleep(5 * time.Millisecond)
+	// Polled as the cell's driver polls (cell/render: 15 ms growing to 50 ms): a 5 ms loop of
+	// receipt reads took CPU from the attempt itself on a loaded 2-core host.
+	for interval := 15 * time.Millisecond; !rec.Terminal(); interval = min(interval*3/2, 50*time.Millisecond) {
+		time.Sleep(interval)
 		if _, err := e.do(ctx, http.MethodGet, rc.APIRoot+"/executions/"+req.AttemptID, nil, &rec); err != nil {
-			return err
+			return rc.Receipt{}, err
 		}
 	}
 	if rec.Outcome != rc.OutcomeSucceeded {
-		return fmt.Errorf("executor alone: %s %+v", rec.Outcome, rec.Error)
+		return rc.Receipt{}, fmt.Errorf("executor alone: %s %+v", rec.Outcome, rec.Error)
 	}
 	if st, err := e.do(ctx, http.MethodGet, rc.APIRoot+"/executions/"+req.AttemptID+"/artifacts/"+string(rc.ArtifactCapture), nil, nil); err != nil || st != 200 {
-		return fmt.Errorf("artifact: %d %v", st, err)
+		return rc.Receipt{}, fmt.Errorf("artifact: %d %v", st, err)
 	}
 	_, _ = e.do(ctx, http.MethodPut, rc.APIRoot+"/executions/"+req.AttemptID+"/result-consumption", struct{}{}, nil)
-	return nil
+	return rec, nil
 }

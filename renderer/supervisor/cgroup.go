@@ -409,7 +409,10 @@ func (g *Cgroup) killUntilEmpty(deadline time.Time) (int, error) {
 			return max(first, 0), err
 		}
 		time.Sleep(wait)
-		if wait < 100*time.Millisecond {
+		// At most 16 ms between looks: the teardown is on the attempt's path (its terminal
+		// receipt waits for the empty group), and doubling up to 128 ms overshot the moment
+		// the last process was gone by up to as much (issue #24).
+		if wait < 16*time.Millisecond {
 			wait *= 2
 		}
 	}
