@@ -23,6 +23,9 @@ import (
 // fail is the one writer of the cell's error answers.
 func (s *Server) fail(ctx context.Context, w http.ResponseWriter, err error) {
 	pe := atRequest(problem.As(err))
+	if pe.Code == problem.Internal && db.IsRetryable(err) {
+		pe = conflicted(err)
+	}
 	noteError(ctx, pe.Code)
 	switch {
 	case inAttempt(ctx) && db.IsRetryable(err):
@@ -33,6 +36,17 @@ func (s *Server) fail(ctx context.Context, w http.ResponseWriter, err error) {
 		s.Log.Error("request failed", zap.String("trace_id", TraceID(ctx)), zap.String("code", string(pe.Code)), zap.Error(err))
 	}
 	problem.Write(w, pe, TraceID(ctx))
+}
+
+// conflicted answers a serialization failure or deadlock that the database package's retries
+// (Tx, Atomic, Q's single statements) did not cure: the request lost against concurrent writes,
+// which is neither the client's fault nor a failure of the server, so it is 503
+// SERVICE_UNAVAILABLE with Retry-After and retryable, never 500 INTERNAL. A server error is not
+// an idempotent request's answer (idempotency.Storable): its writes were rolled back and its key
+// stays free, so the client's retry with the same key runs it.
+func conflicted(err error) *problem.Error {
+	return &problem.Error{Code: problem.ServiceUnavailable, Message: "the request conflicted with concurrent writes; retry it",
+		RetryAfter: 1, Retryable: true, Cause: err}
 }
 
 // Field errors. The domain packages name the fields of their own objects ("max_attempts",

@@ -48,7 +48,7 @@ func newMetrics(d *db.DB) *metrics {
 		idempotency: counter("cell_idempotency_total",
 			"Idempotency-Key requests by operation and outcome (executed, not_stored, replayed, conflict, in_flight).", "operation", "outcome"),
 		txRetries: counter("cell_tx_retries_total",
-			"Database transactions run again after a serialization failure or deadlock, by operation.", "operation"),
+			"Database transactions, and single statements outside one, run again after a serialization failure or deadlock, by operation.", "operation"),
 		jobs: counter("cell_jobs_total", "Mutation-job state changes made by this replica's workers, by kind and state entered "+
 			"(running, succeeded, failed, canceled, pending: an automatic retry).", "kind", "state"),
 	}

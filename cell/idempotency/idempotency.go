@@ -14,8 +14,8 @@
 // together or not at all, so:
 //   - a retry at any later time finds the committed answer and replays it;
 //   - a second execution of the same key cannot commit: its lock insert waits on the first
-//     (briefly: InFlightWait, then "in flight"), and finds the lock taken once the first has
-//     committed;
+//     (briefly: InFlightWait in each of Run's rounds, then "in flight"), and finds the lock
+//     taken once the first has committed;
 //   - an execution that dies (process killed, connection lost) leaves nothing: its uncommitted
 //     lock goes with its transaction, so there is no lease to wait out and nothing to take over.
 //     A frozen client's transaction is ended by the server (db.Options.IdleInTransaction).
@@ -47,7 +47,8 @@ const (
 	// DefaultTimeout bounds one execution (its transaction holds the key meanwhile).
 	DefaultTimeout = 2 * time.Minute
 	// DefaultInFlightWait is how long a duplicate waits for the first execution to finish
-	// (and then gets its answer) before it is told "in flight".
+	// (and then gets its answer), in each of Run's rounds (up to three), before it is told
+	// "in flight".
 	DefaultInFlightWait = 100 * time.Millisecond
 	DefaultRetention    = 24 * time.Hour
 	MaxKeyLength        = 255
@@ -85,6 +86,9 @@ const (
 	// AfterCommit: after the commit, before the answer is returned; an error stands for a lost
 	// response (the client sees a server error; its retry must replay).
 	AfterCommit = "idempotency.after-commit"
+	// WaitTimedOut: a round's transaction was rolled back because a lock wait ran past
+	// InFlightWait (lock_timeout), before the next round; its error is ignored.
+	WaitTimedOut = "idempotency.wait-timed-out"
 )
 
 // Store keeps records in the cell database.
@@ -92,8 +96,8 @@ type Store struct {
 	DB *db.DB
 	// Timeout bounds one execution; zero is DefaultTimeout.
 	Timeout time.Duration
-	// InFlightWait is how long a duplicate waits on a running execution; zero is
-	// DefaultInFlightWait.
+	// InFlightWait is how long a duplicate waits on a running execution in each of Run's
+	// rounds; zero is DefaultInFlightWait.
 	InFlightWait time.Duration
 	// Retention is how long an answer is replayed.
 	Retention time.Duration
@@ -215,8 +219,10 @@ var (
 	errAnswered  = errors.New("idempotency: the key has an answer")
 )
 
-// maxRounds bounds Run's rounds; a round restarts only when another execution of the same key
-// committed between this one's failed write and the storing of its answer.
+// maxRounds bounds Run's rounds; a round restarts when another execution of the same key
+// committed between this one's failed write and the storing of its answer, or when the key's
+// claim waited longer than InFlightWait (on the key's holder, or on a lock that is not the
+// key's).
 const maxRounds = 3
 
 // Run answers a request that carries key k and fingerprint fp: it replays the stored answer, or
@@ -305,8 +311,14 @@ func (s *Store) Run(ctx context.Context, k Key, fp []byte, exec Exec) (resp Resp
 		case db.IsUniqueViolation(err):
 			continue // the deferred answer met an answer already there: read it next round
 		case isLockTimeout(err):
-			s.observe(ctx, InFlight)
-			return Response{}, false, inFlight()
+			// A wait ran past InFlightWait. Usually on another execution of the key, but not
+			// only: the claim's insert also waits on locks that have nothing to do with the key
+			// (the extension of the locks' index, whose holder a loaded host may not schedule
+			// for longer than that), and a first-time key must not be told "in flight" for
+			// that. Nothing of this round stays; the next round waits again, and a key that is
+			// held all along is in flight after the last round (or gets the holder's answer).
+			_ = s.failpoint(WaitTimedOut)
+			continue
 		default:
 			return Response{}, false, problem.Wrap(err, "the request could not be committed")
 		}

@@ -399,3 +399,67 @@ func TestConcurrentSameKey(t *testing.T) {
 		t.Fatalf("%d projects, want exactly 1", n)
 	}
 }
+
+// A first-time key whose claim waits past InFlightWait on a lock that is not the key's (here an
+// advisory lock that a trigger on the locks table takes, held by another transaction for the
+// first round only; under load, the extension lock of the table's index, seen in pg_locks as
+// "extend ExclusiveLock idempotency_locks_pkey") is not "in flight": the next round claims it
+// and the request runs. A key held by another execution all along stays in flight after the
+// last round.
+func TestClaimWaitOnAnotherLockIsNotInFlight(t *testing.T) {
+	f := setup(t)
+	f.s.InFlightWait = 20 * time.Millisecond
+	ctx := context.Background()
+	for _, sql := range []string{
+		`CREATE FUNCTION contend() RETURNS trigger AS $$ BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NEW; END $$ LANGUAGE plpgsql`,
+		`CREATE TRIGGER contend BEFORE INSERT ON idempotency_locks FOR EACH ROW EXECUTE FUNCTION contend()`,
+	} {
+		if _, err := f.s.DB.Pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder, err := f.s.DB.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(ctx) }()
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_xact_lock(4242)"); err != nil {
+		t.Fatal(err)
+	}
+	var timedOut atomic.Int64
+	f.s.Failpoint = func(name string) error {
+		if name == WaitTimedOut && timedOut.Add(1) == 1 {
+			if err := holder.Rollback(ctx); err != nil {
+				t.Error(err)
+			}
+		}
+		return nil
+	}
+	resp, replayed, err := f.s.Run(ctx, key("first-time"), fpA, f.create("p"))
+	if err != nil || replayed || resp.Status != 201 {
+		t.Fatalf("a first-time key after a wait on another lock: %+v %v %v, want it executed", resp, replayed, err)
+	}
+	if n := timedOut.Load(); n != 1 {
+		t.Fatalf("%d timed-out waits, want 1 (the advisory lock)", n)
+	}
+	if n := f.projects(t, "p"); n != 1 {
+		t.Fatalf("%d projects, want 1", n)
+	}
+
+	// A key held all along: every round times out, then "in flight".
+	timedOut.Store(100)
+	tx, err := f.s.DB.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if ok, err := f.s.claim(ctx, tx, key("held")); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if _, _, err := f.s.Run(ctx, key("held"), fpA, f.create("q")); code(err) != problem.IdempotencyKeyInFlight {
+		t.Fatalf("a held key: %v, want in flight", err)
+	}
+	if n := timedOut.Load() - 100; n != maxRounds {
+		t.Fatalf("%d timed-out rounds for a held key, want %d", n, maxRounds)
+	}
+}

@@ -49,11 +49,18 @@ func InAtomic(ctx context.Context) bool { return ambientFrom(ctx) != nil }
 
 // Q returns what a read should run on: the Atomic transaction carried by ctx, so that it sees
 // that transaction's own writes, or else the pool.
+//
+// On the pool each statement is its own implicit transaction, and one that fails with a
+// serialization failure or a deadlock (IsRetryable) was rolled back as a whole: Q runs it again,
+// at most StatementTries times in all, after the jittered pause of Tx's retries (see
+// poolQuerier). Inside Atomic such a failure dooms the transaction, so Atomic runs it again as a
+// whole, as it does for a Tx inside (see ambientQuerier): a conflict on a read never reaches an
+// answer while a retry can still cure it.
 func (d *DB) Q(ctx context.Context) Querier {
 	if a := ambientFrom(ctx); a != nil {
-		return a.tx
+		return ambientQuerier{a}
 	}
-	return d.Pool
+	return poolQuerier{d}
 }
 
 // Atomic runs fn in one serializable transaction, retried as a whole like Tx. Every Tx made
