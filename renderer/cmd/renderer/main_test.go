@@ -118,17 +118,7 @@ func TestSIGTERMMidAttemptLeavesNoBrowser(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("POST = %d", resp.StatusCode)
 	}
-	for i := 0; ; i++ {
-		var rec rc.Receipt
-		getJSON(t, base+rc.APIRoot+"/executions/ra_e2e", &rec)
-		if rec.Times.BrowserStartedAt != nil {
-			break
-		}
-		if i > 3000 {
-			t.Fatalf("browser never started: %+v", rec)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitReceipt(t, base, "e2e", func(r rc.Receipt) bool { return r.Times.BrowserStartedAt != nil })
 	if n := countUnder(root); n == 0 {
 		t.Fatal("test setup: no attempt process found while running")
 	}
@@ -400,26 +390,11 @@ func TestStartAfterAKilledEpoch(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("POST = %d", resp.StatusCode)
 	}
-	for i := 0; ; i++ {
-		var rec rc.Receipt
-		getJSON(t, base+rc.APIRoot+"/executions/ra_kill", &rec)
-		if rec.Times.BrowserStartedAt != nil {
-			break
-		}
-		if i > 3000 {
-			t.Fatalf("browser never started: %+v", rec)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitReceipt(t, base, "kill", func(r rc.Receipt) bool { return r.Times.BrowserStartedAt != nil })
 	_ = cmd.Process.Kill()
 	<-exited
 	// The kernel takes the attempt with the killed control process.
-	for i := 0; len(rendertest.ProcessesUnder(root)) > 0; i++ {
-		if i > 500 {
-			t.Fatalf("attempt processes survived the killed control process: %v", rendertest.ProcessesUnder(root))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitNoProcessesUnder(t, root)
 	// A leftover that survived anyway, in the killed epoch's cgroup.
 	cg, err := supervisor.OpenCgroups("", "slidecells-renderer-"+worker)
 	if err != nil {
