@@ -92,32 +92,8 @@ func TestSIGTERMMidAttemptLeavesNoBrowser(t *testing.T) {
 	})
 	var caps rc.Capabilities
 	getJSON(t, base+rc.APIRoot+"/capabilities", &caps)
-	now := time.Now()
-	req := &rc.ExecutionRequest{
-		ContractVersion: rc.ContractVersion, Operation: rc.OpPageCapture,
-		RequestID: "rr_e2e", AttemptID: "ra_e2e", WorkspaceID: "ws_e2e", TraceID: "tr_e2e",
-		SnapshotRef: fixture.Forever, InputDigest: fixture.InputDigest, RenderProfileDigest: caps.EnvironmentDigest,
-		Viewport:   rc.Viewport{Width: 320, Height: 180, DeviceScaleFactor: 1},
-		DeadlineAt: now.Add(time.Minute), RemainingBudgetMS: 60000,
-		PreviewAccess: rc.PreviewAccess{Token: token, ExpiresAt: now.Add(time.Minute)},
-	}
-	req.RequestDigest, _ = req.ComputeRequestDigest()
-	req.AdmissionTicket, _ = signer.Sign(&ticket.Admission{
-		RequestID: req.RequestID, AttemptID: req.AttemptID, RequestDigest: req.RequestDigest, WorkspaceID: req.WorkspaceID,
-		WorkerID: caps.WorkerID, Epoch: caps.Epoch, SlotGeneration: 1, IssuedAt: now, AcceptBy: now.Add(time.Minute), StopBy: now.Add(2 * time.Minute),
-	})
 	waitReady(t, base)
-	body, _ := json.Marshal(req)
-	post, _ := http.NewRequest("POST", base+rc.APIRoot+"/executions", bytes.NewReader(body))
-	post.Header.Set("Authorization", "Bearer "+credential)
-	resp, err := http.DefaultClient.Do(post)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST = %d", resp.StatusCode)
-	}
+	submit(t, base, signer, caps, "e2e", fixture.Forever, 1)
 	waitReceipt(t, base, "e2e", func(r rc.Receipt) bool { return r.Times.BrowserStartedAt != nil })
 	if n := countUnder(root); n == 0 {
 		t.Fatal("test setup: no attempt process found while running")
@@ -365,31 +341,7 @@ func TestStartAfterAKilledEpoch(t *testing.T) {
 	waitReady(t, base)
 	var caps rc.Capabilities
 	getJSON(t, base+rc.APIRoot+"/capabilities", &caps)
-	now := time.Now()
-	req := &rc.ExecutionRequest{
-		ContractVersion: rc.ContractVersion, Operation: rc.OpPageCapture,
-		RequestID: "rr_kill", AttemptID: "ra_kill", WorkspaceID: "ws_kill", TraceID: "tr_kill",
-		SnapshotRef: fixture.Forever, InputDigest: fixture.InputDigest, RenderProfileDigest: caps.EnvironmentDigest,
-		Viewport:   rc.Viewport{Width: 320, Height: 180, DeviceScaleFactor: 1},
-		DeadlineAt: now.Add(time.Minute), RemainingBudgetMS: 60000,
-		PreviewAccess: rc.PreviewAccess{Token: token, ExpiresAt: now.Add(time.Minute)},
-	}
-	req.RequestDigest, _ = req.ComputeRequestDigest()
-	req.AdmissionTicket, _ = signer.Sign(&ticket.Admission{
-		RequestID: req.RequestID, AttemptID: req.AttemptID, RequestDigest: req.RequestDigest, WorkspaceID: req.WorkspaceID,
-		WorkerID: caps.WorkerID, Epoch: caps.Epoch, SlotGeneration: 1, IssuedAt: now, AcceptBy: now.Add(time.Minute), StopBy: now.Add(2 * time.Minute),
-	})
-	body, _ := json.Marshal(req)
-	post, _ := http.NewRequest("POST", base+rc.APIRoot+"/executions", bytes.NewReader(body))
-	post.Header.Set("Authorization", "Bearer "+credential)
-	resp, err := http.DefaultClient.Do(post)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST = %d", resp.StatusCode)
-	}
+	submit(t, base, signer, caps, "kill", fixture.Forever, 1)
 	waitReceipt(t, base, "kill", func(r rc.Receipt) bool { return r.Times.BrowserStartedAt != nil })
 	_ = cmd.Process.Kill()
 	<-exited
