@@ -23,6 +23,7 @@ import (
 	"slidecells/cell/render"
 	"slidecells/cell/snapshot"
 	"slidecells/shared/ids"
+	"slidecells/shared/pgserver"
 	rc "slidecells/shared/rendercontract"
 	"slidecells/shared/testenv"
 	"slidecells/shared/ticket"
@@ -69,12 +70,11 @@ func startRenderer(t *testing.T, previewBase, credFile string, keys *ticket.Sign
 	t.Helper()
 	testenv.MustHaveRoot(t, "renderers build a per-attempt isolation")
 	bin := filepath.Join(testenv.MustHaveBin(t, "renderer"), "renderer")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := pgserver.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	ln.Close()
+	port := strconv.Itoa(p)
 	temp, err := os.MkdirTemp("/tmp", "ra-")
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"slidecells/shared/pgserver"
 	"slidecells/shared/testenv"
 
 	"gocloud.dev/blob/fileblob"
@@ -156,12 +157,10 @@ func rendererBinary(t *testing.T) string {
 func startRenderer(t *testing.T, f *fixture, d *docServer, id, credFile string, extraEnv ...string) *renderer {
 	t.Helper()
 	rendererBinary(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := pgserver.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	r := &renderer{id: id, url: "http://127.0.0.1:" + strconv.Itoa(port), env: append(os.Environ(),
 		"RENDER_WORKER_ID="+id,
 		"RENDER_LISTEN_ADDR=127.0.0.1:"+strconv.Itoa(port),

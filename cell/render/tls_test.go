@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"slidecells/shared/config"
+	"slidecells/shared/pgserver"
 	"slidecells/shared/testenv"
 	"slidecells/shared/ticket"
 )
@@ -50,12 +51,11 @@ func TestRendererControlOverTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := pgserver.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	ln.Close()
+	port := strconv.Itoa(p)
 	id := "w-tls-" + strconv.Itoa(os.Getpid())
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(),
