@@ -3,17 +3,9 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 
 	"slidecells/shared/testenv"
 
@@ -418,17 +410,10 @@ func TestTLS(t *testing.T) {
 	rendertest.RequireIsolation(t)
 	bin := build(t)
 	dir := t.TempDir()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "renderer"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
+	ca := testenv.NewCA(t, "127.0.0.1")
 	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	_ = os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	_ = os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	_ = os.WriteFile(certPath, ca.CertPEM, 0o600)
+	_ = os.WriteFile(keyPath, ca.KeyPEM, 0o600)
 	root, err := os.MkdirTemp("/tmp", "rtls")
 	if err != nil {
 		t.Fatal(err)
@@ -452,9 +437,7 @@ func TestTLS(t *testing.T) {
 		<-exited
 	}()
 	https := "https://" + strings.TrimPrefix(base, "http://")
-	pool := x509.NewCertPool()
-	pool.AddCert(mustParse(t, der))
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool}}, Timeout: 10 * time.Second}
 	if resp, err := http.Get(base + "/livez"); err == nil {
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusOK {
@@ -478,15 +461,6 @@ func TestTLS(t *testing.T) {
 			t.Fatalf("GET %s = %d, want %d", c.path, resp.StatusCode, c.want)
 		}
 	}
-}
-
-func mustParse(t *testing.T, der []byte) *x509.Certificate {
-	t.Helper()
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // TestProfileManifestFlow: `renderer profile` prints the profile a release
