@@ -2,9 +2,15 @@ package cell_test
 
 import (
 	"bufio"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -100,5 +106,64 @@ func TestArchitecture(t *testing.T) {
 		if _, ok := actual[pkg]; !ok {
 			t.Errorf("docs/architecture.md lists %s, which is no package of the cell", pkg)
 		}
+	}
+}
+
+// wireFreePackages hold the domain and its services: the wire format (request and response
+// shapes with their schema tags) lives in cell/api, so that the OpenAPI document is defined in
+// one package.
+var wireFreePackages = []string{"object", "design", "content", "catalog", "authoring", "jobs"}
+
+// schemaTags are the struct tag keys huma reads to build a schema or bind a parameter.
+var schemaTags = []string{"doc", "format", "enum", "default", "example", "minimum", "exclusiveMinimum",
+	"maximum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "pattern", "patternDescription",
+	"minItems", "maxItems", "uniqueItems", "minProperties", "maxProperties", "readOnly", "writeOnly",
+	"deprecated", "hidden", "nullable", "required", "dependentRequired", "contentEncoding",
+	"contentMediaType", "path", "query", "header", "cookie"}
+
+// TestDomainHoldsNoWireFormat fails when a domain or service package imports huma or declares a
+// struct field with a schema tag (doc:"…", pattern:"…", …): the wire shape belongs in cell/api.
+func TestDomainHoldsNoWireFormat(t *testing.T) {
+	fset := token.NewFileSet()
+	files := 0
+	for _, dir := range wireFreePackages {
+		names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files++
+			for _, imp := range f.Imports {
+				if p, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(p, "github.com/danielgtaylor/huma") {
+					t.Errorf("%s imports %s: the HTTP framework belongs in cell/api", name, p)
+				}
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				field, ok := n.(*ast.Field)
+				if !ok || field.Tag == nil {
+					return true
+				}
+				tag, err := strconv.Unquote(field.Tag.Value)
+				if err != nil {
+					t.Fatalf("%s: %v", fset.Position(field.Pos()), err)
+				}
+				for _, k := range schemaTags {
+					if _, ok := reflect.StructTag(tag).Lookup(k); ok {
+						t.Errorf("%s: struct tag %s:\"…\" is wire format; declare the shape in cell/api and convert", fset.Position(field.Pos()), k)
+					}
+				}
+				return true
+			})
+		}
+	}
+	if files < 2*len(wireFreePackages) {
+		t.Fatalf("parsed %d files in %v: the package list is stale", files, wireFreePackages)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"slidecells/renderer/internal/fixture"
 	rc "slidecells/shared/rendercontract"
+	"slidecells/shared/testenv"
 )
 
 // setupNoBrowser starts a renderer whose child is a shell script instead of
@@ -192,20 +193,16 @@ func TestJanitorForgetsReceiptsAndMarksOnlyAfterRetention(t *testing.T) {
 		t.Fatalf("receipt forgotten before its retention: %d", st)
 	}
 	clock.Advance(DefaultResultTTL + DefaultMarkRetention + 10*time.Minute)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, 100*time.Millisecond, "receipt and marks gone after the retention", func() error {
 		st, _, _ := e.do("GET", rc.APIRoot+"/executions/"+req.AttemptID, nil)
 		e.srv.mu.Lock()
 		marks := len(e.srv.marks)
 		e.srv.mu.Unlock()
-		if st == http.StatusNotFound && marks == 0 {
-			break
+		if st != http.StatusNotFound || marks != 0 {
+			return fmt.Errorf("receipt %d, %d marks", st, marks)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the retention: receipt %d, %d marks", st, marks)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestMarksAndReceiptsAreBounded: when full, new marks and new attempts are

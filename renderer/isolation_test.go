@@ -1,6 +1,7 @@
 package renderer
 
 import (
+	"fmt"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -12,24 +13,25 @@ import (
 	"slidecells/renderer/internal/rendertest"
 	"slidecells/renderer/internal/unpriv"
 	"slidecells/renderer/supervisor"
+	"slidecells/shared/loop"
 	rc "slidecells/shared/rendercontract"
+	"slidecells/shared/testenv"
 )
 
 // TestLaunchProbeGatesReadiness: /readyz is true only once a real sandboxed
 // browser started inside the attempt's namespaces and limits.
 func TestLaunchProbeGatesReadiness(t *testing.T) {
 	e := setup(t, func(c *Config) { c.noLaunchProbe = false })
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testenv.Eventually(t, 60*time.Second, 50*time.Millisecond, "readyz 200 after the launch probe", func() error {
 		st, b, _ := e.do("GET", "/readyz", nil)
-		if st == http.StatusOK {
-			break
+		switch {
+		case st == http.StatusOK:
+			return nil
+		case !strings.Contains(string(b), "launch probe pending"):
+			return loop.Stop(fmt.Errorf("readyz = %d %s", st, b))
 		}
-		if !strings.Contains(string(b), "launch probe pending") || time.Now().After(deadline) {
-			t.Fatalf("readyz = %d %s", st, b)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("readyz = %d %s", st, b)
+	})
 	if n := e.starts.Load(); n != 1 {
 		t.Fatalf("%d children started for one probe", n)
 	}
@@ -47,19 +49,14 @@ func TestFailingLaunchProbeMakesTheRendererUnready(t *testing.T) {
 		c.noLaunchProbe = false
 		c.ChildCgroup.Processes = 12
 	})
-	deadline := time.Now().Add(60 * time.Second)
 	var body string
-	for {
+	testenv.Eventually(t, 60*time.Second, 50*time.Millisecond, "readyz 503 launch probe failed", func() error {
 		st, b, _ := e.do("GET", "/readyz", nil)
-		body = string(b)
-		if st == http.StatusServiceUnavailable && strings.Contains(body, "launch probe failed") {
-			break
+		if body = string(b); st != http.StatusServiceUnavailable || !strings.Contains(body, "launch probe failed") {
+			return fmt.Errorf("readyz = %d %s", st, b)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("readyz = %d %s", st, b)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	req := e.request(fixture.Ready, rc.OpPageCapture, small, time.Minute)
 	if st, b := e.post(req); st != http.StatusServiceUnavailable || errorOf(t, b).Code != rc.CodeServiceUnavailable {
 		t.Fatalf("POST while the probe fails = %d %s", st, b)

@@ -27,6 +27,7 @@ import (
 	"slidecells/renderer/supervisor"
 	"slidecells/shared/digest"
 	rc "slidecells/shared/rendercontract"
+	"slidecells/shared/testenv"
 	"slidecells/shared/ticket"
 )
 
@@ -254,17 +255,14 @@ func (e *env) receipt(id string) rc.Receipt {
 // bound only keeps a broken run from hanging.
 func (e *env) waitFor(id string, cond func(rc.Receipt) bool) rc.Receipt {
 	e.t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		rec := e.receipt(id)
-		if cond(rec) {
-			return rec
+	var rec rc.Receipt
+	testenv.Eventually(e.t, 90*time.Second, 20*time.Millisecond, "receipt "+id+" in the expected state", func() error {
+		if rec = e.receipt(id); !cond(rec) {
+			return fmt.Errorf("receipt %+v", rec)
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("receipt never reached the expected state: %+v", rec)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return rec
 }
 
 func terminal(r rc.Receipt) bool { return r.State == rc.StateTerminal }
@@ -620,17 +618,12 @@ func TestUnknownAndReclaimed(t *testing.T) {
 	}
 	// After the retention the artifact is reclaimed: 410, while the
 	// receipt stays.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st, _, _ = e.do("GET", rc.APIRoot+"/executions/"+req.AttemptID+"/artifacts/diagnosis.json", nil)
-		if st == http.StatusGone {
-			break
+	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "artifact reclaimed (410)", func() error {
+		if st, _, _ = e.do("GET", rc.APIRoot+"/executions/"+req.AttemptID+"/artifacts/diagnosis.json", nil); st != http.StatusGone {
+			return fmt.Errorf("status %d", st)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("artifact never reclaimed (last status %d)", st)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if r := e.receipt(req.AttemptID); r.Result == nil || r.Result.State != rc.ResultReclaimed {
 		t.Fatalf("receipt after reclaim = %+v", r)
 	}
@@ -742,8 +735,7 @@ func assertNoProcessesUnder(t *testing.T, root string) {
 func assertSandboxed(t *testing.T, root string) {
 	t.Helper()
 	self, _ := os.Readlink("/proc/self/ns/user")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, "a sandboxed renderer process", func() error {
 		browsers, sandboxed := 0, 0
 		ents, _ := os.ReadDir("/proc")
 		for _, ent := range ents {
@@ -770,12 +762,9 @@ func assertSandboxed(t *testing.T, root string) {
 				}
 			}
 		}
-		if browsers > 0 && sandboxed > 0 {
-			return
+		if browsers == 0 || sandboxed == 0 {
+			return fmt.Errorf("no sandboxed renderer process found (%d browser processes)", browsers)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no sandboxed renderer process found (%d browser processes)", browsers)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -14,6 +14,7 @@ import (
 
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
+	"slidecells/shared/testenv"
 )
 
 // TestOpsEndpointsAreNotPublic: /metrics and the health endpoints answer on the internal
@@ -43,20 +44,11 @@ func TestOpsEndpointsAreNotPublic(t *testing.T) {
 // bytes but sends only its first 8, then holds the connection.
 func slowRequest(t *testing.T, addr, method, path string, length int, header ...string) net.Conn {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
+	conn, err := testenv.SlowRequest(addr, method, path, "router.test", length, header...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "%s %s HTTP/1.1\r\nHost: router.test\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", method, path, length)
-	for i := 0; i+1 < len(header); i += 2 {
-		fmt.Fprintf(&sb, "%s: %s\r\n", header[i], header[i+1])
-	}
-	sb.WriteString("\r\n{\"name\":")
-	if _, err := io.WriteString(conn, sb.String()); err != nil {
-		t.Fatal(err)
-	}
 	return conn
 }
 

@@ -21,19 +21,19 @@ func (s *Server) registerAI(st *store.Store) {
 	tags := []string{"ai"}
 	Register(s, Operation{ID: "list-agent-catalog", Method: http.MethodGet, Path: "/ai/agent-catalog",
 		Summary: "AI agent catalogue", Tags: tags, Access: Authenticated, ReadOnly: true},
-		func(ctx context.Context, in *ListQuery) (*Page[catalog.Agent], error) {
-			items := slices.Clone(catalog.Agents)
-			slices.SortFunc(items, func(a, b catalog.Agent) int { return strings.Compare(a.Key, b.Key) })
-			return pageOf(items, *in, func(a catalog.Agent) string { return a.Key }), nil
+		func(ctx context.Context, in *ListQuery) (*Page[Agent], error) {
+			items := mapSlice(catalog.Agents, func(a catalog.Agent) Agent { return Agent(a) })
+			slices.SortFunc(items, func(a, b Agent) int { return strings.Compare(a.Key, b.Key) })
+			return pageOf(items, *in, func(a Agent) string { return a.Key }), nil
 		})
 	Register(s, Operation{ID: "get-agent-catalog-entry", Method: http.MethodGet, Path: "/ai/agent-catalog/{agent_key}",
 		Summary: "One catalogue agent", Tags: tags, Access: Authenticated, ReadOnly: true},
-		func(ctx context.Context, in *AgentKeyPath) (*struct{ Body catalog.Agent }, error) {
+		func(ctx context.Context, in *AgentKeyPath) (*struct{ Body Agent }, error) {
 			a, ok := catalog.AgentByKey(in.AgentKey)
 			if !ok {
 				return nil, problem.ErrNotFound()
 			}
-			return &struct{ Body catalog.Agent }{Body: a}, nil
+			return &struct{ Body Agent }{Body: Agent(a)}, nil
 		})
 	Scoped(s, Operation{ID: "list-agent-configs", Method: http.MethodGet, Path: "/ai/agent-configs",
 		Summary: "The workspace's agent configurations", Tags: tags, Scopes: []auth.Permission{auth.WorkspaceRead}, ReadOnly: true},

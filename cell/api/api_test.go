@@ -128,6 +128,24 @@ func code(t *testing.T, body []byte) string {
 	return p.Code
 }
 
+// fieldNames are the fields a problem answer names, in order.
+func fieldNames(t *testing.T, body []byte) []string {
+	t.Helper()
+	var p struct {
+		Errors []struct {
+			Field string `json:"field"`
+		} `json:"errors"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil {
+		t.Fatalf("not a problem answer: %v: %s", err, body)
+	}
+	var out []string
+	for _, e := range p.Errors {
+		out = append(out, e.Field)
+	}
+	return out
+}
+
 func TestWhoamiAndWorkspaces(t *testing.T) {
 	b := setup(t)
 	resp, body := b.get(t, "/api/v1/auth/whoami", b.pat)

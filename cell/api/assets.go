@@ -212,7 +212,7 @@ type replaceAssetIn = struct {
 
 func (h *assetOps) replace(ctx context.Context, sc auth.Scope, in *replaceAssetIn) (*Single[AssetView], error) {
 	a, err := h.svc.Replace(ctx, sc, in.ID(), in.IfMatch, in.r, in.ContentType)
-	return h.kind.One(sc)(a, err)
+	return h.kind.One(sc)(a, fieldAt(err, content.BaselineField, "header.If-Match"))
 }
 
 func (h *assetOps) preview(ctx context.Context, sc auth.Scope, in *ObjectID) (*AssetPreview, error) {

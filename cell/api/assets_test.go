@@ -12,6 +12,7 @@ import (
 	"image/jpeg"
 	"image/png"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -332,8 +333,11 @@ func TestAssetReplaceContent(t *testing.T) {
 	if resp, body := put(dataB); resp.StatusCode != 422 || !strings.Contains(string(body), "header.If-Match") {
 		t.Fatalf("no If-Match: %d %s", resp.StatusCode, body)
 	}
-	if resp, body := put(dataB, "If-Match", "*"); resp.StatusCode != 422 {
-		t.Fatalf("If-Match *: %d %s", resp.StatusCode, body)
+	// The content's rules name the asset's sha256; the client sees the header it sent.
+	for _, bad := range []string{"*", `W/"` + a.SHA256 + `"`, `"abc"`, `""`} {
+		if resp, body := put(dataB, "If-Match", bad); resp.StatusCode != 422 || !slices.Equal(fieldNames(t, body), []string{"header.If-Match"}) {
+			t.Fatalf("If-Match %s: %d %s", bad, resp.StatusCode, body)
+		}
 	}
 	if resp, body := put(dataB, "If-Match", `"`+hexSHA([]byte("other"))+`"`); resp.StatusCode != 409 || code(t, body) != "VERSION_CONFLICT" || !strings.Contains(string(body), a.SHA256) {
 		t.Fatalf("stale hash: %d %s", resp.StatusCode, body)

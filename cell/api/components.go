@@ -43,7 +43,8 @@ type publishIn = struct {
 }
 
 func (h *componentsAPI) publish(ctx context.Context, sc auth.Scope, in *publishIn) (*Single[ComponentView], error) {
-	return h.One(sc)(h.svc.Publish(ctx, sc, in.ID(), unquote(in.IfMatch)))
+	c, err := h.svc.Publish(ctx, sc, in.ID(), unquote(in.IfMatch))
+	return h.One(sc)(c, fieldAt(err, content.DraftHashField, "header.If-Match"))
 }
 
 type createComponentIn = struct {
@@ -91,8 +92,9 @@ func (h *componentsAPI) editJob(ctx context.Context, sc auth.Scope, in *editComp
 }
 
 func (h *componentsAPI) submitEdit(ctx context.Context, sc auth.Scope, id, ifMatch string, b ComponentEditBody) (*Accepted[JobView], error) {
-	return accepted(h.svc.SubmitComponentEdit(ctx, sc, authoring.ComponentEdit{ComponentID: id, DraftHash: unquote(ifMatch),
-		FileType: b.FileType, Source: b.Source}, b.MaxAttempts))
+	j, err := h.svc.SubmitComponentEdit(ctx, sc, authoring.ComponentEdit{ComponentID: id, DraftHash: unquote(ifMatch),
+		FileType: b.FileType, Source: b.Source}, b.MaxAttempts)
+	return accepted(j, fieldAt(err, content.DraftHashField, "header.If-Match"))
 }
 
 type componentMetadataIn = struct {

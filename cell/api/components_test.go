@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -69,6 +70,14 @@ export default () => <Hero />`)
 	// Publish freezes the draft: a stale hash is refused, a missing one is 422.
 	post(t, "/api/v1/components/"+hero+"/publish", "sha256:stale", `{}`, http.StatusConflict)
 	post(t, "/api/v1/components/"+hero+"/publish", "", `{}`, http.StatusUnprocessableEntity)
+	// An empty draft hash: the store names the component's draft_hash, the client sees the header.
+	for path, in := range map[string]string{"/api/v1/components/" + hero + "/publish": `{}`,
+		"/api/v1/components/" + hero + "/edits": `{"source":"export default function Hero() { return <h1>v2</h1> }"}`} {
+		resp, body := b.call(t, call{method: "POST", path: path, ws: b.ws, key: ids.New("k"), header: []string{"If-Match", `""`}, body: in})
+		if resp.StatusCode != http.StatusUnprocessableEntity || !slices.Equal(fieldNames(t, body), []string{"header.If-Match"}) {
+			t.Fatalf("POST %s with an empty If-Match: %d %s", path, resp.StatusCode, body)
+		}
+	}
 	var pub componentAnswer
 	_ = json.Unmarshal(post(t, "/api/v1/components/"+hero+"/publish", c.DraftHash, `{}`, http.StatusOK), &pub)
 	if pub.PublishedVersion != 1 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -99,6 +100,23 @@ func fieldsAt(location string, err error) error {
 			f.Field = location + f.Field
 		}
 		out.Fields[i] = f
+	}
+	return &out
+}
+
+// fieldAt answers the domain field errors of err that name field at path: a domain baseline
+// that came in a header, e.g. fieldAt(err, content.DraftHashField, "header.If-Match").
+func fieldAt(err error, field, path string) error {
+	var pe *problem.Error
+	if !errors.As(err, &pe) || !slices.ContainsFunc(pe.Fields, func(f problem.FieldError) bool { return f.Field == field }) {
+		return err
+	}
+	out := *pe
+	out.Fields = slices.Clone(pe.Fields)
+	for i := range out.Fields {
+		if out.Fields[i].Field == field {
+			out.Fields[i].Field = path
+		}
 	}
 	return &out
 }

@@ -6,21 +6,20 @@ import (
 
 	"slidecells/cell/auth"
 	"slidecells/cell/content"
-	"slidecells/cell/design"
 	"slidecells/cell/store"
 )
 
 // ProjectConfigurationInput is what a client writes. Its presentation takes the same fields, with
 // the same rules and defaults, as a style (absent fields take the style defaults).
 type ProjectConfigurationInput struct {
-	content.ProjectSettings
+	ProjectSettings
 	Presentation *StylePresentationFields `json:"presentation,omitempty"`
 }
 
 // ConfigurationBody is a configuration read as a whole, with its version.
 type ConfigurationBody struct {
-	Version       int64                        `json:"version" doc:"send it back as the baseline of the next write"`
-	Configuration content.ProjectConfiguration `json:"configuration"`
+	Version       int64                `json:"version" doc:"send it back as the baseline of the next write"`
+	Configuration ProjectConfiguration `json:"configuration"`
 }
 
 // ConfigurationInputBody is a configuration written as a whole, with its version baseline.
@@ -31,14 +30,14 @@ type ConfigurationInputBody struct {
 
 // RouteTreeBody is read and written as a whole, with its version baseline.
 type RouteTreeBody struct {
-	Version   int64             `json:"version" minimum:"1" doc:"the route tree version you read"`
-	RouteTree content.RouteTree `json:"route_tree"`
+	Version   int64     `json:"version" minimum:"1" doc:"the route tree version you read"`
+	RouteTree RouteTree `json:"route_tree"`
 }
 
 // BuildAssetsBody is read and written as a whole, with its version baseline.
 type BuildAssetsBody struct {
-	Version     int64                `json:"version" minimum:"1" doc:"the build assets version you read"`
-	BuildAssets []content.BuildAsset `json:"build_assets" maxItems:"100"`
+	Version     int64        `json:"version" minimum:"1" doc:"the build assets version you read"`
+	BuildAssets []BuildAsset `json:"build_assets" maxItems:"100"`
 }
 
 // PageSummaryView is a page in its project's list.
@@ -83,15 +82,16 @@ func (s *Server) registerProjectStructure(st *store.Store) {
 }
 
 func configuration(c content.ProjectConfiguration, v int64, err error) (*Single[ConfigurationBody], error) {
-	return &Single[ConfigurationBody]{Body: ConfigurationBody{Version: v, Configuration: c}}, err
+	return &Single[ConfigurationBody]{Body: ConfigurationBody{Version: v, Configuration: configurationWire(c)}}, err
 }
 
 func routeTree(t content.RouteTree, v int64, err error) (*Single[RouteTreeBody], error) {
-	return &Single[RouteTreeBody]{Body: RouteTreeBody{Version: v, RouteTree: t}}, err
+	return &Single[RouteTreeBody]{Body: RouteTreeBody{Version: v, RouteTree: RouteTree{Routes: routesWire(t.Routes)}}}, err
 }
 
 func buildAssets(list []content.BuildAsset, v int64, err error) (*Single[BuildAssetsBody], error) {
-	return &Single[BuildAssetsBody]{Body: BuildAssetsBody{Version: v, BuildAssets: list}}, err
+	wire := mapSlice(list, func(a content.BuildAsset) BuildAsset { return BuildAsset(a) })
+	return &Single[BuildAssetsBody]{Body: BuildAssetsBody{Version: v, BuildAssets: wire}}, err
 }
 
 func (h *projectStructure) getConfiguration(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[ConfigurationBody], error) {
@@ -105,7 +105,7 @@ type putConfigurationIn = struct {
 
 func (h *projectStructure) putConfiguration(ctx context.Context, sc auth.Scope, in *putConfigurationIn) (*Single[ConfigurationBody], error) {
 	c := in.Body.Configuration
-	return configuration(h.ps.PutConfiguration(ctx, sc, in.ID(), in.Body.Version, c.ProjectSettings, (*design.StylePresentationFields)(c.Presentation)))
+	return configuration(h.ps.PutConfiguration(ctx, sc, in.ID(), in.Body.Version, content.ProjectSettings(c.ProjectSettings), presentationFields(c.Presentation)))
 }
 
 type applyStyleIn = struct {
@@ -130,7 +130,7 @@ type putRouteTreeIn = struct {
 }
 
 func (h *projectStructure) putRouteTree(ctx context.Context, sc auth.Scope, in *putRouteTreeIn) (*Single[RouteTreeBody], error) {
-	return routeTree(h.ps.PutRouteTree(ctx, sc, in.ID(), in.Body.Version, in.Body.RouteTree))
+	return routeTree(h.ps.PutRouteTree(ctx, sc, in.ID(), in.Body.Version, content.RouteTree{Routes: routesOf(in.Body.RouteTree.Routes)}))
 }
 
 func (h *projectStructure) getBuildAssets(ctx context.Context, sc auth.Scope, in *ObjectID) (*Single[BuildAssetsBody], error) {
@@ -143,7 +143,8 @@ type putBuildAssetsIn = struct {
 }
 
 func (h *projectStructure) putBuildAssets(ctx context.Context, sc auth.Scope, in *putBuildAssetsIn) (*Single[BuildAssetsBody], error) {
-	return buildAssets(h.ps.PutBuildAssets(ctx, sc, in.ID(), in.Body.Version, in.Body.BuildAssets))
+	return buildAssets(h.ps.PutBuildAssets(ctx, sc, in.ID(), in.Body.Version,
+		mapSlice(in.Body.BuildAssets, func(a BuildAsset) content.BuildAsset { return content.BuildAsset(a) })))
 }
 
 type listPagesIn = struct {

@@ -11,7 +11,7 @@ import (
 
 // StandardOutput is one standard.
 type StandardOutput struct {
-	Body catalog.Standard
+	Body Standard
 }
 
 // KitIndexOutput is the runtime kit index.
@@ -35,8 +35,8 @@ type KitItemPath struct {
 // FontsOutput lists the platform presets.
 type FontsOutput struct {
 	Body struct {
-		Presets  []design.FontPreset `json:"presets"`
-		Defaults map[string]string   `json:"defaults" doc:"preset used per role when a theme names none"`
+		Presets  []FontPreset      `json:"presets"`
+		Defaults map[string]string `json:"defaults" doc:"preset used per role when a theme names none"`
 	}
 }
 
@@ -46,7 +46,7 @@ func (s *Server) registerStandards() {
 		Register(s, Operation{ID: "get-standard-" + kind, Method: http.MethodGet, Path: "/api/v1/standards/" + kind,
 			Summary: "The " + kind + " standard published by the backend", Tags: []string{"standards"}, Access: Authenticated, ReadOnly: true},
 			func(ctx context.Context, _ *struct{}) (*StandardOutput, error) {
-				return &StandardOutput{Body: std}, nil
+				return &StandardOutput{Body: Standard(std)}, nil
 			})
 	}
 	Register(s, Operation{ID: "get-runtime-kit", Method: http.MethodGet, Path: "/api/v1/runtime-kit",
@@ -70,7 +70,7 @@ func (s *Server) registerStandards() {
 		Summary: "Platform font presets", Tags: []string{"fonts"}, Access: Authenticated, ReadOnly: true},
 		func(ctx context.Context, _ *struct{}) (*FontsOutput, error) {
 			out := &FontsOutput{}
-			out.Body.Presets = design.FontPresets
+			out.Body.Presets = mapSlice(design.FontPresets, func(p design.FontPreset) FontPreset { return FontPreset(p) })
 			out.Body.Defaults = design.DefaultPresets()
 			return out, nil
 		})

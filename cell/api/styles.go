@@ -12,9 +12,29 @@ import (
 	"slidecells/cell/store"
 )
 
-// StylePresentationFields are the presentation fields of a style request (design's), with
-// their limits published from the canvas and the layout list so they are stated once.
-type StylePresentationFields design.StylePresentationFields
+// StylePresentationFields are the presentation fields of a style request (the wire shape of
+// design.StylePresentationFields), with their limits published from the canvas and the layout
+// list so they are stated once. All are optional: absent ones take their default (create) or
+// keep their value (update).
+type StylePresentationFields struct {
+	PageWidth         *int     `json:"page_width,omitempty" minimum:"1" doc:"page width in CSS px (default 1280)"`
+	PageHeight        *int     `json:"page_height,omitempty" minimum:"1" doc:"page height in CSS px (default 720)"`
+	AspectRatio       *string  `json:"aspect_ratio,omitempty" pattern:"^[1-9][0-9]{0,4}:[1-9][0-9]{0,4}$" doc:"W:H; when given it must equal page_width:page_height; the snapshot always carries the reduced ratio"`
+	ThemeKey          *string  `json:"theme_key,omitempty" nullable:"true" pattern:"^[a-z][a-z0-9-]{0,63}$" doc:"key of a live theme of the workspace; null or absent for none"`
+	DefaultLayout     *string  `json:"default_layout,omitempty" doc:"layout of new pages (default title-content)"`
+	Background        *string  `json:"background,omitempty" pattern:"^#([0-9a-fA-F]{3}|[0-9a-fA-F]{4}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})$" doc:"page background, CSS hex color (default #ffffff); stored lower case with 6 or 8 digits"`
+	FontScale         *float64 `json:"font_scale,omitempty" minimum:"0.5" maximum:"2" doc:"typography scale factor (default 1), rounded to 2 decimals"`
+	StyleSpecMarkdown *string  `json:"style_spec_markdown,omitempty" doc:"free-form style guide in Markdown, at most 64 KiB (UTF-8 bytes)"`
+}
+
+// presentationFields is the domain's copy of the fields (nil when absent).
+func presentationFields(p *StylePresentationFields) *design.StylePresentationFields {
+	if p == nil {
+		return nil
+	}
+	f := design.StylePresentationFields(*p)
+	return &f
+}
 
 // TransformSchema takes the limits from the canvas and the layout list.
 func (StylePresentationFields) TransformSchema(_ huma.Registry, s *huma.Schema) *huma.Schema {

@@ -10,16 +10,16 @@ import (
 
 // ThemeView is a theme as the API shows it.
 type ThemeView struct {
-	ID           string                 `json:"id"`
-	Key          string                 `json:"key"`
-	Name         string                 `json:"name"`
-	Colors       map[string]string      `json:"colors"`
-	Spacing      []int                  `json:"spacing"`
-	Radius       []int                  `json:"radius"`
-	Typography   design.ThemeTypography `json:"typography"`
-	CSSVariables map[string]string      `json:"css_variables" doc:"the theme as CSS custom properties"`
-	CSS          string                 `json:"css" doc:"a :root rule declaring css_variables"`
-	Version      int64                  `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
+	ID           string            `json:"id"`
+	Key          string            `json:"key"`
+	Name         string            `json:"name"`
+	Colors       map[string]string `json:"colors"`
+	Spacing      []int             `json:"spacing"`
+	Radius       []int             `json:"radius"`
+	Typography   ThemeTypography   `json:"typography"`
+	CSSVariables map[string]string `json:"css_variables" doc:"the theme as CSS custom properties"`
+	CSS          string            `json:"css" doc:"a :root rule declaring css_variables"`
+	Version      int64             `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
 	object.Stamps
 }
 
@@ -28,17 +28,17 @@ func ThemeOf(sc scope.Scope, t design.Theme) (ThemeView, error) {
 	typo := design.Typography(sc.WorkspaceID(), t)
 	vars, css := design.ThemeCSS(t, typo)
 	return ThemeView{ID: t.ID, Key: t.Key, Name: t.Name, Colors: t.Colors, Spacing: t.Spacing, Radius: t.Radius,
-		Typography: typo, CSSVariables: vars, CSS: css, Version: t.Version, Stamps: t.Stamps}, nil
+		Typography: typographyWire(typo), CSSVariables: vars, CSS: css, Version: t.Version, Stamps: t.Stamps}, nil
 }
 
 // StyleView is a style as the API shows it.
 type StyleView struct {
-	ID             string               `json:"id"`
-	Name           string               `json:"name"`
-	Snapshot       design.StyleSnapshot `json:"snapshot" doc:"the normalised presentation; identical for both request forms"`
-	SnapshotDigest string               `json:"snapshot_digest" doc:"sha256 of the snapshot's canonical JSON"`
-	CSSVariables   map[string]string    `json:"css_variables" doc:"the style as CSS custom properties"`
-	Version        int64                `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
+	ID             string            `json:"id"`
+	Name           string            `json:"name"`
+	Snapshot       StyleSnapshot     `json:"snapshot" doc:"the normalised presentation; identical for both request forms"`
+	SnapshotDigest string            `json:"snapshot_digest" doc:"sha256 of the snapshot's canonical JSON"`
+	CSSVariables   map[string]string `json:"css_variables" doc:"the style as CSS custom properties"`
+	Version        int64             `json:"version" doc:"optimistic-lock baseline: send it back with edits"`
 	object.Stamps
 }
 
@@ -48,7 +48,7 @@ func StyleOf(_ scope.Scope, y design.Style) (StyleView, error) {
 	if err != nil {
 		return StyleView{}, err
 	}
-	return StyleView{ID: y.ID, Name: y.Name, Snapshot: snap, SnapshotDigest: y.SnapshotDigest,
+	return StyleView{ID: y.ID, Name: y.Name, Snapshot: snapshotWire(snap), SnapshotDigest: y.SnapshotDigest,
 		CSSVariables: design.StyleCSSVariables(snap.Presentation),
 		Version:      y.Version, Stamps: y.Stamps}, nil
 }

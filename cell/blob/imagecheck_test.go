@@ -3,39 +3,14 @@ package blob
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
-	"hash/crc32"
 	"image"
 	"image/png"
 	"strings"
 	"testing"
 
 	"slidecells/shared/problem"
+	"slidecells/shared/testenv"
 )
-
-// bombPNG is a valid PNG header (signature and IHDR) declaring w×h pixels, then one empty IDAT
-// and IEND: tiny, and a decompression bomb if anyone decoded it.
-func bombPNG(w, h uint32) []byte {
-	var b bytes.Buffer
-	b.WriteString("\x89PNG\r\n\x1a\n")
-	chunk := func(typ string, data []byte) {
-		_ = binary.Write(&b, binary.BigEndian, uint32(len(data)))
-		c := crc32.NewIEEE()
-		b.WriteString(typ)
-		c.Write([]byte(typ))
-		b.Write(data)
-		c.Write(data)
-		_ = binary.Write(&b, binary.BigEndian, c.Sum32())
-	}
-	ihdr := make([]byte, 13)
-	binary.BigEndian.PutUint32(ihdr[0:], w)
-	binary.BigEndian.PutUint32(ihdr[4:], h)
-	ihdr[8], ihdr[9] = 8, 2 // 8-bit RGB
-	chunk("IHDR", ihdr)
-	chunk("IDAT", []byte{0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01})
-	chunk("IEND", nil)
-	return b.Bytes()
-}
 
 func goodPNG(t *testing.T, w, h int) []byte {
 	var b bytes.Buffer
@@ -57,8 +32,8 @@ func TestImageUploadsAreVerified(t *testing.T) {
 		body []byte
 		msg  string
 	}{
-		"30000×30000 bomb":  {bombPNG(30000, 30000), "at most 16384 on a side"},
-		"16000×16000 bomb":  {bombPNG(16000, 16000), "pixels in all"},
+		"30000×30000 bomb":  {testenv.BombPNG(30000, 30000), "at most 16384 on a side"},
+		"16000×16000 bomb":  {testenv.BombPNG(16000, 16000), "pixels in all"},
 		"truncated":         {good[:len(good)-20], "does not decode"},
 		"PNG+ELF polyglot":  {append(append([]byte{}, good...), elf...), "data follows the end"},
 		"PNG+trailing zero": {append(append([]byte{}, good...), 0), "data follows the end"},

@@ -10,11 +10,11 @@ import (
 
 // Standard is the page or component standard the backend enforces: what a client must produce.
 type Standard struct {
-	Kind           string        `json:"kind" enum:"page,component"`
+	Kind           string        `json:"kind"`
 	Version        string        `json:"version"`
 	FileTypes      []string      `json:"file_types"`
-	Entry          string        `json:"entry" doc:"the entry contract of a module"`
-	ImportsAllowed []string      `json:"imports_allowed" doc:"import specifiers a module may use"`
+	Entry          string        `json:"entry"`
+	ImportsAllowed []string      `json:"imports_allowed"`
 	Canvas         design.Canvas `json:"canvas"`
 	Limits         Limits        `json:"limits"`
 }
@@ -68,8 +68,8 @@ type Agent struct {
 	Key             string          `json:"key"`
 	Name            string          `json:"name"`
 	Description     string          `json:"description"`
-	Scopes          []string        `json:"scopes" doc:"scopes the agent's credential needs"`
-	Operations      []string        `json:"operations" doc:"operation IDs the agent uses"`
+	Scopes          []string        `json:"scopes"`
+	Operations      []string        `json:"operations"`
 	DefaultSettings json.RawMessage `json:"default_settings"`
 }
 

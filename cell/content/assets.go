@@ -283,16 +283,21 @@ func checkStructure(field string, v any, depth int) *problem.FieldError {
 	return nil
 }
 
-// ParseIfMatch reads a strong entity tag holding a sha256: "hex" (quotes optional).
+// BaselineField is the field a content replacement's baseline errors name: the asset's
+// sha256, as the caller read it (cell/api answers it at the request's If-Match header).
+const BaselineField = "sha256"
+
+// ParseIfMatch reads a strong entity tag holding a sha256: "hex" (quotes optional). Its errors
+// name BaselineField.
 func ParseIfMatch(v string) (string, error) {
 	v = strings.TrimSpace(v)
 	if v == "" {
-		return "", problem.Invalid(problem.FieldError{Field: "header.If-Match",
+		return "", problem.Invalid(problem.FieldError{Field: BaselineField,
 			Message: "required: the quoted sha256 of the content you read (its ETag)"})
 	}
 	h := strings.ToLower(strings.Trim(v, `"`))
 	if len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" || strings.HasPrefix(v, "W/") {
-		return "", problem.Invalid(problem.FieldError{Field: "header.If-Match",
+		return "", problem.Invalid(problem.FieldError{Field: BaselineField,
 			Message: "one strong entity tag holding a hex sha256; '*' and weak tags are not accepted"})
 	}
 	return h, nil

@@ -29,6 +29,10 @@ type Page struct {
 	object.Stamps
 }
 
+// DraftHashField is the field a component draft's baseline errors name: its draft_hash, as the
+// caller read it (cell/api answers it at the request's If-Match header).
+const DraftHashField = "draft_hash"
+
 // Component is a component as stored: its key, metadata, draft and last published version.
 type Component struct {
 	object.Object

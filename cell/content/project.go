@@ -14,18 +14,18 @@ import (
 
 // ProjectSettings are the project-wide settings of a configuration.
 type ProjectSettings struct {
-	Title      string `json:"title,omitempty" maxLength:"200"`
-	Locale     string `json:"locale,omitempty" pattern:"^[a-z]{2,3}(-[A-Z]{2})?$" doc:"BCP 47 language tag, e.g. en-US"`
-	EntryRoute string `json:"entry_route,omitempty" maxLength:"200" pattern:"^/([a-z0-9-]+(/[a-z0-9-]+)*)?$" doc:"default entry route of previews"`
-	Timezone   string `json:"timezone,omitempty" maxLength:"64" pattern:"^[A-Za-z_]+(/[A-Za-z0-9_+-]+)*$"`
+	Title      string `json:"title,omitempty"`
+	Locale     string `json:"locale,omitempty"`
+	EntryRoute string `json:"entry_route,omitempty"`
+	Timezone   string `json:"timezone,omitempty"`
 }
 
 // ProjectPresentation is the normalised presentation of a project: every field present, and
 // the style it came from when apply-style wrote it.
 type ProjectPresentation struct {
 	design.StylePresentation
-	StyleID             string `json:"style_id,omitempty" doc:"the applied style, when apply-style wrote this presentation"`
-	StyleSnapshotDigest string `json:"style_snapshot_digest,omitempty" doc:"digest of the applied style snapshot"`
+	StyleID             string `json:"style_id,omitempty"`
+	StyleSnapshotDigest string `json:"style_snapshot_digest,omitempty"`
 }
 
 // ProjectConfiguration is a project's stored configuration.
@@ -36,15 +36,15 @@ type ProjectConfiguration struct {
 
 // RouteNode is one route of a project's route tree.
 type RouteNode struct {
-	Segment  string      `json:"segment" maxLength:"64" pattern:"^([a-z0-9-]+)?$" doc:"path segment; empty only for the root"`
-	PageID   string      `json:"page_id,omitempty" pattern:"^pg_[a-z2-7]{26}$"`
-	Title    string      `json:"title,omitempty" maxLength:"200"`
-	Children []RouteNode `json:"children,omitempty" maxItems:"100"`
+	Segment  string      `json:"segment"`
+	PageID   string      `json:"page_id,omitempty"`
+	Title    string      `json:"title,omitempty"`
+	Children []RouteNode `json:"children,omitempty"`
 }
 
 // RouteTree is a project's route tree.
 type RouteTree struct {
-	Routes []RouteNode `json:"routes" maxItems:"100"`
+	Routes []RouteNode `json:"routes"`
 }
 
 // Route tree limits beyond the schema's per-level caps.
@@ -55,12 +55,12 @@ const (
 
 // BuildAsset is one asset a project's build ships, at a path of the built site.
 type BuildAsset struct {
-	AssetID string `json:"asset_id" pattern:"^ast_[a-z2-7]{26}$"`
-	Role    string `json:"role" enum:"favicon,social-image,font,image,download" doc:"what the build does with it"`
-	Path    string `json:"path" maxLength:"200" pattern:"^/assets/[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$" doc:"path in the built site, under /assets/"`
+	AssetID string `json:"asset_id"`
+	Role    string `json:"role"`
+	Path    string `json:"path"`
 	// SHA256 and ContentURL are filled in by the backend: the build pins this content.
-	SHA256     string `json:"sha256,omitempty" readOnly:"true"`
-	ContentURL string `json:"content_url,omitempty" readOnly:"true"`
+	SHA256     string `json:"sha256,omitempty"`
+	ContentURL string `json:"content_url,omitempty"`
 }
 
 // roleKinds says which content each build role takes.

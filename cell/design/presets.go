@@ -4,8 +4,8 @@ package design
 type FontPreset struct {
 	Token    string   `json:"token"`
 	Roles    []string `json:"roles"`
-	Family   string   `json:"family" doc:"the CSS font-family stack the preset stands for"`
-	Portable bool     `json:"portable" doc:"true when it renders the same on every client (fonts shipped by the platform)"`
+	Family   string   `json:"family"`
+	Portable bool     `json:"portable"`
 }
 
 // FontPresets is the one preset table.

@@ -49,14 +49,14 @@ var styleThemeKey = regexp.MustCompile(styleThemeKeyPattern)
 // StylePresentationFields are the presentation fields of a style request; all are optional and
 // absent ones take their default (create) or keep their value (update).
 type StylePresentationFields struct {
-	PageWidth         *int     `json:"page_width,omitempty" minimum:"1" doc:"page width in CSS px (default 1280)"`
-	PageHeight        *int     `json:"page_height,omitempty" minimum:"1" doc:"page height in CSS px (default 720)"`
-	AspectRatio       *string  `json:"aspect_ratio,omitempty" pattern:"^[1-9][0-9]{0,4}:[1-9][0-9]{0,4}$" doc:"W:H; when given it must equal page_width:page_height; the snapshot always carries the reduced ratio"`
-	ThemeKey          *string  `json:"theme_key,omitempty" nullable:"true" pattern:"^[a-z][a-z0-9-]{0,63}$" doc:"key of a live theme of the workspace; null or absent for none"`
-	DefaultLayout     *string  `json:"default_layout,omitempty" doc:"layout of new pages (default title-content)"`
-	Background        *string  `json:"background,omitempty" pattern:"^#([0-9a-fA-F]{3}|[0-9a-fA-F]{4}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})$" doc:"page background, CSS hex color (default #ffffff); stored lower case with 6 or 8 digits"`
-	FontScale         *float64 `json:"font_scale,omitempty" minimum:"0.5" maximum:"2" doc:"typography scale factor (default 1), rounded to 2 decimals"`
-	StyleSpecMarkdown *string  `json:"style_spec_markdown,omitempty" doc:"free-form style guide in Markdown, at most 64 KiB (UTF-8 bytes)"`
+	PageWidth         *int     `json:"page_width,omitempty"`
+	PageHeight        *int     `json:"page_height,omitempty"`
+	AspectRatio       *string  `json:"aspect_ratio,omitempty"`
+	ThemeKey          *string  `json:"theme_key,omitempty"`
+	DefaultLayout     *string  `json:"default_layout,omitempty"`
+	Background        *string  `json:"background,omitempty"`
+	FontScale         *float64 `json:"font_scale,omitempty"`
+	StyleSpecMarkdown *string  `json:"style_spec_markdown,omitempty"`
 }
 
 // StyleRequest is a parsed style body: which form, the name and version, and the presentation
@@ -328,8 +328,8 @@ func reducedRatio(w, h int) string {
 type StylePresentation struct {
 	PageWidth         int     `json:"page_width"`
 	PageHeight        int     `json:"page_height"`
-	AspectRatio       string  `json:"aspect_ratio" doc:"page_width:page_height, reduced"`
-	ThemeKey          *string `json:"theme_key" doc:"null when the style names no theme"`
+	AspectRatio       string  `json:"aspect_ratio"`
+	ThemeKey          *string `json:"theme_key"`
 	DefaultLayout     string  `json:"default_layout"`
 	Background        string  `json:"background"`
 	FontScale         float64 `json:"font_scale"`
@@ -338,7 +338,7 @@ type StylePresentation struct {
 
 // StyleSnapshot is what a style stores: the same whichever form the request used.
 type StyleSnapshot struct {
-	Schema       string            `json:"schema" doc:"snapshot format, style-snapshot.v1"`
+	Schema       string            `json:"schema"`
 	Presentation StylePresentation `json:"presentation"`
 }
 

@@ -46,12 +46,12 @@ func NormalizeHex(s string) string {
 // ThemeFontBindings are the typography fields of a theme request: per role, a workspace font
 // family or a platform preset, never both.
 type ThemeFontBindings struct {
-	HeadingFontFamilyID *string `json:"heading_font_family_id,omitempty" pattern:"^ffam_[a-z2-7]{26}$" doc:"binds a workspace font family to the heading role; excludes heading_font_preset"`
-	HeadingFontPreset   *string `json:"heading_font_preset,omitempty" doc:"platform preset of the heading role; excludes heading_font_family_id"`
-	BodyFontFamilyID    *string `json:"body_font_family_id,omitempty" pattern:"^ffam_[a-z2-7]{26}$" doc:"binds a workspace font family to the body role; excludes body_font_preset"`
-	BodyFontPreset      *string `json:"body_font_preset,omitempty" doc:"platform preset of the body role; excludes body_font_family_id"`
-	CodeFontFamilyID    *string `json:"code_font_family_id,omitempty" pattern:"^ffam_[a-z2-7]{26}$" doc:"binds a workspace font family to the code role; excludes code_font_preset"`
-	CodeFontPreset      *string `json:"code_font_preset,omitempty" doc:"platform preset of the code role; excludes code_font_family_id"`
+	HeadingFontFamilyID *string `json:"heading_font_family_id,omitempty"`
+	HeadingFontPreset   *string `json:"heading_font_preset,omitempty"`
+	BodyFontFamilyID    *string `json:"body_font_family_id,omitempty"`
+	BodyFontPreset      *string `json:"body_font_preset,omitempty"`
+	CodeFontFamilyID    *string `json:"code_font_family_id,omitempty"`
+	CodeFontPreset      *string `json:"code_font_preset,omitempty"`
 }
 
 func (b ThemeFontBindings) role(role string) (family, preset *string) {
@@ -67,9 +67,9 @@ func (b ThemeFontBindings) role(role string) (family, preset *string) {
 
 // ThemeScales are the theme fields besides typography.
 type ThemeScales struct {
-	Colors  map[string]string `json:"colors,omitempty" doc:"color name (^[a-z][a-z0-9-]{0,31}$, at most 32) to CSS hex color (#rgb, #rgba, #rrggbb, #rrggbbaa); primary, background and text get defaults when absent; becomes --color-<name>"`
-	Spacing []int             `json:"spacing,omitempty" maxItems:"16" doc:"spacing scale in px, 1 to 16 non-decreasing steps of 0..1024; becomes --space-<i>"`
-	Radius  []int             `json:"radius,omitempty" maxItems:"16" doc:"corner radius scale in px, 1 to 16 non-decreasing steps of 0..9999; becomes --radius-<i>"`
+	Colors  map[string]string `json:"colors,omitempty"`
+	Spacing []int             `json:"spacing,omitempty"`
+	Radius  []int             `json:"radius,omitempty"`
 }
 
 // ThemeChange is a theme create or update: absent fields take their default (create) or keep
@@ -231,12 +231,12 @@ func UnknownFamilyFields(roles []string) error {
 
 // ThemeRoleFont is a theme's typography for one role.
 type ThemeRoleFont struct {
-	Source        string `json:"source" enum:"family,preset"`
-	FamilyID      string `json:"family_id,omitempty" doc:"the bound workspace font family (ffam_…)"`
-	FontFamily    string `json:"font_family,omitempty" doc:"the bound family's name"`
-	FontPreset    string `json:"font_preset,omitempty" doc:"the preset token"`
-	CSSFontFamily string `json:"css_font_family" doc:"the CSS font-family stack"`
-	BundleURL     string `json:"bundle_url,omitempty" doc:"the bound family's @font-face stylesheet"`
+	Source        string `json:"source"`
+	FamilyID      string `json:"family_id,omitempty"`
+	FontFamily    string `json:"font_family,omitempty"`
+	FontPreset    string `json:"font_preset,omitempty"`
+	CSSFontFamily string `json:"css_font_family"`
+	BundleURL     string `json:"bundle_url,omitempty"`
 }
 
 // ThemeTypography is a theme's typography by role.

@@ -190,21 +190,19 @@ func (r *renderer) start(t *testing.T) {
 	t.Cleanup(func() { r.kill() })
 	exited := make(chan struct{})
 	go func() { _, _ = r.cmd.Process.Wait(); close(exited) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, "renderer "+r.id+" live", func() error {
 		select {
 		case <-exited:
 			t.Fatalf("renderer %s exited: %s", r.id, r.log.String())
 		default:
 		}
 		resp, err := http.Get(r.url + "/livez")
-		if err == nil {
-			resp.Body.Close()
-			return
+		if err != nil {
+			return fmt.Errorf("%v; log: %s", err, r.log.String())
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("renderer %s did not start: %s", r.id, r.log.String())
+		resp.Body.Close()
+		return nil
+	})
 }
 
 // shortTemp is a temp root short enough for the browser's socket paths below it.
@@ -394,35 +392,28 @@ func TestCancelAndDeadlineOfExecutingRequests(t *testing.T) {
 // waitAttempt waits until the request's latest attempt is in one of states.
 func (w *world) waitAttempt(t *testing.T, requestID string, states ...string) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second) // a loaded machine starts renderers' browsers slowly
-	for {
+	// a loaded machine starts renderers' browsers slowly
+	testenv.Eventually(t, 90*time.Second, 5*time.Millisecond, fmt.Sprintf("attempt of %s in %v", requestID, states), func() error {
 		var st string
 		_ = w.f.db.Pool.QueryRow(context.Background(), `SELECT state FROM render_attempts WHERE request_id = $1
 			ORDER BY seq DESC LIMIT 1`, requestID).Scan(&st)
-		if slices.Contains(states, st) {
-			return
+		if !slices.Contains(states, st) {
+			return fmt.Errorf("attempt is %q", st)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("attempt of %s is %q, never %v", requestID, st, states)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func waitReleased(t *testing.T, w *world, limit time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
+	testenv.Eventually(t, limit, 100*time.Millisecond, "every attempt released", func() error {
 		var live int
 		_ = w.f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM render_attempts WHERE released = false`).Scan(&live)
-		if live == 0 {
-			return
+		if live != 0 {
+			return fmt.Errorf("%d attempts still hold capacity", live)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d attempts still hold capacity", live)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestRendererKilledMidAttemptRetriesOnProof(t *testing.T) {
@@ -446,20 +437,16 @@ func TestRendererKilledMidAttemptRetriesOnProof(t *testing.T) {
 	// The renderer comes back with a new epoch: its start killed the old epoch's processes,
 	// which proves the attempt gone; the request retries within its budget.
 	r.start(t)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "a retry after the renderer came back", func() error {
 		cur, _ := c.Get(ctx, sc, req.ID)
-		if cur.AttemptsUsed >= 2 || Terminal(cur.State) {
-			if cur.AttemptsUsed < 2 && cur.State != StateRetryWait && cur.State != StateExecuting {
-				t.Fatalf("after the restart: %+v, want a second attempt", cur)
-			}
-			break
+		if cur.AttemptsUsed < 2 && !Terminal(cur.State) {
+			return fmt.Errorf("request %+v", cur)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no retry after the renderer came back: %+v", cur)
+		if cur.AttemptsUsed < 2 && cur.State != StateRetryWait && cur.State != StateExecuting {
+			t.Fatalf("after the restart: %+v, want a second attempt", cur)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	var epochs int
 	_ = w.f.db.Pool.QueryRow(ctx, `SELECT count(DISTINCT epoch) FROM render_attempts WHERE request_id = $1`, req.ID).Scan(&epochs)
 	if epochs != 2 {
@@ -603,12 +590,12 @@ func TestFrozenRenderersExpireTheRequestByItsDeadline(t *testing.T) {
 	t.Cleanup(thaw)
 	// The registry sees the frozen ones go (a dispatch to a frozen idle renderer would hold
 	// that attempt's capacity too, until it answers).
-	for deadline := time.Now().Add(30 * time.Second); c.Health(ctx).Ready != 1; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the frozen renderers stay dispatchable: %+v", c.Health(ctx))
+	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, "the frozen renderers out of dispatch", func() error {
+		if h := c.Health(ctx); h.Ready != 1 {
+			return fmt.Errorf("health %+v", h)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	// The caller of the stuck request waits no longer than its deadline (a little slack for a
 	// loaded machine's scheduling, far below the 2-minute render budget).
 	type waited struct {
@@ -703,17 +690,14 @@ func TestCancelOwnerFreesTheSlotOfAnExecutingRender(t *testing.T) {
 		t.Fatalf("CancelOwner: %d cancelled, %v; want the executing and the queued one", n, err)
 	}
 	// The slot comes back: poll the state change (bounded), no timing asserted.
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	testenv.Eventually(t, 30*time.Second, 20*time.Millisecond, "the cancelled render's slot released", func() error {
 		var live int
 		_ = w.f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM render_attempts WHERE request_id = $1 AND released = false`, running.ID).Scan(&live)
-		if live == 0 {
-			break
+		if live != 0 {
+			return errors.New("the cancelled render's attempt still holds its slot")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the cancelled render's attempt still holds its slot")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if r := wait(t, c, sc, running.ID, 30*time.Second); r.State != StateCancelled || r.ErrorCode != string(rc.CodeCancelled) {
 		t.Fatalf("the executing render after its owner's cancel: %+v", r)
 	}

@@ -2,15 +2,8 @@ package render
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,49 +19,6 @@ import (
 	"slidecells/shared/testenv"
 	"slidecells/shared/ticket"
 )
-
-// testCA is a private CA as an operator makes one (CELLS.md "Render control TLS"), with one
-// renderer certificate it signed.
-type testCA struct {
-	caPEM, certPEM, keyPEM []byte
-}
-
-func newTestCA(t *testing.T, hosts ...string) testCA {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "slidecells test render CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "renderer"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			leaf.IPAddresses = append(leaf.IPAddresses, ip)
-		} else {
-			leaf.DNSNames = append(leaf.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
-	return testCA{
-		caPEM:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}),
-	}
-}
 
 // cellEnv adds the cell's other required render settings.
 func cellEnv(env map[string]string) {
@@ -92,10 +42,10 @@ func writeFile(t *testing.T, dir, name string, b []byte) string {
 func TestRendererControlOverTLS(t *testing.T) {
 	bin := rendererBinary(t)
 	dir := t.TempDir()
-	ca := newTestCA(t, "127.0.0.1")
+	ca := testenv.NewCA(t, "127.0.0.1")
 	const cred = "tls-test-credential-0123456789"
 	credFile := writeFile(t, dir, "credential", []byte(cred+"\n"))
-	caFile := writeFile(t, dir, "ca.crt", ca.caPEM)
+	caFile := writeFile(t, dir, "ca.crt", ca.CAPEM)
 	signer, err := ticket.GenerateSigner("k1")
 	if err != nil {
 		t.Fatal(err)
@@ -115,8 +65,8 @@ func TestRendererControlOverTLS(t *testing.T) {
 		"RENDER_TEMP_ROOT="+shortTemp(t),
 		"RENDER_MIN_FREE_DISK_MB=1",
 		"RENDER_SERVICE_CREDENTIAL_FILE="+credFile,
-		"RENDER_TLS_CERT_FILE="+writeFile(t, dir, "tls.crt", ca.certPEM),
-		"RENDER_TLS_KEY_FILE="+writeFile(t, dir, "tls.key", ca.keyPEM),
+		"RENDER_TLS_CERT_FILE="+writeFile(t, dir, "tls.crt", ca.CertPEM),
+		"RENDER_TLS_KEY_FILE="+writeFile(t, dir, "tls.key", ca.KeyPEM),
 	)
 	var log strings.Builder
 	cmd.Stdout, cmd.Stderr = &log, &log
@@ -181,13 +131,13 @@ func TestRendererControlOverTLS(t *testing.T) {
 // worker must be https (the credential never crosses in clear).
 func TestWorkersCAConfig(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTestCA(t, "renderer-0.renderer")
+	ca := testenv.NewCA(t, "renderer-0.renderer")
 	signer, _ := ticket.GenerateSigner("k1")
 	cred := writeFile(t, dir, "credential", []byte("config-test-credential-0123456789\n"))
 	for _, tc := range []struct {
 		name, url, ca, wantErr string
 	}{
-		{"https with the CA", "https://renderer-0.renderer:8093", writeFile(t, dir, "ca.crt", ca.caPEM), ""},
+		{"https with the CA", "https://renderer-0.renderer:8093", writeFile(t, dir, "ca.crt", ca.CAPEM), ""},
 		{"http with the CA", "http://renderer-0.renderer:8093", filepath.Join(dir, "ca.crt"), "is not https although RENDER_WORKERS_CA_FILE is set"},
 		{"no certificate in the bundle", "https://renderer-0.renderer:8093", writeFile(t, dir, "empty.crt", []byte("not pem")), "RENDER_WORKERS_CA_FILE"},
 		{"missing bundle", "https://renderer-0.renderer:8093", filepath.Join(dir, "absent.crt"), "RENDER_WORKERS_CA_FILE"},

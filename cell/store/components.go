@@ -40,11 +40,12 @@ func (st *Store) CheckNewComponent(ctx context.Context, s auth.Scope, key string
 }
 
 // CheckComponentDraft is the submission check of a draft edit or a publish: the component is
-// live and hash is its current draft hash (else 409 naming the current one).
+// live and hash is its current draft hash (else 409 naming the current one). A missing hash is
+// a field error naming content.DraftHashField.
 func (st *Store) CheckComponentDraft(ctx context.Context, s auth.Scope, id, hash string) (content.Component, error) {
 	c, err := st.GetComponent(ctx, s, id)
 	if err == nil && hash == "" {
-		return c, problem.Invalid(problem.FieldError{Field: "header.If-Match", Message: "required: the draft_hash you read"})
+		return c, problem.Invalid(problem.FieldError{Field: content.DraftHashField, Message: "required: the draft_hash you read"})
 	}
 	if err == nil && c.DraftHash != hash {
 		err = problem.ErrVersionConflict("component", "draft_hash", c.DraftHash)

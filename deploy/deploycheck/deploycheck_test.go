@@ -1,6 +1,7 @@
 package deploycheck
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,32 +72,16 @@ func TestBrokenManifestsFail(t *testing.T) {
 	}{
 		{
 			name: "renderer as root of the node", overlay: "cell-a", rule: RuleRenderer, message: "hostUsers must be false",
-			patch: `
-apiVersion: apps/v1
-kind: StatefulSet
-metadata:
-  name: renderer
-spec:
-  template:
-    spec:
-      hostUsers: true
-`,
+			patch: podPatch("StatefulSet/renderer", `
+hostUsers: true
+`),
 		},
 		{
 			name: "renderer privileged", overlay: "cell-b", rule: RuleRenderer, message: "privileged",
-			patch: `
-apiVersion: apps/v1
-kind: StatefulSet
-metadata:
-  name: renderer
-spec:
-  template:
-    spec:
-      containers:
-        - name: renderer
-          securityContext:
-            privileged: true
-`,
+			patch: containerPatch("StatefulSet/renderer", `
+securityContext:
+  privileged: true
+`),
 		},
 		{
 			name: "renderer with a capability its isolation does not need", target: "StatefulSet/renderer", overlay: "cell-a", rule: RuleRenderer, message: "SYS_PTRACE",
@@ -148,18 +133,11 @@ spec:
 		},
 		{
 			name: "cell running as root", overlay: "cell-a", rule: RulePodSecurity, message: "runAsNonRoot",
-			patch: `
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: cell
-spec:
-  template:
-    spec:
-      securityContext:
-        runAsNonRoot: false
-        runAsUser: 0
-`,
+			patch: podPatch("Deployment/cell", `
+securityContext:
+  runAsNonRoot: false
+  runAsUser: 0
+`),
 		},
 		{
 			name: "preview host with a writable root file system", target: "Deployment/preview", overlay: "cell-b", rule: RulePodSecurity, message: "readOnlyRootFilesystem",
@@ -276,18 +254,9 @@ spec:
 		},
 		{
 			name: "an unknown field", overlay: "cell-a", rule: RuleDecode, message: `unknown field "spec.template.spec.containers[0].imagePullPolicyy"`,
-			patch: `
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: cell
-spec:
-  template:
-    spec:
-      containers:
-        - name: cell
-          imagePullPolicyy: Always
-`,
+			patch: containerPatch("Deployment/cell", `
+imagePullPolicyy: Always
+`),
 		},
 		{
 			name: "a wrong type", target: "Deployment/router", overlay: "router", rule: RuleDecode, message: "cannot unmarshal string",
@@ -416,71 +385,35 @@ spec: {}
 		},
 		{
 			name: "preview host pulling over http across pods", overlay: "cell-b", rule: RuleConfig, message: `PREVIEW_BACKEND_URL "http://cell:8081" is not https`,
-			patch: `
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: preview
-spec:
-  template:
-    spec:
-      containers:
-        - name: preview
-          env:
-            - name: PREVIEW_BACKEND_URL
-              value: http://cell:8081
-`,
+			patch: containerPatch("Deployment/preview", `
+env:
+  - name: PREVIEW_BACKEND_URL
+    value: http://cell:8081
+`),
 		},
 		{
 			name: "renderer serving its control API without TLS", overlay: "cell-a", rule: RuleConfig, message: "RENDER_TLS_KEY_FILE is not a file of a Secret",
-			patch: `
-apiVersion: apps/v1
-kind: StatefulSet
-metadata:
-  name: renderer
-spec:
-  template:
-    spec:
-      containers:
-        - name: renderer
-          env:
-            - name: RENDER_TLS_KEY_FILE
-              value: /tmp/renderer/tls.key
-`,
+			patch: containerPatch("StatefulSet/renderer", `
+env:
+  - name: RENDER_TLS_KEY_FILE
+    value: /tmp/renderer/tls.key
+`),
 		},
 		{
 			name: "renderer probed over plain http", overlay: "cell-b", rule: RuleConfig, message: "is not scheme HTTPS",
-			patch: `
-apiVersion: apps/v1
-kind: StatefulSet
-metadata:
-  name: renderer
-spec:
-  template:
-    spec:
-      containers:
-        - name: renderer
-          livenessProbe:
-            httpGet:
-              scheme: HTTP
-`,
+			patch: containerPatch("StatefulSet/renderer", `
+livenessProbe:
+  httpGet:
+    scheme: HTTP
+`),
 		},
 		{
 			name: "cell trusting no private CA for its renderers", overlay: "cell-a", rule: RuleConfig, message: "RENDER_WORKERS_CA_FILE is not a file of a Secret",
-			patch: `
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: cell
-spec:
-  template:
-    spec:
-      containers:
-        - name: cell
-          env:
-            - name: RENDER_WORKERS_CA_FILE
-              value: /tmp/ca.crt
-`,
+			patch: containerPatch("Deployment/cell", `
+env:
+  - name: RENDER_WORKERS_CA_FILE
+    value: /tmp/ca.crt
+`),
 		},
 		{
 			name: "a render profile of another contract", overlay: "cell-a", rule: RuleConfig, message: `declares contract_version "render-execution.v0"`,
@@ -571,6 +504,32 @@ func TestImages(t *testing.T) {
 			t.Errorf("checkImage(%q) ok = %v, want %v (%s)", ref, got, ok, checkImage(ref, stages))
 		}
 	}
+}
+
+// podPatch is a strategic merge patch of a workload's pod spec (target is Kind/name): fields is
+// YAML at the pod spec's level.
+func podPatch(target, fields string) string {
+	kind, name, _ := strings.Cut(target, "/")
+	return fmt.Sprintf("apiVersion: apps/v1\nkind: %s\nmetadata:\n  name: %s\nspec:\n  template:\n    spec:\n", kind, name) +
+		indent(fields, "      ")
+}
+
+// containerPatch is a strategic merge patch of the container named like its workload (target is
+// Kind/name): fields is YAML at the container's level.
+func containerPatch(target, fields string) string {
+	_, name, _ := strings.Cut(target, "/")
+	return podPatch(target, "containers:\n  - name: "+name+"\n"+indent(fields, "    "))
+}
+
+// indent puts prefix before every line of s that is not empty.
+func indent(s, prefix string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimPrefix(s, "\n"), "\n") {
+		if l != "" {
+			b.WriteString(prefix + l + "\n")
+		}
+	}
+	return b.String()
 }
 
 func copyTree(t *testing.T) (root, dockerfile string) {

@@ -3,16 +3,16 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/crc32"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"slidecells/shared/testenv"
 )
 
 // TestHostileInputThroughTheRouter is issue #27's attack run, one case per client-visible item,
@@ -94,7 +94,7 @@ func TestHostileInputThroughTheRouter(t *testing.T) {
 		what string
 		data []byte
 	}{
-		{"a 30000×30000 bomb", bombPNG(30000, 30000)},
+		{"a 30000×30000 bomb", testenv.BombPNG(30000, 30000)},
 		{"a PNG+ELF polyglot", append(append([]byte{}, good...), append([]byte("\x7fELF\x02\x01\x01"), make([]byte, 64)...)...)},
 		{"a truncated PNG", good[:len(good)/2]},
 	} {
@@ -190,28 +190,4 @@ export default function L() { return <h1>never</h1>; }`)
 	if !other.Valid || other.Status != "passed" {
 		t.Errorf("another page of the workspace, meanwhile: %+v, want passed", other)
 	}
-}
-
-// bombPNG is a valid PNG header declaring w×h pixels, then one empty IDAT and IEND: tiny, and
-// a decompression bomb if anyone decoded it.
-func bombPNG(w, h uint32) []byte {
-	var b bytes.Buffer
-	b.WriteString("\x89PNG\r\n\x1a\n")
-	chunk := func(typ string, data []byte) {
-		_ = binary.Write(&b, binary.BigEndian, uint32(len(data)))
-		c := crc32.NewIEEE()
-		b.WriteString(typ)
-		c.Write([]byte(typ))
-		b.Write(data)
-		c.Write(data)
-		_ = binary.Write(&b, binary.BigEndian, c.Sum32())
-	}
-	ihdr := make([]byte, 13)
-	binary.BigEndian.PutUint32(ihdr[0:], w)
-	binary.BigEndian.PutUint32(ihdr[4:], h)
-	ihdr[8], ihdr[9] = 8, 2 // 8-bit RGB
-	chunk("IHDR", ihdr)
-	chunk("IDAT", []byte{0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01})
-	chunk("IEND", nil)
-	return b.Bytes()
 }

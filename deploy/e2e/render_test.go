@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"slidecells/shared/ids"
+	"slidecells/shared/testenv"
 )
 
 // pageJob creates a page through a mutation job and waits for it; it returns the page ID.
@@ -41,26 +43,24 @@ func (e *env) pageJobWith(t *testing.T, ws string, in map[string]any) (id, statu
 		JobID string `json:"job_id"`
 	}
 	_ = json.Unmarshal(a.body, &job)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var st struct {
+		Status string `json:"status"`
+		Result struct {
+			ObjectID string `json:"object_id"`
+		} `json:"result"`
+		ErrorCode string `json:"error_code"`
+	}
+	testenv.Eventually(t, 60*time.Second, 100*time.Millisecond, "page job "+key+" finished", func() error {
 		a = e.get(t, "/api/v1/jobs/mutations/"+job.JobID, e.demo.PAT, "X-Workspace-ID", ws)
-		var st struct {
-			Status string `json:"status"`
-			Result struct {
-				ObjectID string `json:"object_id"`
-			} `json:"result"`
-			ErrorCode string `json:"error_code"`
-		}
+		st.Status = ""
 		_ = json.Unmarshal(a.body, &st)
 		switch st.Status {
 		case "succeeded", "failed", "canceled":
-			return st.Result.ObjectID, st.Status, st.ErrorCode
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("page job %s never finished: %s", key, a.body)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("job %s", a.body)
+	})
+	return st.Result.ObjectID, st.Status, st.ErrorCode
 }
 
 type validation struct {
@@ -247,14 +247,12 @@ export default function M() { return <Image asset="` + ids.New(ids.Asset) + `" a
 	for _, r := range e.s.Renderers["cell-a"] {
 		r.Stop()
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		h := e.get(t, "/api/v1/system/health", "")
-		if bytes.Contains(h.body, []byte(`"render":{"status":"unavailable"`)) || time.Now().After(deadline) {
-			break
+	testenv.Eventually(t, 20*time.Second, 200*time.Millisecond, "health reports render unavailable", func() error {
+		if h := e.get(t, "/api/v1/system/health", ""); !bytes.Contains(h.body, []byte(`"render":{"status":"unavailable"`)) {
+			return fmt.Errorf("health %s", h.body)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	edited := e.pageJob(t, ws, prj.ID, "offline", `export default function Offline() { return <h1>written while renderers are down</h1>; }`)
 	v := e.validate(t, ws, edited)
 	if v.Valid || v.Status != "unavailable" || v.Stages.Render.Status != "unavailable" || !strings.HasPrefix(v.Code, "RENDER_") || v.Stages.Compile.Status != "passed" {

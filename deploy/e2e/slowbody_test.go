@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"slidecells/shared/testenv"
 )
 
 // TestSlowClientsOnTheCell: the cell bounds slow bodies by itself (the router's rule,
@@ -30,21 +31,13 @@ func TestSlowClientsOnTheCell(t *testing.T) {
 		err    error
 	}
 	slow := func(i int, header ...string) outcome {
-		c, err := net.Dial("tcp", addr)
+		c, err := testenv.SlowRequest(addr, http.MethodPost, "/api/v1/projects", "cell.test", 1000,
+			append([]string{"Idempotency-Key", fmt.Sprintf("slow-%d", i)}, header...)...)
 		if err != nil {
 			return outcome{err: err}
 		}
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(60 * time.Second)) // the test's own bound
-		var sb strings.Builder
-		fmt.Fprintf(&sb, "POST /api/v1/projects HTTP/1.1\r\nHost: cell.test\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nIdempotency-Key: slow-%d\r\n", i)
-		for j := 0; j+1 < len(header); j += 2 {
-			fmt.Fprintf(&sb, "%s: %s\r\n", header[j], header[j+1])
-		}
-		sb.WriteString("\r\n{\"name\":")
-		if _, err := io.WriteString(c, sb.String()); err != nil {
-			return outcome{err: err}
-		}
 		br := bufio.NewReader(c)
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {

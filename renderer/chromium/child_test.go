@@ -2,7 +2,9 @@ package chromium
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"image/png"
 	"io"
 	"os"
@@ -18,6 +20,7 @@ import (
 	"slidecells/renderer/internal/rendertest"
 	"slidecells/renderer/internal/unpriv"
 	"slidecells/renderer/supervisor"
+	"slidecells/shared/loop"
 	rc "slidecells/shared/rendercontract"
 )
 
@@ -279,8 +282,9 @@ func TestBrowserSandboxIsOn(t *testing.T) {
 		return l
 	}
 	var browser, renderer string
-	for i := 0; i < 3000 && (browser == "" || renderer == ""); i++ {
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = loop.Until(ctx, 10*time.Millisecond, func(context.Context) error {
 		ents, _ := os.ReadDir("/proc")
 		for _, e := range ents {
 			b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
@@ -297,8 +301,12 @@ func TestBrowserSandboxIsOn(t *testing.T) {
 				renderer = e.Name()
 			}
 		}
-	}
-	if browser == "" || renderer == "" {
+		if browser == "" || renderer == "" {
+			return errors.New("browser or renderer process not found yet")
+		}
+		return nil
+	})
+	if browser == "" || renderer == "" { // the bound passed: stop the group before failing
 		g.Stop(supervisor.StopCancel)
 		h.finish(t, g)
 		t.Fatalf("browser %q or renderer %q process not found", browser, renderer)

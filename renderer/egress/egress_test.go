@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"slidecells/shared/testenv"
 )
 
 func TestOnlyAllowedOriginsPass(t *testing.T) {
@@ -229,16 +231,13 @@ func TestConnectionLimit(t *testing.T) {
 		t.Fatalf("third connection: %q, limit hit %q, origin reached %d times", sc, p.LimitHit(), hits.Load())
 	}
 	a.Close()
-	for i := 0; ; i++ {
+	testenv.Eventually(t, 5*time.Second, 10*time.Millisecond, "a connection served after one closed", func() error {
 		d, sd := open()
 		d.Close()
-		if sd == "HTTP/1.1 200 OK" {
-			break
+		if sd != "HTTP/1.1 200 OK" {
+			return fmt.Errorf("status line %q", sd)
 		}
-		if i > 500 {
-			t.Fatal("no connection served after one closed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	b.Close()
 }

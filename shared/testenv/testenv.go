@@ -1,6 +1,7 @@
 // Package testenv is the one place where a test decides what to do when this machine lacks what
 // it needs (root, Debian's Chromium, node, the binaries `make build` leaves in SLIDECELLS_BIN, a
-// cgroup layout), and the one "succeeds soon" wait of the tests.
+// cgroup layout), the one "succeeds soon" wait of the tests, and the fixtures several packages'
+// tests share (BombPNG, NewCA, SlowRequest).
 //
 // Outside CI a missing requirement skips the test and says why. When CI is set (.ci/run exports
 // it) the same requirement fails the test instead, so a CI run can never pass with a suite

@@ -2,21 +2,17 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"testing"
 	"time"
 
 	"slidecells/shared/httpserve"
+	"slidecells/shared/testenv"
 )
 
 // The internal TLS listener serves the same handler as the plain one with a certificate of the
@@ -24,21 +20,7 @@ import (
 // reaches it, one without is refused at the handshake; plain HTTP keeps working on the other
 // listener; shutting down stops both.
 func TestServeWithTLS(t *testing.T) {
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test cell CA"}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "cell"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := testenv.NewCA(t, "127.0.0.1")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -52,12 +34,10 @@ func TestServeWithTLS(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- serveWithTLS(ctx, ln, tln, tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, h, time.Second, httpserve.Limits{})
+		done <- serveWithTLS(ctx, ln, tln, ca.Cert, h, time.Second, httpserve.Limits{})
 	}()
 
-	pool := x509.NewCertPool()
-	pool.AddCert(caCert)
-	withCA := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
+	withCA := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool}}, Timeout: 10 * time.Second}
 	get := func(c *http.Client, url string) (string, error) {
 		resp, err := c.Get(url)
 		if err != nil {

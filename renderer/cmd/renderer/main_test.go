@@ -3,17 +3,9 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 
 	"slidecells/shared/testenv"
 
@@ -92,43 +84,9 @@ func TestSIGTERMMidAttemptLeavesNoBrowser(t *testing.T) {
 	})
 	var caps rc.Capabilities
 	getJSON(t, base+rc.APIRoot+"/capabilities", &caps)
-	now := time.Now()
-	req := &rc.ExecutionRequest{
-		ContractVersion: rc.ContractVersion, Operation: rc.OpPageCapture,
-		RequestID: "rr_e2e", AttemptID: "ra_e2e", WorkspaceID: "ws_e2e", TraceID: "tr_e2e",
-		SnapshotRef: fixture.Forever, InputDigest: fixture.InputDigest, RenderProfileDigest: caps.EnvironmentDigest,
-		Viewport:   rc.Viewport{Width: 320, Height: 180, DeviceScaleFactor: 1},
-		DeadlineAt: now.Add(time.Minute), RemainingBudgetMS: 60000,
-		PreviewAccess: rc.PreviewAccess{Token: token, ExpiresAt: now.Add(time.Minute)},
-	}
-	req.RequestDigest, _ = req.ComputeRequestDigest()
-	req.AdmissionTicket, _ = signer.Sign(&ticket.Admission{
-		RequestID: req.RequestID, AttemptID: req.AttemptID, RequestDigest: req.RequestDigest, WorkspaceID: req.WorkspaceID,
-		WorkerID: caps.WorkerID, Epoch: caps.Epoch, SlotGeneration: 1, IssuedAt: now, AcceptBy: now.Add(time.Minute), StopBy: now.Add(2 * time.Minute),
-	})
 	waitReady(t, base)
-	body, _ := json.Marshal(req)
-	post, _ := http.NewRequest("POST", base+rc.APIRoot+"/executions", bytes.NewReader(body))
-	post.Header.Set("Authorization", "Bearer "+credential)
-	resp, err := http.DefaultClient.Do(post)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST = %d", resp.StatusCode)
-	}
-	for i := 0; ; i++ {
-		var rec rc.Receipt
-		getJSON(t, base+rc.APIRoot+"/executions/ra_e2e", &rec)
-		if rec.Times.BrowserStartedAt != nil {
-			break
-		}
-		if i > 3000 {
-			t.Fatalf("browser never started: %+v", rec)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	submit(t, base, signer, caps, "e2e", fixture.Forever, 1)
+	waitReceipt(t, base, "e2e", func(r rc.Receipt) bool { return r.Times.BrowserStartedAt != nil })
 	if n := countUnder(root); n == 0 {
 		t.Fatal("test setup: no attempt process found while running")
 	}
@@ -375,51 +333,12 @@ func TestStartAfterAKilledEpoch(t *testing.T) {
 	waitReady(t, base)
 	var caps rc.Capabilities
 	getJSON(t, base+rc.APIRoot+"/capabilities", &caps)
-	now := time.Now()
-	req := &rc.ExecutionRequest{
-		ContractVersion: rc.ContractVersion, Operation: rc.OpPageCapture,
-		RequestID: "rr_kill", AttemptID: "ra_kill", WorkspaceID: "ws_kill", TraceID: "tr_kill",
-		SnapshotRef: fixture.Forever, InputDigest: fixture.InputDigest, RenderProfileDigest: caps.EnvironmentDigest,
-		Viewport:   rc.Viewport{Width: 320, Height: 180, DeviceScaleFactor: 1},
-		DeadlineAt: now.Add(time.Minute), RemainingBudgetMS: 60000,
-		PreviewAccess: rc.PreviewAccess{Token: token, ExpiresAt: now.Add(time.Minute)},
-	}
-	req.RequestDigest, _ = req.ComputeRequestDigest()
-	req.AdmissionTicket, _ = signer.Sign(&ticket.Admission{
-		RequestID: req.RequestID, AttemptID: req.AttemptID, RequestDigest: req.RequestDigest, WorkspaceID: req.WorkspaceID,
-		WorkerID: caps.WorkerID, Epoch: caps.Epoch, SlotGeneration: 1, IssuedAt: now, AcceptBy: now.Add(time.Minute), StopBy: now.Add(2 * time.Minute),
-	})
-	body, _ := json.Marshal(req)
-	post, _ := http.NewRequest("POST", base+rc.APIRoot+"/executions", bytes.NewReader(body))
-	post.Header.Set("Authorization", "Bearer "+credential)
-	resp, err := http.DefaultClient.Do(post)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST = %d", resp.StatusCode)
-	}
-	for i := 0; ; i++ {
-		var rec rc.Receipt
-		getJSON(t, base+rc.APIRoot+"/executions/ra_kill", &rec)
-		if rec.Times.BrowserStartedAt != nil {
-			break
-		}
-		if i > 3000 {
-			t.Fatalf("browser never started: %+v", rec)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	submit(t, base, signer, caps, "kill", fixture.Forever, 1)
+	waitReceipt(t, base, "kill", func(r rc.Receipt) bool { return r.Times.BrowserStartedAt != nil })
 	_ = cmd.Process.Kill()
 	<-exited
 	// The kernel takes the attempt with the killed control process.
-	for i := 0; len(rendertest.ProcessesUnder(root)) > 0; i++ {
-		if i > 500 {
-			t.Fatalf("attempt processes survived the killed control process: %v", rendertest.ProcessesUnder(root))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitNoProcessesUnder(t, root)
 	// A leftover that survived anyway, in the killed epoch's cgroup.
 	cg, err := supervisor.OpenCgroups("", "slidecells-renderer-"+worker)
 	if err != nil {
@@ -491,17 +410,10 @@ func TestTLS(t *testing.T) {
 	rendertest.RequireIsolation(t)
 	bin := build(t)
 	dir := t.TempDir()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "renderer"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
+	ca := testenv.NewCA(t, "127.0.0.1")
 	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	_ = os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	_ = os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	_ = os.WriteFile(certPath, ca.CertPEM, 0o600)
+	_ = os.WriteFile(keyPath, ca.KeyPEM, 0o600)
 	root, err := os.MkdirTemp("/tmp", "rtls")
 	if err != nil {
 		t.Fatal(err)
@@ -525,9 +437,7 @@ func TestTLS(t *testing.T) {
 		<-exited
 	}()
 	https := "https://" + strings.TrimPrefix(base, "http://")
-	pool := x509.NewCertPool()
-	pool.AddCert(mustParse(t, der))
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool}}, Timeout: 10 * time.Second}
 	if resp, err := http.Get(base + "/livez"); err == nil {
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusOK {
@@ -551,15 +461,6 @@ func TestTLS(t *testing.T) {
 			t.Fatalf("GET %s = %d, want %d", c.path, resp.StatusCode, c.want)
 		}
 	}
-}
-
-func mustParse(t *testing.T, der []byte) *x509.Certificate {
-	t.Helper()
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // TestProfileManifestFlow: `renderer profile` prints the profile a release

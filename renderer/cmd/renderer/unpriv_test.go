@@ -110,6 +110,18 @@ func submit(t *testing.T, base string, signer *ticket.Signer, caps rc.Capabiliti
 	}
 }
 
+// waitNoProcessesUnder waits until no attempt process is left under root: the kernel takes an
+// attempt with its killed control process.
+func waitNoProcessesUnder(t *testing.T, root string) {
+	t.Helper()
+	testenv.Eventually(t, 5*time.Second, 10*time.Millisecond, "no attempt process under "+root, func() error {
+		if left := rendertest.ProcessesUnder(root); len(left) > 0 {
+			return fmt.Errorf("attempt processes survived the killed control process: %v", left)
+		}
+		return nil
+	})
+}
+
 // waitReceipt polls the receipt of attempt id until done says so.
 func waitReceipt(t *testing.T, base, id string, done func(rc.Receipt) bool) rc.Receipt {
 	t.Helper()
@@ -240,12 +252,7 @@ func TestUnprivilegedStartAfterAKilledEpoch(t *testing.T) {
 	waitReceipt(t, base, "kill", func(r rc.Receipt) bool { return r.Times.BrowserStartedAt != nil })
 	_ = cmd.Process.Kill()
 	<-exited
-	for i := 0; len(rendertest.ProcessesUnder(root)) > 0; i++ {
-		if i > 500 {
-			t.Fatalf("attempt processes survived the killed control process: %v", rendertest.ProcessesUnder(root))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitNoProcessesUnder(t, root)
 	// Plant leftovers in the killed epoch's cgroups (below the renderer's
 	// group in each delegated hierarchy), as the renderer's user.
 	var planted []string
@@ -268,16 +275,12 @@ func TestUnprivilegedStartAfterAKilledEpoch(t *testing.T) {
 	}
 	sleepersDone := make(chan struct{})
 	go func() { _ = sleepers.Wait(); close(sleepersDone) }()
-	for i := 0; ; i++ {
-		b, _ := os.ReadFile(filepath.Join(planted[0], "cgroup.procs"))
-		if len(strings.Fields(string(b))) >= 3 {
-			break
+	testenv.Eventually(t, 5*time.Second, 10*time.Millisecond, "test setup: planted processes in "+planted[0], func() error {
+		if b, _ := os.ReadFile(filepath.Join(planted[0], "cgroup.procs")); len(strings.Fields(string(b))) < 3 {
+			return fmt.Errorf("cgroup.procs %q", b)
 		}
-		if i > 500 {
-			t.Fatalf("test setup: planted processes not in %s: %q", planted[0], b)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	cmd2 := h.Command(bin)
 	cmd2.Env = env
 	base2, cmd2, logs2, exited2 := startBinary(t, cmd2)
