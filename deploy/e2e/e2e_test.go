@@ -125,6 +125,9 @@ func startIn(t *testing.T, bin, directoryURL string, extra map[string][]string, 
 	t.Cleanup(func() {
 		s.Stop()
 		assertNoSecretsInLogs(t, s, e.demo)
+		if t.Failed() {
+			logWarnings(t, s)
+		}
 	})
 	if e.demo, err = s.SeedDemo(ctx, filepath.Join(dir, "demo.json")); err != nil {
 		t.Fatal(err)
@@ -205,6 +208,31 @@ func (e *env) do(t *testing.T, method, path, token string, body []byte, hdr ...s
 
 func (e *env) get(t *testing.T, path, token string, hdr ...string) answer {
 	return e.do(t, http.MethodGet, path, token, nil, hdr...)
+}
+
+// logWarnings prints, for a failed test, the last warnings and errors of every process of the
+// stack (its temporary folder, logs included, is gone after the test).
+func logWarnings(t *testing.T, s *stack.Stack) {
+	t.Helper()
+	for _, f := range s.LogFiles() {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var keep []string
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, `"level":"warn"`) || strings.Contains(line, `"level":"error"`) ||
+				strings.Contains(line, "panic") || strings.Contains(line, "FATAL") {
+				keep = append(keep, line)
+			}
+		}
+		if len(keep) > 20 {
+			keep = keep[len(keep)-20:]
+		}
+		if len(keep) > 0 {
+			t.Logf("%s, last warnings and errors:\n%s", filepath.Base(f), strings.Join(keep, "\n"))
+		}
+	}
 }
 
 func assertNoSecretsInLogs(t *testing.T, s *stack.Stack, d stack.Demo) {
