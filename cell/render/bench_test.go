@@ -58,7 +58,7 @@ func BenchmarkDispatch(b *testing.B) {
 			defer wg.Done()
 			for {
 				t0 := time.Now()
-				rs, err := c.dispatchBatch(ctx, batch)
+				rs, _, err := c.dispatchBatch(ctx, batch)
 				d := time.Since(t0)
 				if err != nil {
 					b.Error(err)

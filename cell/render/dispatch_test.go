@@ -393,7 +393,7 @@ func TestBatchDispatchesAsOneByOne(t *testing.T) {
 		}
 		n := 0
 		for {
-			rs, err := batch.c.dispatchBatch(context.Background(), dispatchBatchMax)
+			rs, _, err := batch.c.dispatchBatch(context.Background(), dispatchBatchMax)
 			if err != nil {
 				t.Fatal(err)
 			}

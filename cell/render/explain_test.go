@@ -22,14 +22,28 @@ func TestExplainDispatch(t *testing.T) {
 	ctx := context.Background()
 	_, _ = f.db.Pool.Exec(ctx, `ANALYZE`)
 	now := time.Now().UTC()
-	rows, err := f.db.Pool.Query(ctx, `EXPLAIN ANALYZE `+pickSQL, now, now.Add(-time.Hour), 16)
-	if err != nil {
-		t.Fatal(err)
+	explain := func(label, sql string, args ...any) {
+		// In a transaction rolled back afterwards: EXPLAIN ANALYZE runs the statement.
+		tx, err := f.db.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS) `+sql, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Log(label)
+		for rows.Next() {
+			var l string
+			_ = rows.Scan(&l)
+			t.Log(l)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for rows.Next() {
-		var l string
-		_ = rows.Scan(&l)
-		t.Log(l)
-	}
-	rows.Close()
+	explain("pick alone:", pickSQL, now, now.Add(-time.Hour), 16)
+	explain("one dispatch statement:", dispatchSQL, now, now.Add(-time.Hour), 16, 16, testProfile, "att_explain", c.id, now.Add(time.Minute))
 }
