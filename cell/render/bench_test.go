@@ -37,7 +37,12 @@ func BenchmarkDispatch(b *testing.B) {
 	ws := f.addWorkers(b, workers)
 	cs := make([]*Coordinator, coordinators)
 	for i := range cs {
-		cs[i] = f.coordinator(b, ws, func(cfg *Config) { cfg.QueueSize = requests + 1; cfg.WorkspaceQueueSize = requests })
+		cs[i] = f.coordinator(b, ws, func(cfg *Config) {
+			cfg.QueueSize, cfg.WorkspaceQueueSize = requests+1, requests
+			// No request may expire while a slow host submits the backlog: an expired one is
+			// never dispatched, and the benchmark would wait for it.
+			cfg.RequestTimeout = time.Hour
+		})
 	}
 	for i := range requests {
 		cat := Interactive

@@ -87,6 +87,13 @@ func (c *Coordinator) dispatchPipeline(ctx context.Context, limit int) (out []*r
 	now := c.now().UTC()
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	if !c.db.Cockroach {
+		// PostgreSQL would plan the dispatch statement anew at every execution (its custom
+		// plans look cheaper than the generic one), and planning it costs more than running
+		// it; the generic plan is the same index range scans. (CockroachDB caches the
+		// prepared statement's optimized plan itself.)
+		b.Queue(`SET LOCAL plan_cache_mode = force_generic_plan`)
+	}
 	b.Queue(`SELECT round FROM render_scheduler_state WHERE id = 1 FOR UPDATE`)
 	attempts := make([]string, limit)
 	for i := range attempts {
@@ -115,6 +122,11 @@ func (c *Coordinator) dispatchPipeline(ctx context.Context, limit int) (out []*r
 	}()
 	if _, err = br.Exec(); err != nil { // BEGIN
 		return nil, false, err
+	}
+	if !c.db.Cockroach {
+		if _, err = br.Exec(); err != nil { // SET LOCAL
+			return nil, false, err
+		}
 	}
 	var round int64
 	if err = br.QueryRow().Scan(&round); err != nil {
