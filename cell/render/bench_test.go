@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"slidecells/shared/db"
 )
 
 // BenchmarkDispatch measures dispatch transactions with two coordinators (two connection
@@ -54,6 +56,11 @@ func BenchmarkDispatch(b *testing.B) {
 	ctx := context.Background()
 	var mu sync.Mutex
 	var lat []time.Duration
+	pools := make([]*db.DB, len(cs))
+	for i, c := range cs {
+		pools[i] = c.db
+	}
+	cpu0 := backendCPU(ctx, pools...)
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -83,7 +90,7 @@ func BenchmarkDispatch(b *testing.B) {
 				}
 				mu.Unlock()
 				for _, r := range rs {
-					if _, err := c.db.Exec(ctx, `UPDATE render_attempts SET state = 'terminal', released = true WHERE attempt_id = $1`, r.attemptID); err != nil {
+					if _, err := f.db.Exec(ctx, `UPDATE render_attempts SET state = 'terminal', released = true WHERE attempt_id = $1`, r.attemptID); err != nil {
 						b.Error(err)
 						return
 					}
@@ -94,6 +101,7 @@ func BenchmarkDispatch(b *testing.B) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
+	cpu := cpuSpent(cpu0, backendCPU(ctx, pools...))
 	slices.Sort(lat)
 	if len(lat) != requests {
 		b.Fatalf("%d dispatches for %d requests", len(lat), requests)
@@ -102,5 +110,8 @@ func BenchmarkDispatch(b *testing.B) {
 	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "dispatch/s")
 	b.ReportMetric(p(0.50), "p50-ms")
 	b.ReportMetric(p(0.99), "p99-ms")
+	if cpu >= 0 {
+		b.ReportMetric(cpu*1000/float64(len(lat)), "server-cpu-ms/dispatch")
+	}
 	fmt.Printf("dispatch: %d coordinators, %d workers, %d requests in %s, up to %d per transaction\n", coordinators, workers, len(lat), elapsed.Round(time.Millisecond), batch)
 }
