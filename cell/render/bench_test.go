@@ -15,16 +15,18 @@ import (
 
 // BenchmarkDispatch measures dispatch transactions with two coordinators (two connection
 // pools, as two replicas) against one cell database, as the dispatch loop runs them: each
-// transaction reserves up to dispatchBatchMax attempts while workers are idle (scheduler lock,
-// then per dispatch: occupancy, idle worker, pick, slot generation, attempt insert, cursor),
-// timed one by one, each of its dispatches counted with the transaction's time; the attempts are
-// released right after, outside the timing, as finished executions would. It reports
-// dispatches per second and the p50/p99 latency of a dispatch.
+// transaction (one round trip: BEGIN, scheduler lock, dispatch statements, COMMIT) reserves up
+// to dispatchBatchMax attempts while workers are idle, timed one by one, each of its
+// dispatches counted with the transaction's time; the attempts are released right after,
+// outside the timing and through another pool, as finished executions would be. It reports
+// dispatches per second, the p50/p99 latency of a dispatch, and the CPU time the coordinators'
+// PostgreSQL backends spent per dispatch (when the server is a local process: the figure a
+// busy host inflates least).
 //
 //	go test ./cell/render -run '^$' -bench Dispatch -benchtime 1x
 //
 // SLIDECELLS_BENCH_SHORT=1 dispatches 1,000 requests instead of 4,000 (make bench-check in CI);
-// RENDER_BENCH_BATCH=1 makes one dispatch per transaction (the transaction before batching).
+// RENDER_BENCH_BATCH=n makes up to n dispatches per transaction (default dispatchBatchMax).
 func BenchmarkDispatch(b *testing.B) {
 	const coordinators, workers, workspaces = 2, 16, 8
 	requests := 4000

@@ -394,7 +394,7 @@ func TestBatchDispatchesAsOneByOne(t *testing.T) {
 		}
 		n := 0
 		for {
-			rs, _, err := batch.c.dispatchBatch(context.Background(), dispatchBatchMax)
+			rs, _, err := batch.c.dispatchBatch(context.Background(), 8)
 			if err != nil {
 				t.Fatal(err)
 			}
