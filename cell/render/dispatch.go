@@ -120,7 +120,9 @@ func (c *Coordinator) dispatchPipeline(ctx context.Context, limit int) (out []*r
 			// A failed statement makes the server skip the rest of the pipeline, COMMIT
 			// included: end the transaction (harmless when there is none) so that the
 			// connection goes back to the pool idle.
-			_, _ = conn.Exec(context.WithoutCancel(ctx), `ROLLBACK`)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_, _ = conn.Exec(rctx, `ROLLBACK`)
+			cancel()
 		}
 	}()
 	if _, err = br.Exec(); err != nil { // BEGIN
