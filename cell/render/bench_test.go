@@ -9,20 +9,24 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"slidecells/shared/db"
 )
 
 // BenchmarkDispatch measures dispatch transactions with two coordinators (two connection
 // pools, as two replicas) against one cell database, as the dispatch loop runs them: each
-// transaction reserves up to dispatchBatchMax attempts while workers are idle (scheduler lock,
-// then per dispatch: occupancy, idle worker, pick, slot generation, attempt insert, cursor),
-// timed one by one, each of its dispatches counted with the transaction's time; the attempts are
-// released right after, outside the timing, as finished executions would. It reports
-// dispatches per second and the p50/p99 latency of a dispatch.
+// transaction (one round trip: BEGIN, scheduler lock, dispatch statements, COMMIT) reserves up
+// to dispatchBatchMax attempts while workers are idle, timed one by one, each of its
+// dispatches counted with the transaction's time; the attempts are released right after,
+// outside the timing and through another pool, as finished executions would be. It reports
+// dispatches per second, the p50/p99 latency of a dispatch, and the CPU time the coordinators'
+// PostgreSQL backends spent per dispatch (when the server is a local process: the figure a
+// busy host inflates least).
 //
 //	go test ./cell/render -run '^$' -bench Dispatch -benchtime 1x
 //
 // SLIDECELLS_BENCH_SHORT=1 dispatches 1,000 requests instead of 4,000 (make bench-check in CI);
-// RENDER_BENCH_BATCH=1 makes one dispatch per transaction (the transaction before batching).
+// RENDER_BENCH_BATCH=n makes up to n dispatches per transaction (default dispatchBatchMax).
 func BenchmarkDispatch(b *testing.B) {
 	const coordinators, workers, workspaces = 2, 16, 8
 	requests := 4000
@@ -37,7 +41,12 @@ func BenchmarkDispatch(b *testing.B) {
 	ws := f.addWorkers(b, workers)
 	cs := make([]*Coordinator, coordinators)
 	for i := range cs {
-		cs[i] = f.coordinator(b, ws, func(cfg *Config) { cfg.QueueSize = requests + 1; cfg.WorkspaceQueueSize = requests })
+		cs[i] = f.coordinator(b, ws, func(cfg *Config) {
+			cfg.QueueSize, cfg.WorkspaceQueueSize = requests+1, requests
+			// No request may expire while a slow host submits the backlog: an expired one is
+			// never dispatched, and the benchmark would wait for it.
+			cfg.RequestTimeout = time.Hour
+		})
 	}
 	for i := range requests {
 		cat := Interactive
@@ -49,6 +58,11 @@ func BenchmarkDispatch(b *testing.B) {
 	ctx := context.Background()
 	var mu sync.Mutex
 	var lat []time.Duration
+	pools := make([]*db.DB, len(cs))
+	for i, c := range cs {
+		pools[i] = c.db
+	}
+	cpu0 := backendCPU(ctx, pools...)
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -58,7 +72,7 @@ func BenchmarkDispatch(b *testing.B) {
 			defer wg.Done()
 			for {
 				t0 := time.Now()
-				rs, err := c.dispatchBatch(ctx, batch)
+				rs, _, err := c.dispatchBatch(ctx, batch)
 				d := time.Since(t0)
 				if err != nil {
 					b.Error(err)
@@ -78,7 +92,7 @@ func BenchmarkDispatch(b *testing.B) {
 				}
 				mu.Unlock()
 				for _, r := range rs {
-					if _, err := c.db.Exec(ctx, `UPDATE render_attempts SET state = 'terminal', released = true WHERE attempt_id = $1`, r.attemptID); err != nil {
+					if _, err := f.db.Exec(ctx, `UPDATE render_attempts SET state = 'terminal', released = true WHERE attempt_id = $1`, r.attemptID); err != nil {
 						b.Error(err)
 						return
 					}
@@ -89,6 +103,7 @@ func BenchmarkDispatch(b *testing.B) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
+	cpu := cpuSpent(cpu0, backendCPU(ctx, pools...))
 	slices.Sort(lat)
 	if len(lat) != requests {
 		b.Fatalf("%d dispatches for %d requests", len(lat), requests)
@@ -97,5 +112,8 @@ func BenchmarkDispatch(b *testing.B) {
 	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "dispatch/s")
 	b.ReportMetric(p(0.50), "p50-ms")
 	b.ReportMetric(p(0.99), "p99-ms")
+	if cpu >= 0 {
+		b.ReportMetric(cpu*1000/float64(len(lat)), "server-cpu-ms/dispatch")
+	}
 	fmt.Printf("dispatch: %d coordinators, %d workers, %d requests in %s, up to %d per transaction\n", coordinators, workers, len(lat), elapsed.Round(time.Millisecond), batch)
 }

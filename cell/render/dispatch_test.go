@@ -16,6 +16,7 @@ import (
 
 	"slidecells/shared/problem"
 	rc "slidecells/shared/rendercontract"
+	"slidecells/shared/testenv"
 )
 
 // drain dispatches until nothing more can be, returning the reservations in order.
@@ -393,7 +394,7 @@ func TestBatchDispatchesAsOneByOne(t *testing.T) {
 		}
 		n := 0
 		for {
-			rs, err := batch.c.dispatchBatch(context.Background(), dispatchBatchMax)
+			rs, _, err := batch.c.dispatchBatch(context.Background(), 8)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -427,3 +428,64 @@ func TestBatchDispatchesAsOneByOne(t *testing.T) {
 
 // serialTB is a testing.TB that setup does not make parallel (a test's second fixture).
 type serialTB struct{ testing.TB }
+
+// TestDispatchThatLosesItsRequestReservesNothing: a request cancelled after the dispatch
+// statement picked it (its update waits on the row, then finds it no longer waiting) gets no
+// attempt; the transaction says so (more: another dispatch may find work), takes no capacity,
+// leaves the rotation where it was, and the next dispatch takes the next request.
+func TestDispatchThatLosesItsRequestReservesNothing(t *testing.T) {
+	f := setup(t, 1)
+	c := f.coordinator(t, f.addWorkers(t, 2), nil)
+	ctx := context.Background()
+	first := f.submit(t, c, f.scopes[0], 1, Interactive)
+	second := f.submit(t, c, f.scopes[0], 2, Interactive)
+	// Another transaction holds the first request's row, so the dispatch statement, which picks
+	// it from its snapshot, waits on it at its update.
+	blocker, err := f.db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = blocker.Rollback(ctx) }()
+	if _, err := blocker.Exec(ctx, `SELECT 1 FROM render_requests WHERE workspace_id = $1 AND id = $2 FOR UPDATE`, first.WorkspaceID, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		rs   []*reservation
+		more bool
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rs, more, err := c.dispatchBatch(ctx, 1)
+		done <- result{rs, more, err}
+	}()
+	testenv.Eventually(t, 30*time.Second, 10*time.Millisecond, "the dispatch statement waiting on the request's row", func() error {
+		var waiting bool
+		if err := f.db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH wk AS%')`).Scan(&waiting); err != nil || !waiting {
+			return fmt.Errorf("not waiting yet (%v)", err)
+		}
+		return nil
+	})
+	if _, err := blocker.Exec(ctx, `UPDATE render_requests SET state = 'cancelled', finished_at = now() WHERE workspace_id = $1 AND id = $2`, first.WorkspaceID, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := blocker.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || len(r.rs) != 0 || !r.more {
+		t.Fatalf("dispatch of a request cancelled under it: %d reserved, more %v, %v; want none, more, no error", len(r.rs), r.more, r.err)
+	}
+	var attempts, round int
+	if err := f.db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM render_attempts), (SELECT round FROM render_scheduler_state WHERE id = 1)`).Scan(&attempts, &round); err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 0 || round != 0 {
+		t.Fatalf("after the lost dispatch: %d attempts, round %d; want none and the rotation unmoved", attempts, round)
+	}
+	got := drain(t, c)
+	if len(got) != 1 || got[0].req.ID != second.ID || got[0].req.State != StateExecuting || got[0].seq != 1 {
+		t.Fatalf("next dispatches: %d; want the second request, executing, attempt 1", len(got))
+	}
+}
