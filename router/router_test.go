@@ -1,7 +1,6 @@
 package router
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +22,7 @@ import (
 	"slidecells/shared/ids"
 	"slidecells/shared/logging"
 	"slidecells/shared/problem"
+	"slidecells/shared/testenv"
 	"slidecells/shared/tracing"
 )
 
@@ -224,25 +224,7 @@ type bundle struct {
 	wsA, wsB string
 	clock    *clock
 	logs     *observer.ObservedLogs // events
-	access   *lockedBuffer          // access-log lines
-}
-
-// lockedBuffer is a bytes.Buffer safe for the server's writes and the test's reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	access   *testenv.Buffer        // access-log lines
 }
 
 type option func(*Config)
@@ -270,7 +252,7 @@ func setup(t *testing.T, opts ...option) *bundle {
 
 	core, logs := observer.New(zap.InfoLevel)
 	b.logs = logs
-	b.access = &lockedBuffer{}
+	b.access = &testenv.Buffer{}
 	_, access, err := logging.NewWithAccess("router", logging.Options{Output: b.access})
 	if err != nil {
 		t.Fatal(err)

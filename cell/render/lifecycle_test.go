@@ -145,7 +145,7 @@ type renderer struct {
 	id, url string
 	cmd     *exec.Cmd
 	env     []string
-	log     *bytes.Buffer
+	log     *testenv.Buffer
 }
 
 func rendererBinary(t *testing.T) string {
@@ -179,7 +179,7 @@ func startRenderer(t *testing.T, f *fixture, d *docServer, id, credFile string, 
 
 func (r *renderer) start(t *testing.T) {
 	t.Helper()
-	r.log = &bytes.Buffer{}
+	r.log = &testenv.Buffer{}
 	r.cmd = exec.Command(rendererBinaryPath())
 	r.cmd.Env = r.env
 	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +24,7 @@ import (
 	"slidecells/shared/ids"
 	"slidecells/shared/pgserver"
 	rc "slidecells/shared/rendercontract"
+	"slidecells/shared/testenv"
 	"slidecells/shared/ticket"
 )
 
@@ -77,24 +76,6 @@ func binaries(t *testing.T) (bin, runtimeDir string) {
 	return bin, runtimeDir
 }
 
-// syncBuffer collects a process's output; the process writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func credentialFile(t *testing.T, cred string) string {
 	p := filepath.Join(t.TempDir(), "credential")
 	if err := os.WriteFile(p, []byte(cred+"\n"), 0o600); err != nil {
@@ -139,7 +120,7 @@ func TestProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	var logs syncBuffer
+	var logs testenv.Buffer
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "PREVIEW_LISTEN_ADDR="+addr, "PREVIEW_BACKEND_URL="+cell.URL,
 		"PREVIEW_SERVICE_CREDENTIAL_FILE="+credentialFile(t, cred), "PREVIEW_RUNTIME_DIR="+rtDir)

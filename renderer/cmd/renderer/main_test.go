@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -244,7 +243,7 @@ func countUnder(root string) int {
 }
 
 // runBinary starts the renderer binary with env and waits for its address.
-func runBinary(t *testing.T, bin string, env []string) (base string, cmd *exec.Cmd, logs *syncBuffer, exited chan error) {
+func runBinary(t *testing.T, bin string, env []string) (base string, cmd *exec.Cmd, logs *testenv.Buffer, exited chan error) {
 	t.Helper()
 	cmd = exec.Command(bin)
 	cmd.Env = env
@@ -252,13 +251,13 @@ func runBinary(t *testing.T, bin string, env []string) (base string, cmd *exec.C
 }
 
 // startBinary starts cmd, a renderer, and waits for its address.
-func startBinary(t *testing.T, cmd *exec.Cmd) (base string, _ *exec.Cmd, logs *syncBuffer, exited chan error) {
+func startBinary(t *testing.T, cmd *exec.Cmd) (base string, _ *exec.Cmd, logs *testenv.Buffer, exited chan error) {
 	t.Helper()
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	logs = &syncBuffer{}
+	logs = &testenv.Buffer{}
 	exited = make(chan error, 1)
 	addrCh := make(chan string, 1)
 	go func() {
@@ -282,23 +281,6 @@ func startBinary(t *testing.T, cmd *exec.Cmd) (base string, _ *exec.Cmd, logs *s
 		t.Fatal("renderer never logged its address")
 	}
 	return base, cmd, logs, exited
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) WriteString(v string) {
-	s.mu.Lock()
-	s.b.WriteString(v)
-	s.mu.Unlock()
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestStartAfterAKilledEpoch: an epoch killed with SIGKILL mid-attempt takes
@@ -384,7 +366,7 @@ func TestStartAfterAKilledEpoch(t *testing.T) {
 // assertLeftoversKilled: a new epoch's start killed the processes an earlier one left (done
 // closes; kill ends them when it did not), removed the folders and cgroups named by gone, said
 // so in its log, and became ready.
-func assertLeftoversKilled(t *testing.T, done <-chan struct{}, kill func(), logs *syncBuffer, base string, gone ...string) {
+func assertLeftoversKilled(t *testing.T, done <-chan struct{}, kill func(), logs *testenv.Buffer, base string, gone ...string) {
 	t.Helper()
 	select {
 	case <-done:
