@@ -31,7 +31,7 @@ type summary struct {
 	output               map[key]*strings.Builder // a running test's output, until it ends
 	passed, failed, skip int
 	skipped              []string
-	failedPkgs           int
+	failedPkgs           []string
 }
 
 func main() {
@@ -75,7 +75,7 @@ func (s *summary) line(b []byte) {
 	case e.Test != "" && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip"):
 		s.end(k, e.Action)
 	case e.Test == "" && e.Action == "fail":
-		s.failedPkgs++
+		s.failedPkgs = append(s.failedPkgs, e.Package)
 		for k2, b := range s.output { // tests that never ended: a panic or a timeout
 			if k2.pkg == e.Package {
 				fmt.Fprintf(s.out, "--- unfinished %s %s\n%s", k2.pkg, k2.test, b.String())
@@ -130,6 +130,10 @@ func (s *summary) close() bool {
 			fmt.Fprintln(s.out, "  "+l)
 		}
 	}
+	if len(s.failedPkgs) > 0 { // a package that did not build fails with no test failed
+		sort.Strings(s.failedPkgs)
+		fmt.Fprintf(s.out, "failed packages (%d): %s\n", len(s.failedPkgs), strings.Join(s.failedPkgs, " "))
+	}
 	fmt.Fprintf(s.out, "%d passed, %d failed, %d skipped\n", s.passed, s.failed, s.skip)
-	return s.failed > 0 || s.failedPkgs > 0
+	return s.failed > 0 || len(s.failedPkgs) > 0
 }

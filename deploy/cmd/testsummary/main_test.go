@@ -30,7 +30,7 @@ func TestSummaryCountsAndShowsFailuresAndSkips(t *testing.T) {
 	}
 	got := out.String()
 	for _, want := range []string{"--- FAIL p TestB\n    b_test.go:9: got 1, want 2", "p TestC: needs root: a reason",
-		"--- unfinished p TestD\npanic: boom", "FAIL\tp\t0.1s", "not json: a build error", "\n1 passed, 1 failed, 1 skipped\n"} {
+		"--- unfinished p TestD\npanic: boom", "FAIL\tp\t0.1s", "not json: a build error", "failed packages (1): p\n", "\n1 passed, 1 failed, 1 skipped\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in:\n%s", want, got)
 		}
