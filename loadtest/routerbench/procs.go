@@ -24,6 +24,7 @@ import (
 	"slidecells/router/placement"
 	"slidecells/shared/ids"
 	"slidecells/shared/logging"
+	"slidecells/shared/pgserver"
 	"slidecells/shared/proc"
 )
 
@@ -238,7 +239,7 @@ http {
 // startNginx writes a configuration into dir and runs nginx in the foreground as a child
 // process, on a free loopback port, proxying to the backend over keep-alive connections.
 func startNginx(bin, dir, backendAddr string, accessLog bool) (*served, error) {
-	port, err := freePort()
+	port, err := pgserver.FreePort() // nginx binds it: reserved, below the ephemeral range
 	if err != nil {
 		return nil, err
 	}
@@ -296,15 +297,6 @@ func check(u string) error {
 		return fmt.Errorf("GET %s: %d", u, res.StatusCode)
 	}
 	return nil
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // selfCPU is the user+system CPU time of this process (the in-process router or bare proxy).
