@@ -34,6 +34,7 @@ import (
 	"slidecells/shared/db"
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
+	"slidecells/shared/tracing"
 )
 
 // Job states.
@@ -242,7 +243,7 @@ func (q *Queue) Enqueue(ctx context.Context, s auth.Scope, n NewJob) (Job, error
 		j, err = scanJob(tx.QueryRow(ctx, `
 			INSERT INTO mutation_jobs (workspace_id, id, kind, owner_id, input, status, max_attempts, retry_of_job_id, run_after, created_at, updated_at, traceparent)
 			VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8, $8, $8, $9) RETURNING `+jobCols,
-			s.WorkspaceID(), ids.New(IDPrefix), n.Kind, s.Principal().UserID, input, n.MaxAttempts, retryOf, now, traceparentOf(ctx)))
+			s.WorkspaceID(), ids.New(IDPrefix), n.Kind, s.Principal().UserID, input, n.MaxAttempts, retryOf, now, tracing.StoredTraceparent(ctx)))
 		return err
 	})
 	if err == nil {

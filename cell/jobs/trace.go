@@ -9,15 +9,6 @@ import (
 	"slidecells/shared/tracing"
 )
 
-// traceparentOf is what a new job stores of the submitting request's trace: its traceparent,
-// or NULL when ctx holds none.
-func traceparentOf(ctx context.Context) any {
-	if tp := tracing.Traceparent(ctx); tp != "" {
-		return tp
-	}
-	return nil
-}
-
 // traceRun puts one run of a job under the trace of the request that submitted it: a span
 // "job.<kind>", child of that request's span, in whichever replica claims it (a job made before
 // trace contexts were stored gets a trace of its own). Log lines of the run carry its trace_id

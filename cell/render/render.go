@@ -62,6 +62,7 @@ import (
 	"slidecells/shared/ids"
 	"slidecells/shared/problem"
 	rc "slidecells/shared/rendercontract"
+	"slidecells/shared/tracing"
 )
 
 // Category is the business entry's scheduling category.
@@ -305,7 +306,7 @@ func (c *Coordinator) create(ctx context.Context, ws, key, owner string, spec Sp
 			max_attempts, deadline_at, not_before, enqueued_at, updated_at, traceparent)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $17, $11, $12, $13, 'queued', $14, $15, $16, $16, $16, $18)`,
 			ws, r.ID, key, owner, spec.Stage, string(spec.Operation), string(spec.Category), m.Ref, m.InputDigest,
-			renderDigest, c.cfg.ProfileDigest, vpJSON, optJSON, c.cfg.MaxAttempts, deadline, now, cacheKey, traceparentOf(ctx))
+			renderDigest, c.cfg.ProfileDigest, vpJSON, optJSON, c.cfg.MaxAttempts, deadline, now, cacheKey, tracing.StoredTraceparent(ctx))
 		return err
 	})
 	if err != nil {

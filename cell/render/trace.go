@@ -15,14 +15,6 @@ import (
 // request's trace_id and a traceparent header on every control call of the attempt), so the
 // renderer's and the preview host's log lines of the attempt carry the caller's trace_id.
 
-// traceparentOf is what a new render request stores of ctx's trace, or NULL.
-func traceparentOf(ctx context.Context) any {
-	if tp := tracing.Traceparent(ctx); tp != "" {
-		return tp
-	}
-	return nil
-}
-
 // traceAttempt puts the driving of one attempt under its request's trace: a span
 // "render.attempt", child of the submitter's span (a request stored without a trace gets a
 // trace of its own).

@@ -130,6 +130,15 @@ func TraceID(ctx context.Context) string {
 // Traceparent is the traceparent value of the span in ctx, or "".
 func Traceparent(ctx context.Context) string { return Format(trace.SpanContextFromContext(ctx)) }
 
+// StoredTraceparent is what a row made for ctx's request (a job, a render request) stores of its
+// trace: the traceparent, or nil (SQL NULL) when ctx holds none. WithRemote reads it back.
+func StoredTraceparent(ctx context.Context) any {
+	if tp := Traceparent(ctx); tp != "" {
+		return tp
+	}
+	return nil
+}
+
 // WithRemote returns ctx carrying the span context a traceparent value names (a stored one:
 // a job's, a render request's), so that spans started under it are its children and log
 // lines carry its trace ID. An empty or invalid value leaves ctx as it is.
