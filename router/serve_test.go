@@ -110,24 +110,20 @@ func TestSlowBodiesAreCut(t *testing.T) {
 			conn := slowRequest(t, addr, http.MethodPost, c.path, c.length, c.header...)
 			wg.Go(func() {
 				// Bounds the test, not the router: a connection the router never cuts fails here.
-				_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
-				br := bufio.NewReader(conn)
-				res, err := http.ReadResponse(br, nil)
+				a, err := testenv.ReadAnswer(conn, 20*time.Second)
 				if err != nil {
 					errs <- fmt.Errorf("%s: no answer: %v", c.name, err)
 					return
 				}
-				body, _ := io.ReadAll(res.Body)
-				res.Body.Close()
-				if res.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), string(problem.BadRequest)) {
-					errs <- fmt.Errorf("%s: %d %s, want 408", c.name, res.StatusCode, body)
+				if a.Status != http.StatusRequestTimeout || !strings.Contains(string(a.Body), string(problem.BadRequest)) {
+					errs <- fmt.Errorf("%s: %d %s, want 408", c.name, a.Status, a.Body)
 					return
 				}
-				if strings.Contains(string(body), "svc_pat") {
+				if strings.Contains(string(a.Body), "svc_pat") {
 					errs <- fmt.Errorf("%s: the answer repeats the token", c.name)
 				}
-				if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
-					errs <- fmt.Errorf("%s: connection not closed after the 408: %v", c.name, err)
+				if !a.Closed {
+					errs <- fmt.Errorf("%s: connection not closed after the 408", c.name)
 				}
 			})
 		}

@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -37,16 +34,8 @@ func TestSlowClientsOnTheCell(t *testing.T) {
 			return outcome{err: err}
 		}
 		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(60 * time.Second)) // the test's own bound
-		br := bufio.NewReader(c)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			return outcome{err: err}
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		_, err = br.ReadByte() // the cell closes the connection: EOF, not the test's deadline
-		return outcome{status: resp.StatusCode, closed: errors.Is(err, io.EOF)}
+		a, err := testenv.ReadAnswer(c, 60*time.Second) // closed: the cell's EOF, not the test's deadline
+		return outcome{status: a.Status, closed: a.Closed, err: err}
 	}
 	const n = 10
 	results := make([]outcome, 2*n)
