@@ -371,7 +371,7 @@ func (s *Server) accessLog(next http.HandlerFunc) http.Handler {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.DB.Pool.Ping(ctx); err != nil {
+	if err := s.DB.Ping(ctx); err != nil { // its own connection: not queued behind requests
 		http.Error(w, "database unavailable", http.StatusServiceUnavailable)
 		return
 	}

@@ -31,6 +31,8 @@ type DB struct {
 	// OnRetry, when set, is called before each retry of a transaction (for a metric; the
 	// context carries the operation named by WithOperation).
 	OnRetry func(ctx context.Context)
+
+	probe probe // Ping's own connection
 }
 
 // Options tune a pool. Zero values take the defaults.
@@ -80,8 +82,11 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	return &DB{Pool: pool, Cockroach: strings.Contains(version, "CockroachDB")}, nil
 }
 
-// Close closes the pool.
-func (d *DB) Close() { d.Pool.Close() }
+// Close closes the pool and Ping's connection.
+func (d *DB) Close() {
+	d.closeProbe()
+	d.Pool.Close()
+}
 
 // redactURLError keeps a parse error from echoing a password.
 func redactURLError(err error) string {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"slidecells/migrations"
 	"slidecells/shared/db"
@@ -77,5 +78,48 @@ func TestMigrateErrorsHideThePassword(t *testing.T) {
 		if strings.Contains(err.Error(), secret) {
 			t.Fatalf("error shows the password: %v", err)
 		}
+	}
+}
+
+// TestPingDoesNotQueueBehindThePool holds every pool connection, as a cell under overload does,
+// and pings: Ping has a connection of its own, so it answers where a ping through the pool waits
+// out its deadline. It then replaces its connection after the server closed it.
+func TestPingDoesNotQueueBehindThePool(t *testing.T) {
+	d := dbtest.Open(t, dbtest.NewDatabase(t, nil, ""))
+	ctx := context.Background()
+	var held []*pgxpool.Conn
+	for range d.Pool.Config().MaxConns {
+		c, err := d.Pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := d.Pool.Ping(short); err == nil {
+		t.Fatal("a ping through the exhausted pool answered: the test holds no connection")
+	}
+	if err := d.Ping(ctx); err != nil {
+		t.Fatalf("Ping with every pool connection busy: %v", err)
+	}
+
+	// The server ends Ping's session (a restart, an idle timeout): the next Ping reconnects.
+	var pid int
+	if err := held[0].QueryRow(ctx, `SELECT pid FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle'
+		AND pid NOT IN (SELECT pid FROM pg_stat_activity WHERE backend_type <> 'client backend')
+		ORDER BY backend_start DESC LIMIT 1`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	var killed bool
+	if err := held[0].QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&killed); err != nil || !killed {
+		t.Fatalf("terminate Ping's session %d: %v %v", pid, killed, err)
+	}
+	if err := d.Ping(ctx); err != nil {
+		t.Fatalf("Ping after its session was ended: %v", err)
+	}
+	for _, c := range held {
+		c.Release()
 	}
 }
