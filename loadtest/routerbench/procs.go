@@ -147,9 +147,11 @@ func startRouter(ctx context.Context, backendURL, dir string, accessLog bool) (*
 		rt.Close()
 		return nil, err
 	}
-	srv := &http.Server{Handler: rt.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	go func() { _ = srv.Serve(ln) }()
-	return &served{url: "http://" + ln.Addr().String(), ws: ws, cpu: selfCPU, stop: func() {
+	// The router binary's public server and listener, default settings.
+	srv := router.NewPublicServer(rt.Handler(), router.ServerConfig{ErrorLog: log.New(io.Discard, "", 0)})
+	addr := ln.Addr().String()
+	go func() { _ = srv.Serve(router.LimitListener(ln, router.ServerConfig{})) }()
+	return &served{url: "http://" + addr, ws: ws, cpu: selfCPU, stop: func() {
 		_ = srv.Close()
 		rt.Close()
 	}}, nil
