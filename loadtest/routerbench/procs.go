@@ -288,8 +288,17 @@ func startNginx(bin, dir, backendAddr string, accessLog bool) (*served, error) {
 }
 
 // check makes one request and insists on a 200, so a misconfigured target is not measured.
-func check(u string) error {
-	res, err := http.Get(u)
+// headers are "Name: value".
+func check(u string, headers ...string) error {
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	for _, h := range headers {
+		k, v, _ := strings.Cut(h, ":")
+		req.Header.Add(k, strings.TrimSpace(v))
+	}
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}
