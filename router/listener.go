@@ -1,16 +1,19 @@
 package router
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"slidecells/router/internal/rawio"
 )
 
-// quietListener hands out quietConns: connections whose net/http background read costs no
-// system call when it would find nothing.
+// quietListener hands out quietConns: connections that read and write with raw system calls
+// and whose net/http background read costs no system call when it would find nothing.
 type quietListener struct{ net.Listener }
 
 func (l quietListener) Accept() (net.Conn, error) {
@@ -37,7 +40,10 @@ func (l quietListener) Accept() (net.Conn, error) {
 // server reads again (as it does anyway): for that request the client's hang-up is noticed when
 // the answer is written, as it was before net/http had the background read; pipelined bytes
 // are never lost. Every other read (the request itself, bodies, TLS records, hijacked
-// connections) is net.Conn.Read unchanged.
+// connections) tries the read first, as net.Conn.Read does.
+//
+// All reads and writes (up to rawio.MaxWrite) are raw system calls through RawConn (package
+// rawio says why), with net.Conn's semantics: deadlines, EOF, errors as *net.OpError.
 type quietConn struct {
 	net.Conn
 	rc syscall.RawConn
@@ -46,12 +52,17 @@ type quietConn struct {
 	// SetReadDeadline, hence the atomic.
 	armed atomic.Bool
 
-	// State of the raw read in flight (one read at a time, as net/http reads).
-	fn      func(uintptr) bool
-	waited  bool
-	p       []byte
-	n       int
-	readErr error
+	// State of the raw read in flight (one at a time, as net/http reads) and of the raw
+	// write in flight (one at a time, as net/http writes); a read and a write may overlap.
+	readFn   func(uintptr) bool
+	waited   bool
+	p        []byte
+	n        int
+	readErr  error
+	writeFn  func(uintptr) bool
+	wp       []byte
+	wn       int
+	writeErr error
 }
 
 func newQuietConn(c net.Conn) net.Conn {
@@ -64,7 +75,7 @@ func newQuietConn(c net.Conn) net.Conn {
 		return c
 	}
 	q := &quietConn{Conn: c, rc: rc}
-	q.fn = q.rawRead
+	q.readFn, q.writeFn = q.rawRead, q.rawWrite
 	return q
 }
 
@@ -78,39 +89,78 @@ func (c *quietConn) SetDeadline(t time.Time) error {
 	return c.Conn.SetDeadline(t)
 }
 
+// Read reads through the raw connection (rawio: no scheduler bookkeeping); the background
+// read waits before its first try.
 func (c *quietConn) Read(p []byte) (int, error) {
-	if !c.armed.Swap(false) || len(p) != 1 {
-		return c.Conn.Read(p)
+	if len(p) == 0 {
+		return 0, nil
 	}
-	c.waited, c.p, c.n, c.readErr = false, p, 0, nil
-	err := c.rc.Read(c.fn)
+	// Armed and one byte: the background read; wait first.
+	c.waited = !(c.armed.Swap(false) && len(p) == 1)
+	c.p, c.n, c.readErr = p, 0, nil
+	err := c.rc.Read(c.readFn)
 	c.p = nil
 	if err != nil {
-		return 0, err // a *net.OpError: the deadline that ends the background read, or a close
+		return 0, opName(err, "read") // the deadline that ends the background read, or a close
 	}
 	return c.n, c.readErr
 }
 
-// rawRead is the RawConn.Read callback: the first call only asks to wait for readiness.
+// rawRead is the RawConn.Read callback: unless waited, the first call only asks to wait.
 func (c *quietConn) rawRead(fd uintptr) bool {
 	if !c.waited {
 		c.waited = true
 		return false
 	}
-	for {
-		n, err := syscall.Read(int(fd), c.p)
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err == syscall.EAGAIN:
-			return false
-		case err != nil:
-			c.readErr = &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("read", err)}
-		case n == 0:
-			c.readErr = io.EOF
-		default:
-			c.n = n
-		}
-		return true
+	n, err := rawio.Read(fd, c.p)
+	switch {
+	case err == syscall.EAGAIN:
+		return false
+	case err != nil:
+		c.readErr = &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("read", err)}
+	case n == 0:
+		c.readErr = io.EOF
+	default:
+		c.n = n
 	}
+	return true
+}
+
+// Write writes through the raw connection (rawio), waiting for room when the socket's buffer
+// is full; writes larger than rawio.MaxWrite go through net.Conn.
+func (c *quietConn) Write(p []byte) (int, error) {
+	if len(p) > rawio.MaxWrite {
+		return c.Conn.Write(p)
+	}
+	c.wp, c.wn, c.writeErr = p, 0, nil
+	err := c.rc.Write(c.writeFn)
+	n := c.wn
+	c.wp = nil
+	if err != nil {
+		return n, opName(err, "write")
+	}
+	return n, c.writeErr
+}
+
+// rawWrite is the RawConn.Write callback.
+func (c *quietConn) rawWrite(fd uintptr) bool {
+	n, err := rawio.Write(fd, c.wp[c.wn:])
+	c.wn += n
+	switch {
+	case err == syscall.EAGAIN:
+		return false
+	case err != nil:
+		c.writeErr = &net.OpError{Op: "write", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("write", err)}
+	}
+	return true
+}
+
+// opName gives a RawConn error (a *net.OpError "raw-read" or "raw-write") the operation name
+// net.Conn's own errors have, which net/http's server looks at.
+func opName(err error, op string) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		oe.Op = op
+	}
+	return err
 }

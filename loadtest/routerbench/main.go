@@ -36,6 +36,7 @@ type options struct {
 	headers     []string // sent with every request ("Name: value")
 	real        bool
 	bin         string
+	routerBin   string
 }
 
 func main() {
@@ -59,6 +60,7 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "measure only the proxies whose name matches this regular expression (nginx is always measured)")
 	flag.BoolVar(&o.real, "real", false, "measure the real authenticated path instead: make run's router binary and nginx in front of the same cell (needs -bin)")
 	flag.StringVar(&o.bin, "bin", "bin", "-real: folder of the built binaries (make build)")
+	flag.StringVar(&o.routerBin, "router-bin", "", "-real: another router binary (e.g. an older build) measured in the same rounds, in front of the same cell")
 	flag.Parse()
 	for _, f := range strings.Split(*conns, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))

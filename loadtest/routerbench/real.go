@@ -10,10 +10,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"slidecells/deploy/stack"
+	"slidecells/shared/pgserver"
+	"slidecells/shared/proc"
 )
 
 // runReal measures the real authenticated path (-real): the local deployment of `make run`
@@ -69,16 +73,40 @@ func runReal(ctx context.Context, o options) error {
 	}
 	defer ng.stop()
 
+	var targets []target
+	if o.routerBin != "" {
+		other, err := startOtherRouter(o.routerBin, dir, st.DirURL)
+		if err != nil {
+			return fmt.Errorf("-router-bin: %w", err)
+		}
+		defer other.stop()
+		pid := other.pid
+		targets = append(targets, target{name: "router (" + o.routerBin + ")", kind: "router", url: other.url, cpu: func() time.Duration { return procCPU(pid) }})
+	}
+
 	path := "/api/v1/projects"
 	o.headers = []string{"Authorization: Bearer " + demo.PAT, "X-Workspace-ID: " + demo.WorkspaceA}
 	routerPid, cellPid := st.Router.Pid(), cell.Pid()
-	targets := []target{
+	targets = append([]target{
 		{name: "router (make run's binary)", kind: "router", url: st.RouterURL + path, cpu: func() time.Duration { return procCPU(routerPid) }},
 		{name: "nginx in front of the same cell", kind: "nginx", url: ng.url + path, cpu: ng.cpu},
+	}, targets...)
+	for i := 2; i < len(targets); i++ {
+		targets[i].url += path
 	}
+	fmt.Fprintf(os.Stderr, "router pid %d, cell pid %d\n", routerPid, cellPid)
 	for _, t := range targets {
-		if err := check(t.url, o.headers...); err != nil {
-			return fmt.Errorf("%s: %w", t.name, err)
+		// The router takes the cell once its first probe passed: a few seconds at most.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := check(t.url, o.headers...)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("%s: %w", t.name, err)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 	}
 	cellCPU := func() time.Duration { return procCPU(cellPid) }
@@ -91,8 +119,9 @@ func runReal(ctx context.Context, o options) error {
 	pgPer := map[string][]time.Duration{}
 	for round := range max(1, o.rounds) {
 		order := slices.Clone(targets)
-		if round%2 == 1 {
-			slices.Reverse(order)
+		// Rotate the order round by round, so no target always runs first or last.
+		for range round % len(order) {
+			order = append(order[1:], order[0])
 		}
 		for _, t := range order {
 			if ctx.Err() != nil {
@@ -140,28 +169,76 @@ func printReal(w io.Writer, o options, generator string, targets []target, runs 
 		}
 		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s | %s | %s | %d |\n", t.name, m.rps, ms(m.p50), ms(m.p99), us(m.cpuPerReq), us(m.backendPerReq), us(pgMed), m.errors)
 	}
-	rt, ng := runs[targets[0].name], runs[targets[1].name]
-	var ratios []float64
-	for i := range min(len(rt), len(ng)) {
-		if ng[i].rps > 0 {
-			ratios = append(ratios, rt[i].rps/ng[i].rps)
+	fmt.Fprintln(w)
+	ng := runs[targets[1].name]
+	for _, t := range targets {
+		if t.kind != "router" {
+			continue
 		}
-	}
-	fmt.Fprintf(w, "\nRouter throughput ÷ nginx's, per round: ")
-	for i, r := range ratios {
-		if i > 0 {
-			fmt.Fprint(w, ", ")
+		rt := runs[t.name]
+		var ratios, cpus []float64
+		for i := range min(len(rt), len(ng)) {
+			if ng[i].rps > 0 {
+				ratios = append(ratios, rt[i].rps/ng[i].rps)
+			}
+			if ng[i].cpuPerReq > 0 {
+				cpus = append(cpus, float64(rt[i].cpuPerReq)/float64(ng[i].cpuPerReq))
+			}
 		}
-		fmt.Fprintf(w, "%.2f", r)
+		fmt.Fprintf(w, "- %s: throughput ÷ nginx's per round ", t.name)
+		for i, r := range ratios {
+			if i > 0 {
+				fmt.Fprint(w, ", ")
+			}
+			fmt.Fprintf(w, "%.2f", r)
+		}
+		slices.Sort(ratios)
+		slices.Sort(cpus)
+		if len(ratios) > 0 {
+			fmt.Fprintf(w, "; median %.2f× (target ≥ 0.9)", ratios[len(ratios)/2])
+		}
+		if len(cpus) > 0 {
+			fmt.Fprintf(w, "; CPU per request ÷ nginx's, median of the rounds %.2f×", cpus[len(cpus)/2])
+		}
+		fmt.Fprintln(w, ".")
 	}
-	slices.Sort(ratios)
-	if len(ratios) > 0 {
-		fmt.Fprintf(w, "; median %.2f× (target ≥ 0.9)", ratios[len(ratios)/2])
+}
+
+type otherRouter struct {
+	url  string
+	pid  int
+	stop func()
+}
+
+// startOtherRouter runs another router binary (-router-bin, e.g. an older build) with the
+// settings the stack gives its own, in front of the same directory and cells.
+func startOtherRouter(bin, dir, directoryURL string) (*otherRouter, error) {
+	port, err := pgserver.FreePort()
+	if err != nil {
+		return nil, err
 	}
-	if a, b := med[targets[0].name], med[targets[1].name]; a.cpuPerReq > 0 && b.cpuPerReq > 0 {
-		fmt.Fprintf(w, ". Router CPU per request %.1f× nginx's", float64(a.cpuPerReq)/float64(b.cpuPerReq))
+	internal, err := pgserver.FreePort()
+	if err != nil {
+		return nil, err
 	}
-	fmt.Fprintln(w, ".")
+	logf, err := os.Create(filepath.Join(dir, "other-router.log"))
+	if err != nil {
+		return nil, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "ROUTER_LISTEN_ADDR="+addr,
+		"ROUTER_INTERNAL_ADDR=127.0.0.1:"+strconv.Itoa(internal), "DIRECTORY_DATABASE_URL="+directoryURL)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	g, err := proc.Start(cmd)
+	if err != nil {
+		logf.Close()
+		return nil, err
+	}
+	return &otherRouter{url: "http://" + addr, pid: g.Pid(), stop: func() {
+		_ = g.Stop(syscall.SIGTERM, 5*time.Second)
+		logf.Close()
+	}}, nil
 }
 
 // postgresCPU is the CPU time of the PostgreSQL server this process started (the stack's) and

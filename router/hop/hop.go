@@ -47,6 +47,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"slidecells/router/internal/rawio"
 )
 
 // Config configures a Transport.
@@ -364,9 +366,12 @@ func (c *conn) Read(p []byte) (int, error) {
 	}
 	var n int
 	var err error
-	if len(c.out.b) > 0 {
+	switch {
+	case len(c.out.b) > 0:
 		n, err = c.sendAndRead(p)
-	} else {
+	case c.rc != nil:
+		n, err = c.rawRead(p)
+	default:
 		n, err = c.nc.Read(p)
 	}
 	c.nread += int64(n)
@@ -419,42 +424,51 @@ func (c *conn) sendAndRead(p []byte) (int, error) {
 	return c.nc.Read(p)
 }
 
-// rawSendRead is the RawConn.Read callback of sendAndRead: at its first call it writes the
-// request and asks to wait for readiness; at the next ones it reads.
+// rawSendRead is the RawConn.Read callback of sendAndRead and rawRead: while part of the
+// request is unsent (sendAndRead's first call) it writes it and asks to wait for readiness;
+// otherwise it reads. Both are raw system calls (rawio).
 func (c *conn) rawSendRead(fd uintptr) bool {
 	if c.sent < len(c.sending) {
-		for {
-			n, err := syscall.Write(int(fd), c.sending[c.sent:])
-			if err == syscall.EINTR {
-				continue
-			}
-			if n > 0 {
-				c.sent += n
-			}
-			if err != nil && err != syscall.EAGAIN {
-				c.rerr = os.NewSyscallError("write", err)
-				return true
-			}
-			// Whole: wait for the answer. Partial (or none): stop; sendAndRead writes the rest.
-			return c.sent < len(c.sending)
+		chunk := c.sending[c.sent:]
+		if len(chunk) > rawio.MaxWrite {
+			chunk = chunk[:rawio.MaxWrite] // the rest goes the plain way
 		}
-	}
-	for {
-		n, err := syscall.Read(int(fd), c.rp)
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err == syscall.EAGAIN:
-			return false
-		case err != nil:
-			c.rn, c.rerr = 0, os.NewSyscallError("read", err)
-		case n == 0 && len(c.rp) > 0:
-			c.rn, c.rerr = 0, io.EOF
-		default:
-			c.rn = n
+		n, err := rawio.Write(fd, chunk)
+		c.sent += n
+		if err != nil && err != syscall.EAGAIN {
+			c.rerr = os.NewSyscallError("write", err)
+			return true
 		}
-		return true
+		// Whole: wait for the answer. Partial (or none): stop; sendAndRead writes the rest.
+		return c.sent < len(c.sending)
 	}
+	n, err := rawio.Read(fd, c.rp)
+	switch {
+	case err == syscall.EAGAIN:
+		return false
+	case err != nil:
+		c.rn, c.rerr = 0, os.NewSyscallError("read", err)
+	case n == 0 && len(c.rp) > 0:
+		c.rn, c.rerr = 0, io.EOF
+	default:
+		c.rn = n
+	}
+	return true
+}
+
+// rawRead reads into p through the raw connection (rawio: no scheduler bookkeeping), trying
+// the read first as net.Conn.Read does.
+func (c *conn) rawRead(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.sending, c.sent, c.rp, c.rn, c.rerr = nil, 0, p, 0, nil
+	err := c.rc.Read(c.rawFn)
+	c.rp = nil
+	if err != nil {
+		return 0, err
+	}
+	return c.rn, c.rerr
 }
 
 // aLongTimeAgo is a deadline in the past: it makes blocked reads and writes return at once.
