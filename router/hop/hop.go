@@ -6,7 +6,9 @@
 // between them and the caller over channels; under load those hand-offs cost more CPU than the
 // router's own work (see BENCHMARKS.md). A Transport here writes the request and reads the
 // response on the caller's goroutine over a pooled keep-alive connection, parsing the response
-// with net/http's own http.ReadResponse.
+// with net/http's own http.ReadResponse. On a connection pooled moments ago, writing the
+// request and waiting for the answer are one RawConn.Read (no read that fails with EAGAIN), and
+// its socket I/O is raw system calls (router/internal/rawio says why).
 //
 // It takes only requests that are safe to send again: no body, no protocol upgrade, plain
 // http, and a method that is idempotent by definition (GET, HEAD, OPTIONS, TRACE) or a request
@@ -386,6 +388,9 @@ func (p *pending) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// maxKeptRequestBuffer is the largest request buffer a pooled connection keeps for the next.
+const maxKeptRequestBuffer = 16 << 10
+
 // recentIdle is how long a pooled connection may have been idle for sendAndRead's fast path.
 // A cell closes idle keep-alive connections after tens of seconds, far beyond it.
 const recentIdle = time.Second
@@ -403,6 +408,9 @@ const recentIdle = time.Second
 func (c *conn) sendAndRead(p []byte) (int, error) {
 	out := c.out.b
 	c.out.b = out[:0]
+	if cap(out) > maxKeptRequestBuffer {
+		c.out.b = nil // a rare large request: do not keep its buffer with the connection
+	}
 	sent := 0
 	if c.rc != nil && c.recent {
 		c.sending, c.sent, c.rp, c.rn, c.rerr = out, 0, p, 0, nil

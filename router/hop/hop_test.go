@@ -727,4 +727,11 @@ func TestLargeRequestOnAPooledConnection(t *testing.T) {
 	if n := <-got; n < headers {
 		t.Errorf("the cell saw %d headers, want at least %d", n, headers)
 	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for _, c := range tr.idle {
+		if cap(c.out.b) > maxKeptRequestBuffer {
+			t.Errorf("a pooled connection keeps a %d-byte request buffer", cap(c.out.b))
+		}
+	}
 }
