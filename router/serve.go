@@ -74,9 +74,10 @@ func NewPublicServer(h http.Handler, c ServerConfig) *http.Server {
 }
 
 // LimitListener caps the connections accepted from ln at c.MaxConns open at once
-// (golang.org/x/net/netutil): beyond it Accept waits until one closes.
+// (golang.org/x/net/netutil): beyond it Accept waits until one closes. Its connections spare
+// net/http's per-request background read a system call (quietConn).
 func LimitListener(ln net.Listener, c ServerConfig) net.Listener {
-	return netutil.LimitListener(ln, c.withDefaults().MaxConns)
+	return netutil.LimitListener(quietListener{ln}, c.withDefaults().MaxConns)
 }
 
 // NewInternalServer is the http.Server of the internal listener (/livez, /readyz, /metrics),

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,10 +48,10 @@ type generator interface {
 func newGenerator(o options) generator {
 	if o.wrk != "" {
 		if path, err := exec.LookPath(o.wrk); err == nil {
-			return wrk{path: path, threads: o.threads, connections: o.connections}
+			return wrk{path: path, threads: o.threads, connections: o.connections, headers: o.headers}
 		}
 	}
-	return &goLoad{connections: o.connections}
+	return &goLoad{connections: o.connections, headers: o.headers}
 }
 
 // wrk runs the wrk binary and reads its --latency report.
@@ -58,6 +59,7 @@ type wrk struct {
 	path        string
 	threads     int
 	connections int
+	headers     []string // "Name: value", sent with every request
 }
 
 func (w wrk) name() string {
@@ -75,8 +77,12 @@ func (w wrk) inProcess() bool { return false }
 
 func (w wrk) run(ctx context.Context, url string, d time.Duration) (result, error) {
 	secs := max(1, int(d.Round(time.Second)/time.Second))
-	cmd := exec.CommandContext(ctx, w.path, "-t", strconv.Itoa(min(w.threads, w.connections)),
-		"-c", strconv.Itoa(w.connections), "-d", strconv.Itoa(secs)+"s", "--latency", url)
+	args := []string{"-t", strconv.Itoa(min(w.threads, w.connections)),
+		"-c", strconv.Itoa(w.connections), "-d", strconv.Itoa(secs) + "s", "--latency"}
+	for _, h := range w.headers {
+		args = append(args, "-H", h)
+	}
+	cmd := exec.CommandContext(ctx, w.path, append(args, url)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return result{}, fmt.Errorf("wrk: %w: %s", err, out)
@@ -121,7 +127,10 @@ func parseWrk(out string) (result, error) {
 
 // goLoad is the fallback generator: a closed loop per connection, every latency kept, exact
 // percentiles.
-type goLoad struct{ connections int }
+type goLoad struct {
+	connections int
+	headers     []string
+}
 
 func (g *goLoad) name() string { return "the built-in Go generator (exact percentiles)" }
 
@@ -142,6 +151,10 @@ func (g *goLoad) run(ctx context.Context, url string, d time.Duration) (result, 
 			own := make([]time.Duration, 0, 1<<16)
 			for ctx.Err() == nil {
 				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+				for _, h := range g.headers {
+					k, v, _ := strings.Cut(h, ":")
+					req.Header.Add(k, strings.TrimSpace(v))
+				}
 				t0 := time.Now()
 				res, err := client.Do(req)
 				if err != nil {

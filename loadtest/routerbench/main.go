@@ -33,6 +33,10 @@ type options struct {
 	cpuProfile  string
 	keep        bool
 	only        string
+	headers     []string // sent with every request ("Name: value")
+	real        bool
+	bin         string
+	routerBin   string
 }
 
 func main() {
@@ -54,6 +58,9 @@ func main() {
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write CPU profiles of the in-process proxies' last saturation runs to this path plus .<target number>")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs, logs)")
 	flag.StringVar(&o.only, "only", "", "measure only the proxies whose name matches this regular expression (nginx is always measured)")
+	flag.BoolVar(&o.real, "real", false, "measure the real authenticated path instead: make run's router binary and nginx in front of the same cell (needs -bin)")
+	flag.StringVar(&o.bin, "bin", "bin", "-real: folder of the built binaries (make build)")
+	flag.StringVar(&o.routerBin, "router-bin", "", "-real: another router binary (e.g. an older build) measured in the same rounds, in front of the same cell")
 	flag.Parse()
 	for _, f := range strings.Split(*conns, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -78,7 +85,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, o); err != nil {
+	runMode := run
+	if o.real {
+		runMode = runReal
+	}
+	if err := runMode(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "routerbench:", err)
 		os.Exit(1)
 	}

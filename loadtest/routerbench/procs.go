@@ -147,9 +147,11 @@ func startRouter(ctx context.Context, backendURL, dir string, accessLog bool) (*
 		rt.Close()
 		return nil, err
 	}
-	srv := &http.Server{Handler: rt.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	go func() { _ = srv.Serve(ln) }()
-	return &served{url: "http://" + ln.Addr().String(), ws: ws, cpu: selfCPU, stop: func() {
+	// The router binary's public server and listener, default settings.
+	srv := router.NewPublicServer(rt.Handler(), router.ServerConfig{ErrorLog: log.New(io.Discard, "", 0)})
+	addr := ln.Addr().String()
+	go func() { _ = srv.Serve(router.LimitListener(ln, router.ServerConfig{})) }()
+	return &served{url: "http://" + addr, ws: ws, cpu: selfCPU, stop: func() {
 		_ = srv.Close()
 		rt.Close()
 	}}, nil
@@ -286,8 +288,17 @@ func startNginx(bin, dir, backendAddr string, accessLog bool) (*served, error) {
 }
 
 // check makes one request and insists on a 200, so a misconfigured target is not measured.
-func check(u string) error {
-	res, err := http.Get(u)
+// headers are "Name: value".
+func check(u string, headers ...string) error {
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	for _, h := range headers {
+		k, v, _ := strings.Cut(h, ":")
+		req.Header.Add(k, strings.TrimSpace(v))
+	}
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}

@@ -49,15 +49,28 @@ func printSaturation(w io.Writer, o options, generator string, sat []result) {
 		}
 		line := "- " + r.name + ":"
 		if nginx != nil && nginx.rps > 0 {
-			line += fmt.Sprintf(" throughput %.2f× nginx (target ≥ 0.5)", r.rps/nginx.rps)
+			line += fmt.Sprintf(" throughput %.2f× nginx (target %s)", r.rps/nginx.rps, throughputTarget(r.connections))
 			if n := len(r.ratios); n > 1 {
 				line += fmt.Sprintf(", per round %.2f× median, %.2f–%.2f×", r.ratios[n/2], r.ratios[0], r.ratios[n-1])
 			}
 			if nginx.cpuPerReq > 0 && r.cpuPerReq > 0 {
-				line += fmt.Sprintf(", CPU per request %.1f× nginx's", float64(r.cpuPerReq)/float64(nginx.cpuPerReq))
+				line += fmt.Sprintf(", CPU per request %.2f× nginx's (target ≤ 1.5×)", float64(r.cpuPerReq)/float64(nginx.cpuPerReq))
 			}
 		}
 		fmt.Fprintln(w, line)
+	}
+}
+
+// throughputTarget is issue #23's throughput target for the router at n connections: ≥ 0.8×
+// nginx at 64, ≥ 0.75× at 1,024 (and, by interpolation, 0.8× below 64 and 0.75× above 1,024).
+func throughputTarget(n int) string {
+	switch {
+	case n <= 64:
+		return "≥ 0.8×"
+	case n >= 1024:
+		return "≥ 0.75×"
+	default:
+		return "≥ 0.8× at 64, ≥ 0.75× at 1,024"
 	}
 }
 

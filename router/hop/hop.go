@@ -6,7 +6,9 @@
 // between them and the caller over channels; under load those hand-offs cost more CPU than the
 // router's own work (see BENCHMARKS.md). A Transport here writes the request and reads the
 // response on the caller's goroutine over a pooled keep-alive connection, parsing the response
-// with net/http's own http.ReadResponse.
+// with net/http's own http.ReadResponse. On a connection pooled moments ago, writing the
+// request and waiting for the answer are one RawConn.Read (no read that fails with EAGAIN), and
+// its socket I/O is raw system calls (router/internal/rawio says why).
 //
 // It takes only requests that are safe to send again: no body, no protocol upgrade, plain
 // http, and a method that is idempotent by definition (GET, HEAD, OPTIONS, TRACE) or a request
@@ -47,6 +49,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"slidecells/router/internal/rawio"
 )
 
 // Config configures a Transport.
@@ -217,14 +221,16 @@ func (t *Transport) Close() {
 // get takes the most recently used idle connection that has not been idle longer than
 // IdleTimeout, or dials a new one.
 func (t *Transport) get(ctx context.Context) (*conn, bool, error) {
+	now := time.Now()
 	t.mu.Lock()
-	expired := t.takeExpiredLocked(time.Now())
+	expired := t.takeExpiredLocked(now)
 	if n := len(t.idle); n > 0 {
 		c := t.idle[n-1]
 		t.idle[n-1] = nil
 		t.idle = t.idle[:n-1]
 		t.mu.Unlock()
 		closeAll(expired)
+		c.recent = now.Sub(c.idleAt) < recentIdle
 		return c, true, nil
 	}
 	t.mu.Unlock()
@@ -249,7 +255,13 @@ func (t *Transport) dial(ctx context.Context) (*conn, error) {
 	}
 	c := &conn{t: t, nc: nc}
 	c.br = bufio.NewReaderSize(c, 4096)
-	c.bw = bufio.NewWriterSize(nc, 4096)
+	c.bw = bufio.NewWriterSize(&c.out, 4096)
+	if sc, ok := nc.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			c.rc = rc
+			c.rawFn = c.rawSendRead
+		}
+	}
 	t.mu.Lock()
 	t.conns[c] = struct{}{}
 	if !t.watching {
@@ -313,8 +325,22 @@ type conn struct {
 	t     *Transport
 	nc    net.Conn
 	br    *bufio.Reader // reads through conn.Read, which counts
-	bw    *bufio.Writer
-	nread int64 // bytes read in the current round trip
+	bw    *bufio.Writer // writes into out
+	out   pending       // the request, written by bw, sent by the first Read of its answer
+	nread int64         // bytes read in the current round trip
+	// recent: the connection came from the pool after less than recentIdle idle, so the cell
+	// has not closed it (see sendAndRead).
+	recent bool
+	// rc, when the connection has one, sends the request and waits for the answer in one
+	// RawConn.Read (rawSendRead, held in rawFn so that passing it allocates nothing);
+	// sending, sent, rp, rn and rerr are that call's state.
+	rc      syscall.RawConn
+	rawFn   func(uintptr) bool
+	sending []byte
+	sent    int
+	rp      []byte
+	rn      int
+	rerr    error
 	// headerLimit, while not zero, is how many bytes the round trip may read before its
 	// response headers are complete (the bufio.Reader reads ahead, so it is a bound, not an
 	// exact header size).
@@ -334,14 +360,123 @@ const MaxHeaderBytes = 1 << 20
 
 var errHeadersTooLarge = fmt.Errorf("hop: the response headers exceed %d bytes", MaxHeaderBytes)
 
-// Read reads from the network connection and counts what it read.
+// Read reads from the network connection and counts what it read. The first Read of a round
+// trip sends the request first.
 func (c *conn) Read(p []byte) (int, error) {
 	if c.headerLimit != 0 && c.nread >= c.headerLimit {
 		return 0, errHeadersTooLarge
 	}
-	n, err := c.nc.Read(p)
+	var n int
+	var err error
+	switch {
+	case len(c.out.b) > 0:
+		n, err = c.sendAndRead(p)
+	case c.rc != nil:
+		n, err = c.rawRead(p)
+	default:
+		n, err = c.nc.Read(p)
+	}
 	c.nread += int64(n)
 	return n, err
+}
+
+// pending collects the request as bufio.Writer flushes it.
+type pending struct{ b []byte }
+
+func (p *pending) Write(b []byte) (int, error) {
+	p.b = append(p.b, b...)
+	return len(b), nil
+}
+
+// maxKeptRequestBuffer is the largest request buffer a pooled connection keeps for the next.
+const maxKeptRequestBuffer = 16 << 10
+
+// recentIdle is how long a pooled connection may have been idle for sendAndRead's fast path.
+// A cell closes idle keep-alive connections after tens of seconds, far beyond it.
+const recentIdle = time.Second
+
+// sendAndRead sends the pending request and reads the first bytes of its answer into p.
+//
+// On a connection that was idle only briefly (recent) it writes the request and waits for the
+// answer inside one RawConn.Read, which resets the connection's read readiness before the
+// write: the answer, which cannot come before the request, then always arrives as a new
+// readiness event, so the read that net.Conn.Read would try first, and that fails with
+// EAGAIN on nearly every round trip (the cell has not answered yet), is skipped: one system
+// call less per request. Fresh connections, connections idle for longer, and a request the
+// socket did not take whole in one write go the plain way (write, then read), which also
+// notices a close by the cell that came before the request.
+func (c *conn) sendAndRead(p []byte) (int, error) {
+	out := c.out.b
+	c.out.b = out[:0]
+	if cap(out) > maxKeptRequestBuffer {
+		c.out.b = nil // a rare large request: do not keep its buffer with the connection
+	}
+	sent := 0
+	if c.rc != nil && c.recent {
+		c.sending, c.sent, c.rp, c.rn, c.rerr = out, 0, p, 0, nil
+		err := c.rc.Read(c.rawFn)
+		sent, c.sending, c.rp = c.sent, nil, nil
+		switch {
+		case err != nil:
+			return 0, err
+		case sent < len(out) && c.rerr != nil: // the write failed
+			return 0, c.rerr
+		case sent == len(out):
+			return c.rn, c.rerr
+		}
+		// A partial write: the rest goes the plain way.
+	}
+	if _, err := c.nc.Write(out[sent:]); err != nil {
+		return 0, err
+	}
+	return c.nc.Read(p)
+}
+
+// rawSendRead is the RawConn.Read callback of sendAndRead and rawRead: while part of the
+// request is unsent (sendAndRead's first call) it writes it and asks to wait for readiness;
+// otherwise it reads. Both are raw system calls (rawio).
+func (c *conn) rawSendRead(fd uintptr) bool {
+	if c.sent < len(c.sending) {
+		chunk := c.sending[c.sent:]
+		if len(chunk) > rawio.MaxWrite {
+			chunk = chunk[:rawio.MaxWrite] // the rest goes the plain way
+		}
+		n, err := rawio.Write(fd, chunk)
+		c.sent += n
+		if err != nil && err != syscall.EAGAIN {
+			c.rerr = os.NewSyscallError("write", err)
+			return true
+		}
+		// Whole: wait for the answer. Partial (or none): stop; sendAndRead writes the rest.
+		return c.sent < len(c.sending)
+	}
+	n, err := rawio.Read(fd, c.rp)
+	switch {
+	case err == syscall.EAGAIN:
+		return false
+	case err != nil:
+		c.rn, c.rerr = 0, os.NewSyscallError("read", err)
+	case n == 0 && len(c.rp) > 0:
+		c.rn, c.rerr = 0, io.EOF
+	default:
+		c.rn = n
+	}
+	return true
+}
+
+// rawRead reads into p through the raw connection (rawio: no scheduler bookkeeping), trying
+// the read first as net.Conn.Read does.
+func (c *conn) rawRead(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.sending, c.sent, c.rp, c.rn, c.rerr = nil, 0, p, 0, nil
+	err := c.rc.Read(c.rawFn)
+	c.rp = nil
+	if err != nil {
+		return 0, err
+	}
+	return c.rn, c.rerr
 }
 
 // aLongTimeAgo is a deadline in the past: it makes blocked reads and writes return at once.
@@ -423,7 +558,9 @@ func (c *conn) roundTrip(req *http.Request) (*http.Response, error) {
 		c.close()
 		return nil, err
 	}
+	// The request goes into c.out; the first read of the answer sends it (sendAndRead).
 	if err := writeRequest(c.bw, req); err != nil {
+		c.out.b = c.out.b[:0]
 		return fail(err)
 	}
 	var res *http.Response

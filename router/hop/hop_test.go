@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -631,6 +632,106 @@ func TestInvalidHostIsNotSent(t *testing.T) {
 		req.Host = host
 		if err := writeRequest(bufio.NewWriter(io.Discard), req); err == nil {
 			t.Errorf("Host %q accepted", host)
+		}
+	}
+}
+
+func TestPooledConnectionSendsAndWaitsInOneRead(t *testing.T) {
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, r.URL.Path) })
+	tr, _ := newTransport(t, addrOf(t, s.URL), nil)
+	for i, path := range []string{"/one", "/two", "/three"} {
+		if _, body := do(t, tr, get(t, s.URL, path)); body != path {
+			t.Fatalf("request %d: body %q, want %q", i, body, path)
+		}
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if len(tr.idle) != 1 {
+		t.Fatalf("%d idle connections, want 1", len(tr.idle))
+	}
+	if c := tr.idle[0]; c.rc == nil || !c.recent {
+		t.Errorf("the reused connection did not take the one-read path (raw conn %v, recent %v)", c.rc != nil, c.recent)
+	}
+	if n := s.conns.Load(); n != 1 {
+		t.Errorf("%d connections, want 1", n)
+	}
+}
+
+// pooledThenSilent answers the first request on each connection and then reads without ever
+// answering again.
+func pooledThenSilent(t *testing.T) string {
+	addr, _ := rawServer(t, func(_ int, c net.Conn) {
+		br := bufio.NewReader(c)
+		if _, err := readRequest(br); err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, okResponse)
+		_, _ = io.Copy(io.Discard, br)
+	})
+	return addr
+}
+
+func TestCancelWhileWaitingOnAPooledConnection(t *testing.T) {
+	addr := pooledThenSilent(t)
+	tr, _ := newTransport(t, addr, nil)
+	do(t, tr, get(t, "http://"+addr, "/"))
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	_, err := tr.RoundTrip(get(t, "http://"+addr, "/").WithContext(ctx))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+func TestResponseHeaderTimeoutOnAPooledConnection(t *testing.T) {
+	addr := pooledThenSilent(t)
+	tr, _ := newTransport(t, addr, func(c *Config) { c.ResponseHeaderTimeout = 50 * time.Millisecond })
+	do(t, tr, get(t, "http://"+addr, "/"))
+	_, err := tr.RoundTrip(get(t, "http://"+addr, "/"))
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("err = %v, want a timeout", err)
+	}
+}
+
+func TestLargeRequestOnAPooledConnection(t *testing.T) {
+	// A request far larger than the socket takes at once: the one-read path writes part of it
+	// and the rest goes out the plain way. The cell reads it late, so the buffers fill first.
+	const headers, size = 8, 640 << 10
+	got := make(chan int, 2)
+	addr, _ := rawServer(t, func(_ int, c net.Conn) {
+		br := bufio.NewReader(c)
+		for i := 0; ; i++ {
+			if i > 0 {
+				time.Sleep(50 * time.Millisecond)
+			}
+			req, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			got <- len(req.Header)
+			_, _ = io.WriteString(c, okResponse)
+		}
+	})
+	tr, _ := newTransport(t, addr, func(c *Config) { c.ResponseHeaderTimeout = time.Minute })
+	do(t, tr, get(t, "http://"+addr, "/"))
+	<-got
+	req := get(t, "http://"+addr, "/")
+	v := strings.Repeat("v", size)
+	for i := range headers {
+		req.Header.Set(fmt.Sprintf("X-Large-%d", i), v)
+	}
+	if _, body := do(t, tr, req); body != "ok" {
+		t.Fatalf("body %q", body)
+	}
+	if n := <-got; n < headers {
+		t.Errorf("the cell saw %d headers, want at least %d", n, headers)
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for _, c := range tr.idle {
+		if cap(c.out.b) > maxKeptRequestBuffer {
+			t.Errorf("a pooled connection keeps a %d-byte request buffer", cap(c.out.b))
 		}
 	}
 }

@@ -1,0 +1,166 @@
+package router
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"slidecells/router/internal/rawio"
+)
+
+// quietListener hands out quietConns: connections that read and write with raw system calls
+// and whose net/http background read costs no system call when it would find nothing.
+type quietListener struct{ net.Listener }
+
+func (l quietListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return newQuietConn(c), nil
+}
+
+// quietConn is a client connection of the public listener. While a handler runs, net/http's
+// server keeps a one-byte read pending on the connection (its "background read") so that it
+// notices a client that hangs up; it starts that read right after clearing the read deadline
+// (SetReadDeadline with the zero time) and ends it with a deadline in the past when the
+// handler returns. net.Conn.Read tries the read system call first, which on nearly every
+// request fails with EAGAIN (the client is waiting for its answer, not sending), and only
+// then waits for the poller. quietConn waits first: a one-byte read that directly follows
+// SetReadDeadline(zero) goes through RawConn.Read with its first attempt skipped, saving one
+// system call per request.
+//
+// What it gives up: the poller reports readiness only when it changes (edge-triggered), and
+// waiting resets what it saw before. Bytes or a hang-up that arrived in the moments between
+// the end of the request and the start of the wait are not seen until the handler ends and the
+// server reads again (as it does anyway): for that request the client's hang-up is noticed when
+// the answer is written, as it was before net/http had the background read; pipelined bytes
+// are never lost. Every other read (the request itself, bodies, TLS records, hijacked
+// connections) tries the read first, as net.Conn.Read does.
+//
+// All reads and writes (up to rawio.MaxWrite) are raw system calls through RawConn (package
+// rawio says why), with net.Conn's semantics: deadlines, EOF, errors as *net.OpError.
+type quietConn struct {
+	net.Conn
+	rc syscall.RawConn
+	// armed: SetReadDeadline(zero) came last, so a one-byte read now is the background read.
+	// The background read runs on a goroutine of its own; the handler ends it with
+	// SetReadDeadline, hence the atomic.
+	armed atomic.Bool
+
+	// State of the raw read in flight (one at a time, as net/http reads) and of the raw
+	// write in flight (one at a time, as net/http writes); a read and a write may overlap.
+	readFn   func(uintptr) bool
+	waited   bool
+	p        []byte
+	n        int
+	readErr  error
+	writeFn  func(uintptr) bool
+	wp       []byte
+	wn       int
+	writeErr error
+}
+
+func newQuietConn(c net.Conn) net.Conn {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return c
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return c
+	}
+	q := &quietConn{Conn: c, rc: rc}
+	q.readFn, q.writeFn = q.rawRead, q.rawWrite
+	return q
+}
+
+func (c *quietConn) SetReadDeadline(t time.Time) error {
+	c.armed.Store(t.IsZero())
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *quietConn) SetDeadline(t time.Time) error {
+	c.armed.Store(false)
+	return c.Conn.SetDeadline(t)
+}
+
+// Read reads through the raw connection (rawio: no scheduler bookkeeping); the background
+// read waits before its first try.
+func (c *quietConn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	// Armed and one byte: the background read; wait first.
+	c.waited = !(c.armed.Swap(false) && len(p) == 1)
+	c.p, c.n, c.readErr = p, 0, nil
+	err := c.rc.Read(c.readFn)
+	c.p = nil
+	if err != nil {
+		return 0, opName(err, "read") // the deadline that ends the background read, or a close
+	}
+	return c.n, c.readErr
+}
+
+// rawRead is the RawConn.Read callback: unless waited, the first call only asks to wait.
+func (c *quietConn) rawRead(fd uintptr) bool {
+	if !c.waited {
+		c.waited = true
+		return false
+	}
+	n, err := rawio.Read(fd, c.p)
+	switch {
+	case err == syscall.EAGAIN:
+		return false
+	case err != nil:
+		c.readErr = &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("read", err)}
+	case n == 0:
+		c.readErr = io.EOF
+	default:
+		c.n = n
+	}
+	return true
+}
+
+// Write writes through the raw connection (rawio), waiting for room when the socket's buffer
+// is full; writes larger than rawio.MaxWrite go through net.Conn.
+func (c *quietConn) Write(p []byte) (int, error) {
+	if len(p) > rawio.MaxWrite {
+		return c.Conn.Write(p)
+	}
+	c.wp, c.wn, c.writeErr = p, 0, nil
+	err := c.rc.Write(c.writeFn)
+	n := c.wn
+	c.wp = nil
+	if err != nil {
+		return n, opName(err, "write")
+	}
+	return n, c.writeErr
+}
+
+// rawWrite is the RawConn.Write callback.
+func (c *quietConn) rawWrite(fd uintptr) bool {
+	n, err := rawio.Write(fd, c.wp[c.wn:])
+	c.wn += n
+	switch {
+	case err == syscall.EAGAIN:
+		return false
+	case err != nil:
+		c.writeErr = &net.OpError{Op: "write", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("write", err)}
+	}
+	return true
+}
+
+// opName gives a RawConn error (a *net.OpError "raw-read" or "raw-write") the operation name
+// net.Conn's own errors have, which net/http's server looks at.
+func opName(err error, op string) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		oe.Op = op
+	}
+	return err
+}
