@@ -112,6 +112,13 @@ func buildDocument(rt *Runtime, m *snapshot.Manifest, b Bases, nonce string, bod
 	for _, u := range preloads {
 		out.WriteString("<link rel=\"modulepreload\" href=\"" + html.EscapeString(u) + "\" data-preview-host=\"preload\">\n")
 	}
+	// The snapshot's fonts, fetched with the document instead of after its styles: the styles
+	// declare them ("blobs/<hex>" below the document) and the bootstrap loads every declared
+	// face before init, so each one is used; the request is the one the font load makes
+	// (CORS, same-origin credentials), which the preload answers from memory.
+	for _, f := range m.Fonts {
+		out.WriteString("<link rel=\"preload\" as=\"font\" crossorigin href=\"" + html.EscapeString(b.Document+"/blobs/"+f.Hex()) + "\" data-preview-host=\"preload\">\n")
+	}
 	out.WriteString("<style>" + hostCSS(m.Canvas) + "</style>\n")
 	out.WriteString("<link rel=\"stylesheet\" href=\"" + html.EscapeString(b.Document+"/styles.css") + "\" data-preview-host=\"styles\">\n")
 	out.WriteString("</head><body><div id=\"" + rootID + "\">" + inner + "</div></body></html>\n")
