@@ -93,7 +93,7 @@ type tab struct {
 	untrusted []string // binding calls from anywhere else
 	docHeader map[string]bool
 	fetched   map[string]int // requests per URL
-	console   []string // console messages and exceptions, shown when a wait fails
+	console   []string       // console messages and exceptions, shown when a wait fails
 
 	// hold: requests whose URL contains it wait until release is closed (nil: none wait).
 	hold    string
