@@ -92,7 +92,8 @@ type tab struct {
 	trusted   []string // payloads from the top frame's main world
 	untrusted []string // binding calls from anywhere else
 	docHeader map[string]bool
-	console   []string // console messages and exceptions, shown when a wait fails
+	fetched   map[string]int // requests per URL
+	console   []string       // console messages and exceptions, shown when a wait fails
 
 	// hold: requests whose URL contains it wait until release is closed (nil: none wait).
 	hold    string
@@ -137,7 +138,7 @@ func openTab(t testing.TB, docURL, token string, width, height int, binding bool
 		t.Fatal(err)
 	}
 	tb := &tab{t: t, ctx: ctx, topFrame: cdp.FrameID(chromedp.FromContext(ctx).Target.TargetID),
-		contexts: map[cdpruntime.ExecutionContextID]contextAux{}, docHeader: map[string]bool{}, hold: hold, release: make(chan struct{})}
+		contexts: map[cdpruntime.ExecutionContextID]contextAux{}, docHeader: map[string]bool{}, fetched: map[string]int{}, hold: hold, release: make(chan struct{})}
 	chromedp.ListenTarget(ctx, func(ev any) {
 		switch ev := ev.(type) {
 		case *cdpruntime.EventExecutionContextCreated:
@@ -204,6 +205,7 @@ func (tb *tab) continueRequest(ev *fetch.EventRequestPaused, docURL, token strin
 	withToken := ev.Request.URL == docURL && token != ""
 	tb.mu.Lock()
 	tb.docHeader[ev.Request.URL] = withToken
+	tb.fetched[ev.Request.URL]++
 	tb.mu.Unlock()
 	if tb.hold != "" && strings.Contains(ev.Request.URL, tb.hold) {
 		select {

@@ -57,6 +57,7 @@ func buildDocument(rt *Runtime, m *snapshot.Manifest, b Bases, nonce string, bod
 		cfg.Assets[a.ID] = b.Document + "/blobs/" + a.Hex()
 	}
 	var importMap []byte
+	var preloads []string
 	var scriptHashes []string
 	var inner string
 	switch m.FileType {
@@ -74,6 +75,10 @@ func buildDocument(rt *Runtime, m *snapshot.Manifest, b Bases, nonce string, bod
 		if importMap, err = json.Marshal(map[string]any{"imports": imports}); err != nil {
 			return nil, err
 		}
+		for _, name := range rt.modules {
+			preloads = append(preloads, b.Runtime+"/"+name)
+		}
+		preloads = append(preloads, cfg.Module)
 	case "html":
 		frag, hashes, err := sanitizeBody(body)
 		if err != nil {
@@ -96,6 +101,23 @@ func buildDocument(rt *Runtime, m *snapshot.Manifest, b Bases, nonce string, bod
 	out.WriteString("</script>\n")
 	if importMap != nil {
 		out.WriteString("<script type=\"importmap\" nonce=\"" + nonce + "\">" + string(importMap) + "</script>\n")
+	}
+	// The runtime's modules and the snapshot's module, announced up front (after the import
+	// map, which must precede any module fetch): the browser fetches and compiles them in
+	// parallel while the document is still parsed and its styles load, instead of one level of
+	// imports after another once the bootstrap starts the runtime (main.js, its chunks, the
+	// import map's entries, the module). Nothing runs before the bootstrap imports the main
+	// module; a fetch that failed here fails the same way there (the module map keeps it), so
+	// the bootstrap's faults are unchanged.
+	for _, u := range preloads {
+		out.WriteString("<link rel=\"modulepreload\" href=\"" + html.EscapeString(u) + "\" data-preview-host=\"preload\">\n")
+	}
+	// The snapshot's fonts, fetched with the document instead of after its styles: the styles
+	// declare them ("blobs/<hex>" below the document) and the bootstrap loads every declared
+	// face before init, so each one is used; the request is the one the font load makes
+	// (CORS, same-origin credentials), which the preload answers from memory.
+	for _, f := range m.Fonts {
+		out.WriteString("<link rel=\"preload\" as=\"font\" crossorigin href=\"" + html.EscapeString(b.Document+"/blobs/"+f.Hex()) + "\" data-preview-host=\"preload\">\n")
 	}
 	out.WriteString("<style>" + hostCSS(m.Canvas) + "</style>\n")
 	out.WriteString("<link rel=\"stylesheet\" href=\"" + html.EscapeString(b.Document+"/styles.css") + "\" data-preview-host=\"styles\">\n")

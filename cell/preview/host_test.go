@@ -196,6 +196,72 @@ func TestDocumentHeadersAndCookie(t *testing.T) {
 	}
 }
 
+// A tsx/jsx document announces every runtime module and the snapshot's module as
+// modulepreload links after its import map (the browser fetches them while the document is
+// parsed, not one level of imports after another), each one served to the document's browser;
+// an html page, which loads no modules, announces none.
+func TestDocumentPreloadsModules(t *testing.T) {
+	e := newEnv(t)
+	m := e.snapshot(simplePage())
+	tok := e.token(m, nil)
+	a := get(t, e.host.URL+"/snapshots/"+m.Ref, map[string]string{rc.PreviewAccessHeader: tok})
+	if a.status != 200 || len(a.cookies) != 1 {
+		t.Fatalf("document: %d, cookies %v", a.status, a.cookies)
+	}
+	const tag = `<link rel="modulepreload" href="`
+	var hrefs []string
+	for rest := a.body; ; {
+		i := strings.Index(rest, tag)
+		if i < 0 {
+			break
+		}
+		rest = rest[i+len(tag):]
+		end := strings.IndexByte(rest, '"')
+		if end < 0 {
+			t.Fatalf("unterminated preload link in\n%s", a.body)
+		}
+		hrefs = append(hrefs, rest[:end])
+	}
+	rt := testRuntime(t)
+	var want []string
+	for name := range rt.files {
+		if strings.HasSuffix(name, ".js") {
+			want = append(want, name)
+		}
+	}
+	if len(hrefs) != len(want)+1 {
+		t.Fatalf("preloads %v, want the %d runtime modules and the snapshot's module", hrefs, len(want))
+	}
+	runtimeBase := "/runtime/" + rt.Version + "/"
+	if hrefs[0] != runtimeBase+"main.js" || hrefs[len(hrefs)-1] != "/snapshots/"+m.Ref+"/module.js" {
+		t.Errorf("preloads %v: want the runtime's main module first and the snapshot's module last", hrefs)
+	}
+	seen := map[string]bool{}
+	for _, h := range hrefs[:len(hrefs)-1] {
+		seen[strings.TrimPrefix(h, runtimeBase)] = true
+	}
+	for _, name := range want {
+		if !seen[name] {
+			t.Errorf("runtime module %s is not preloaded (preloads %v)", name, hrefs)
+		}
+	}
+	if im, pl := strings.Index(a.body, `<script type="importmap"`), strings.Index(a.body, tag); im < 0 || pl < im {
+		t.Errorf("the preloads precede the import map (import map at %d, first preload at %d)", im, pl)
+	}
+	for _, h := range hrefs {
+		r := get(t, e.host.URL+h, nil, a.cookies[0])
+		if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/javascript") {
+			t.Errorf("preload %s: %d %q", h, r.status, r.header.Get("Content-Type"))
+		}
+	}
+
+	hp := e.snapshot(snap{FileType: "html", Source: `<p>plain</p>`})
+	d := get(t, e.host.URL+"/snapshots/"+hp.Ref, map[string]string{rc.PreviewAccessHeader: e.token(hp, nil)})
+	if d.status != 200 || strings.Contains(d.body, "modulepreload") {
+		t.Errorf("html page document: %d, preloads in\n%s", d.status, d.body)
+	}
+}
+
 // Subresources load with the document's cookie only: of the same snapshot, below the token's
 // path, listed by the manifest.
 func TestSubresources(t *testing.T) {

@@ -106,6 +106,17 @@ export default function Page() {
 	if len(tb.docHeader) < 5 {
 		t.Errorf("requests seen: %v", tb.docHeader)
 	}
+	// The document's preloads (the runtime's modules, the snapshot's module, its font) are the
+	// loads the page makes: each URL was requested once, not preloaded and then fetched again.
+	font := e.docURL(m) + "/blobs/" + m.Fonts[0].Hex()
+	if tb.fetched[font] != 1 || tb.fetched[e.docURL(m)+"/module.js"] != 1 {
+		t.Errorf("font requested %d times, module %d times; requests %v", tb.fetched[font], tb.fetched[e.docURL(m)+"/module.js"], tb.fetched)
+	}
+	for u, n := range tb.fetched {
+		if n != 1 {
+			t.Errorf("%s requested %d times", u, n)
+		}
+	}
 }
 
 // The kit modules export exactly what the catalogue lists, and "react" has every export of

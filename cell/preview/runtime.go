@@ -183,6 +183,9 @@ type Runtime struct {
 	Version   string
 	bootstrap string
 	files     map[string][]byte
+	// modules are the runtime's ES module files in the order a document preloads them: the
+	// main module first, then the others by name (its chunks, the import map's entries).
+	modules []string
 }
 
 // ErrRuntimeMissing is returned by LoadRuntime when the directory holds no built runtime.
@@ -241,6 +244,12 @@ func LoadRuntime(dir string) (*Runtime, error) {
 		}
 	}
 	rt.Version = hex.EncodeToString(h.Sum(nil))[:16]
+	rt.modules = []string{mainFile}
+	for _, name := range names {
+		if name != mainFile && name != bootstrapFile && strings.HasSuffix(name, ".js") {
+			rt.modules = append(rt.modules, name)
+		}
+	}
 	return rt, nil
 }
 

@@ -376,9 +376,12 @@ func execute(ctx context.Context, job Job, started time.Time, w *EventWriter, lo
 	} else {
 		logf("took the standby's browser")
 	}
-	// The browser closes before the result is sent, whether it was the
-	// standby's or started here.
-	defer b.stop()
+	// The browser is not closed here: the result goes out as soon as the work is done, the
+	// child then exits, and the browser dies with it (parent-death signal) and with the
+	// attempt's PID namespace, which the supervisor kills and proves empty before the terminal
+	// receipt. A graceful close first (DevTools Browser.close, waiting for every process to
+	// exit) would only delay the result and the teardown: the profile it would flush is in
+	// the attempt directory the supervisor removes.
 	bctx := b.ctx
 	_ = w.Send(Event{Type: EventBrowserStarted})
 	if job.Probe {
