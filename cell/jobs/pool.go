@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -139,7 +140,9 @@ func (p *Pool) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		// Take every run ended meanwhile, so that one round trip writes their outcomes and one
 		// claim fills their slots (jobs that end while a claim runs would otherwise cost a
-		// claim and a finish each).
+		// claim and a finish each). Runs that are about to end (runnable goroutines) get the
+		// processor first, so that they ride this round trip rather than the next one.
+		runtime.Gosched()
 		for drained := false; !drained; {
 			select {
 			case e := <-ends:
