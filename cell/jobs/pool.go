@@ -225,6 +225,9 @@ func (p *Pool) exchange(ctx context.Context, pend *[]ended, n int) []Job {
 	if n > 0 {
 		caps = p.caps(ctx)
 	}
+	if len(fin) > 0 && beforeWrite != nil {
+		beforeWrite()
+	}
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	jobs, written, err := p.Queue.finishAndClaim(fctx, p.Owner, fin, n, p.lease(), caps)
@@ -255,6 +258,10 @@ func (p *Pool) exchange(ctx context.Context, pend *[]ended, n int) []Job {
 	*pend = (*pend)[:0]
 	return jobs
 }
+
+// beforeWrite, when set (by tests only, before any pool runs), is called before each round trip
+// that writes outcomes.
+var beforeWrite func()
 
 // recorded is told the state an outcome wrote ("" when the job was no longer this pool's).
 func (p *Pool) recorded(f finishing, state string) {
@@ -348,6 +355,11 @@ func (p *Pool) execute(ctx context.Context, r *Run) *outcome {
 		o = outcome{status: Canceled}
 	case ctx.Err() != nil:
 		return nil // shutdown: Run returns the job to the queue
+	case err == nil && len(result) > 0 && !json.Valid(result):
+		// Not storable: fail the job here rather than the write of every outcome it rides with.
+		p.log().Warn("job result is not JSON", zap.String("workspace_id", j.WorkspaceID), zap.String("job_id", j.ID), logging.Trace(ctx))
+		o = outcome{status: Failed, code: CodeInternal, summary: "the job's result is not JSON"}
+		spanOutcome = Failed + ":" + CodeInternal
 	case err == nil:
 		o.result = result
 	default:
