@@ -108,7 +108,7 @@ func TestFusedClaimKeepsCaps(t *testing.T) {
 		t.Fatalf("finish of 1 with a claim of 4: written %v, %d claimed, %v", written, len(next), err)
 	}
 	// Another replica's claim with nothing to finish: the workspace is at its cap.
-	if more, _, err := f.q.finishAndClaim(ctx, "wrk_2", nil, 4, time.Minute, caps); err != nil || len(more) != 0 {
+	if more, err := f.q.claim(ctx, "wrk_2", 4, time.Minute, caps); err != nil || len(more) != 0 {
 		t.Fatalf("claim at the cap: %d %v", len(more), err)
 	}
 	if n := dbtest.Count(t, f.q.DB, `SELECT count(*) FROM mutation_jobs WHERE status = 'running'`); n != 2 {

@@ -431,7 +431,35 @@ type Caps struct {
 // second (claimByWorkspaceSQL) only when the head of the queue gave fewer than n.
 func (q *Queue) claim(ctx context.Context, owner string, n int, lease time.Duration, caps Caps) ([]Job, error) {
 	out, _, err := q.finishAndClaim(ctx, owner, nil, n, lease, caps)
-	return out, err
+	if err != nil || len(out) == n {
+		return out, err
+	}
+	more, err := q.claimWalk(ctx, owner, n-len(out), lease, caps)
+	return append(out, more...), err
+}
+
+// claimArgs are the arguments claimSQL and claimByWorkspaceSQL share.
+func claimArgs(owner string, now time.Time, n int, lease time.Duration, caps Caps) []any {
+	overrides, _ := json.Marshal(caps.Overrides)
+	def := caps.Default
+	if def <= 0 {
+		def = math.MaxInt32
+	}
+	return []any{owner, now.Add(lease), now, n, overrides, def}
+}
+
+// claimWalk is the claim's second statement (claimByWorkspaceSQL), for when the head of the
+// queue gave fewer than asked: up to n jobs, in one round trip.
+func (q *Queue) claimWalk(ctx context.Context, owner string, n int, lease time.Duration, caps Caps) (out []Job, err error) {
+	err = q.claimRC(ctx, []stmt{{claimByWorkspaceSQL, claimArgs(owner, q.now(), n, lease, caps), func(rows pgx.Rows) error {
+		var err error // a retried statement reads its rows again
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) { return scanJob(r) })
+		return err
+	}}})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // finishing is the outcome of a run that ended without committing, waiting to be written.
@@ -441,25 +469,15 @@ type finishing struct {
 }
 
 // finishAndClaim writes the outcomes of the runs in fin (jobs owner holds) with one statement
-// (finishBatchSQL) and claims up to n jobs (claimSQL) in the same READ COMMITTED transaction and
-// the same round trip: the group commit of a pool's finishes, fused with the claim that refills
-// the slots they free. The claim sees the finished jobs as no longer running (their workspaces'
-// caps count them out). written maps the ID of each job whose outcome was written to the state
-// written (a job no longer owner's is absent); it is nil when the round trip failed (nothing of
-// it was written). As claim, a second statement (claimByWorkspaceSQL, its own round trip) runs
-// only when the head of the queue gave fewer than n; its failure leaves written as it is.
+// (finishBatchSQL) and claims up to n jobs from the head of the queue (claimSQL) in the same READ
+// COMMITTED transaction and the same round trip: the group commit of a pool's finishes, fused
+// with the claim that refills the slots they free. The claim sees the finished jobs as no longer
+// running (their workspaces' caps count them out). written maps the ID of each job whose outcome
+// was written to the state written (a job no longer owner's is absent); it is nil when the
+// round trip failed (nothing of it was written). When the head gave fewer than n, claimWalk
+// finds the jobs of the workspaces behind it.
 func (q *Queue) finishAndClaim(ctx context.Context, owner string, fin []finishing, n int, lease time.Duration, caps Caps) (out []Job, written map[string]string, err error) {
 	now := q.now()
-	overrides, _ := json.Marshal(caps.Overrides)
-	def := caps.Default
-	if def <= 0 {
-		def = math.MaxInt32
-	}
-	scanJobs := func(rows pgx.Rows) error {
-		var err error // a retried statement reads its rows again
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) { return scanJob(r) })
-		return err
-	}
 	var stmts []stmt
 	if len(fin) > 0 {
 		stmts = append(stmts, stmt{finishBatchSQL, finishBatchArgs(owner, now, fin), func(rows pgx.Rows) error {
@@ -475,7 +493,11 @@ func (q *Queue) finishAndClaim(ctx context.Context, owner string, fin []finishin
 		}})
 	}
 	if n > 0 {
-		stmts = append(stmts, stmt{claimSQL, []any{owner, now.Add(lease), now, n, overrides, def, claimHead(n)}, scanJobs})
+		stmts = append(stmts, stmt{claimSQL, append(claimArgs(owner, now, n, lease, caps), claimHead(n)), func(rows pgx.Rows) error {
+			var err error // a retried statement reads its rows again
+			out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) { return scanJob(r) })
+			return err
+		}})
 	}
 	if len(stmts) == 0 {
 		return nil, nil, nil
@@ -486,15 +508,7 @@ func (q *Queue) finishAndClaim(ctx context.Context, owner string, fin []finishin
 	if len(fin) > 0 && written == nil {
 		written = map[string]string{}
 	}
-	if n == 0 || len(out) == n {
-		return out, written, nil
-	}
-	head := out
-	out = nil
-	if err := q.claimRC(ctx, []stmt{{claimByWorkspaceSQL, []any{owner, now.Add(lease), now, n - len(head), overrides, def}, scanJobs}}); err != nil {
-		return head, written, err // the head's jobs are claimed: the caller runs them
-	}
-	return append(head, out...), written, nil
+	return out, written, nil
 }
 
 // finishBatchSQL is finish for several jobs in one statement: each row is written only when its

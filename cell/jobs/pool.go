@@ -152,10 +152,24 @@ func (p *Pool) Run(ctx context.Context) error {
 			}
 		}
 		if n := p.slots() - busy; n > 0 {
-			jobs := p.exchange(ctx, &pend, n)
+			caps := p.caps(ctx)
+			jobs, ok := p.exchange(ctx, &pend, n, caps)
 			for _, j := range jobs {
 				busy++
 				p.start(work, j, ends)
+			}
+			if got := len(jobs); ok && got < n {
+				// The head of the queue gave fewer: its jobs run while the workspaces behind it
+				// are walked.
+				more, err := p.Queue.claimWalk(ctx, p.Owner, n-got, p.lease(), caps)
+				if err != nil && ctx.Err() == nil {
+					p.log().Warn("claiming jobs failed", zap.Error(err))
+				}
+				for _, j := range more {
+					busy++
+					p.start(work, j, ends)
+				}
+				jobs = append(jobs, more...)
 			}
 			if len(jobs) == n {
 				// There may be more: claim again as soon as a slot frees.
@@ -187,7 +201,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	defer graceT.Stop()
 	for busy > 0 || len(pend) > 0 {
 		if len(pend) > 0 {
-			p.exchange(context.WithoutCancel(ctx), &pend, 0)
+			p.exchange(context.WithoutCancel(ctx), &pend, 0, Caps{})
 			continue
 		}
 		select {
@@ -212,18 +226,15 @@ type ended struct {
 	o   *outcome
 }
 
-// exchange writes the outcomes in *pend and claims up to n jobs (none: n = 0) in one round trip,
-// then empties *pend. When that round trip fails because ctx ended (the pool stops), *pend is
-// kept for the shutdown to write; when it fails otherwise, each outcome is written on its own
-// (one bad row does not hold back the others), and one that cannot be is left to the rescuer.
-func (p *Pool) exchange(ctx context.Context, pend *[]ended, n int) []Job {
+// exchange writes the outcomes in *pend and claims up to n jobs (none: n = 0) from the head of the
+// queue in one round trip, then empties *pend; ok reports that the round trip succeeded. When it
+// fails because ctx ended (the pool stops), *pend is kept for the shutdown to write; when it
+// fails otherwise, each outcome is written on its own (one bad row does not hold back the
+// others), and one that cannot be is left to the rescuer.
+func (p *Pool) exchange(ctx context.Context, pend *[]ended, n int, caps Caps) (jobs []Job, ok bool) {
 	fin := make([]finishing, len(*pend))
 	for i, e := range *pend {
 		fin[i] = finishing{job: e.run.Job, o: *e.o}
-	}
-	var caps Caps
-	if n > 0 {
-		caps = p.caps(ctx)
 	}
 	if len(fin) > 0 && beforeWrite != nil {
 		beforeWrite()
@@ -232,8 +243,8 @@ func (p *Pool) exchange(ctx context.Context, pend *[]ended, n int) []Job {
 	defer cancel()
 	jobs, written, err := p.Queue.finishAndClaim(fctx, p.Owner, fin, n, p.lease(), caps)
 	if err != nil {
-		if ctx.Err() != nil && n > 0 && written == nil {
-			return jobs
+		if ctx.Err() != nil && n > 0 {
+			return nil, false
 		}
 		p.log().Warn("claiming jobs failed", zap.Error(err))
 	}
@@ -256,7 +267,7 @@ func (p *Pool) exchange(ctx context.Context, pend *[]ended, n int) []Job {
 		p.recorded(f, written[f.job.ID])
 	}
 	*pend = (*pend)[:0]
-	return jobs
+	return jobs, err == nil
 }
 
 // beforeWrite, when set (by tests only, before any pool runs), is called before each round trip
