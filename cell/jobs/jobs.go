@@ -661,9 +661,10 @@ type outcome struct {
 	retryWait time.Duration
 }
 
-// finish records an outcome for a job owner holds. A cancel request turns any outcome but a
-// committed success into canceled. It reports the state written, or "" when the job was no
-// longer owner's.
+// finish records an outcome for a job owner holds, alone. A cancel request turns any outcome but
+// a committed success into canceled. It reports the state written, or "" when the job was no
+// longer owner's. A pool writes its outcomes in batches with its claims (finishAndClaim,
+// finishBatchSQL: the same writes) and comes here only for the outcomes of a batch that failed.
 func (q *Queue) finish(ctx context.Context, j Job, owner string, o outcome) (string, error) {
 	var state string
 	now := q.now()
