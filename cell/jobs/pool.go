@@ -246,14 +246,14 @@ func (p *Pool) exchange(ctx context.Context, pend *[]ended, n int, caps Caps) (j
 		if ctx.Err() != nil && n > 0 {
 			return nil, false
 		}
-		p.log().Warn("claiming jobs failed", zap.Error(err))
+		p.log().Warn("claiming jobs (and writing the outcomes of ended ones) failed", zap.Int("outcomes", len(fin)), zap.Error(err))
 	}
 	if written == nil && len(fin) > 0 {
 		written = map[string]string{}
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
 		for _, f := range fin {
-			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			state, err := p.Queue.finish(wctx, f.job, p.Owner, f.o)
-			cancel()
 			if err != nil {
 				p.log().Warn("recording a job's outcome failed; the rescuer will take it", zap.String("job_id", f.job.ID), zap.Error(err))
 				continue
