@@ -112,9 +112,9 @@ func (p *Pool) log() *zap.Logger {
 // committing (failures, cancels, successes without a Commit), all of them since its last write
 // in one statement sent with the claim that refills their slots, in one round trip and one
 // transaction (Queue.finishAndClaim): the first outcome goes out at once, those that come while
-// a round trip is in flight ride the next one; no timer waits for more. An outcome not written
-// when the process dies is the same as today's finish not written: the job's lease ends and
-// the rescuer returns it to the queue.
+// a round trip is in flight ride the next one; no timer waits for more. A job whose outcome is
+// not written when the process dies stays running under its lease, which ends, and the rescuer
+// returns it to the queue (TestCrashBeforeOutcomeWritten).
 func (p *Pool) Run(ctx context.Context) error {
 	if p.Owner == "" {
 		p.Owner = ids.New("wrk")
