@@ -131,8 +131,10 @@ func (p *Pool) Run(ctx context.Context) error {
 
 	busy := 0
 	var pend []ended // runs whose outcome is still to be written
+	ending := false  // a run just ended: others may be about to
 	take := func(e ended) {
 		busy--
+		ending = true
 		if e.o != nil {
 			pend = append(pend, e)
 		}
@@ -141,8 +143,11 @@ func (p *Pool) Run(ctx context.Context) error {
 		// Take every run ended meanwhile, so that one round trip writes their outcomes and one
 		// claim fills their slots (jobs that end while a claim runs would otherwise cost a
 		// claim and a finish each). Runs that are about to end (runnable goroutines) get the
-		// processor first, so that they ride this round trip rather than the next one.
-		runtime.Gosched()
+		// processor first, so that they ride this round trip rather than the next one (not
+		// after a wake-up: a job waits).
+		if ending {
+			runtime.Gosched()
+		}
 		for drained := false; !drained; {
 			select {
 			case e := <-ends:
@@ -151,6 +156,7 @@ func (p *Pool) Run(ctx context.Context) error {
 				drained = true
 			}
 		}
+		ending = false
 		if n := p.slots() - busy; n > 0 {
 			caps := p.caps(ctx)
 			jobs, ok := p.exchange(ctx, &pend, n, caps)
