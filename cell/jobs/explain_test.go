@@ -97,11 +97,39 @@ func TestClaimCostIndependentOfBacklog(t *testing.T) {
 					pages[key] = n
 				}
 			}
+			// The batched finish of four jobs, two of them running under the writer's lease:
+			// one primary-key probe per job, whatever the backlog.
+			var fin []finishing
+			for i := range 4 {
+				fin = append(fin, finishing{Job{WorkspaceID: ws[0], ID: fmt.Sprintf("job_x%07d", i)}, outcome{status: Succeeded}})
+			}
+			for _, generic := range []bool{false, true} {
+				plan, _ := explain(t, f, finishBatchSQL, finishBatchArgs("wrk_x", now, fin), generic)
+				key := fmt.Sprintf("finishBatchSQL, %d workspaces", workspaces)
+				if generic {
+					key += ", generic plan"
+				}
+				n := buffers(t, plan)
+				t.Logf("%s, backlog %d: %d pages (shared hit+read)", key, backlog, n)
+				if os.Getenv("JOBS_EXPLAIN") != "" {
+					t.Logf("plan:\n%s", plan)
+				}
+				if first, _, _ := strings.Cut(plan, "\n"); !strings.Contains(first, "actual rows=2 ") {
+					t.Errorf("%s, backlog %d: not the 2 running jobs of 4 written:\n%s", key, backlog, plan)
+				}
+				if strings.Contains(plan, "Seq Scan on mutation_jobs") {
+					t.Errorf("%s, backlog %d: a sequential scan of the queue:\n%s", key, backlog, plan)
+				}
+				if small, ok := pages[key]; ok && n > small+small/2+20 {
+					t.Errorf("%s: %d pages at a backlog of %d, %d at 5,000\n%s", key, n, backlog, small, plan)
+				}
+				pages[key] = n
+			}
 		}
 	}
 }
 
-// explain runs EXPLAIN (ANALYZE, BUFFERS) of a claim in a transaction it rolls back, and counts
+// explain runs EXPLAIN (ANALYZE, BUFFERS) of a claim (or a batched finish) in a transaction it rolls back, and counts
 // the jobs the claim took. generic explains the generic plan of the prepared statement, what
 // claimRC runs on PostgreSQL (plan_cache_mode = force_generic_plan); otherwise the plan made for
 // the arguments' values.
@@ -133,6 +161,16 @@ func explain(t *testing.T, f *fixture, sql string, args []any, generic bool) (st
 				lits[i] = "'" + v.Format(time.RFC3339Nano) + "'"
 			case []byte:
 				lits[i] = "'" + string(v) + "'"
+			case []string: // plain words only
+				lits[i] = `'{"` + strings.Join(v, `","`) + `"}'`
+			case []*string: // NULLs only
+				lits[i] = "'{" + strings.TrimSuffix(strings.Repeat("NULL,", len(v)), ",") + "}'"
+			case []time.Time:
+				var ts []string
+				for _, x := range v {
+					ts = append(ts, `"`+x.Format(time.RFC3339Nano)+`"`)
+				}
+				lits[i] = "'{" + strings.Join(ts, ",") + "}'"
 			default:
 				lits[i] = fmt.Sprint(v)
 			}

@@ -430,40 +430,143 @@ type Caps struct {
 // can overshoot a cap by their number. It is one statement and one round trip (claimSQL), and a
 // second (claimByWorkspaceSQL) only when the head of the queue gave fewer than n.
 func (q *Queue) claim(ctx context.Context, owner string, n int, lease time.Duration, caps Caps) ([]Job, error) {
-	now := q.now()
+	out, _, err := q.finishAndClaim(ctx, owner, nil, n, lease, caps)
+	if err != nil || len(out) == n {
+		return out, err
+	}
+	more, err := q.claimWalk(ctx, owner, n-len(out), lease, caps)
+	return append(out, more...), err
+}
+
+// claimArgs are the arguments claimSQL and claimByWorkspaceSQL share.
+func claimArgs(owner string, now time.Time, n int, lease time.Duration, caps Caps) []any {
 	overrides, _ := json.Marshal(caps.Overrides)
 	def := caps.Default
 	if def <= 0 {
 		def = math.MaxInt32
 	}
-	run := func(sql string, args ...any) ([]Job, error) {
-		var got []Job
-		err := q.claimRC(ctx, sql, args, func(rows pgx.Rows) error {
-			var err error // a retried statement reads its rows again
-			got, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) { return scanJob(r) })
-			return err
-		})
-		return got, err
-	}
-	out, err := run(claimSQL, owner, now.Add(lease), now, n, overrides, def, claimHead(n))
-	if err != nil || len(out) == n {
-		return out, err
-	}
-	more, err := run(claimByWorkspaceSQL, owner, now.Add(lease), now, n-len(out), overrides, def)
-	return append(out, more...), err
+	return []any{owner, now.Add(lease), now, n, overrides, def}
 }
 
-// claimRC runs one claim statement in its own READ COMMITTED transaction in one round trip, like
-// db.DB.OneRC, and on PostgreSQL with a generic plan (SET LOCAL plan_cache_mode): the claims are
-// prepared statements (pgx caches them), and PostgreSQL otherwise plans them afresh at every
-// execution (a custom plan for its parameters), which cost more than running them, and more the
-// larger the table (BENCHMARKS.md, "Mutation jobs"). The plans do not depend on the parameters'
-// values: each reads the same bounded index ranges (TestClaimCostIndependentOfBacklog checks the
-// generic plans too). CockroachDB keeps its own plan cache for prepared statements and gets no SET.
-// A serialization failure or deadlock (40001, 40P01) runs it again, at most 30 times.
-func (q *Queue) claimRC(ctx context.Context, sql string, args []any, scan func(pgx.Rows) error) error {
+// claimWalk is the claim's second statement (claimByWorkspaceSQL), for when the head of the
+// queue gave fewer than asked: up to n jobs, in one round trip.
+func (q *Queue) claimWalk(ctx context.Context, owner string, n int, lease time.Duration, caps Caps) (out []Job, err error) {
+	err = q.claimRC(ctx, []stmt{{claimByWorkspaceSQL, claimArgs(owner, q.now(), n, lease, caps), func(rows pgx.Rows) error {
+		var err error // a retried statement reads its rows again
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) { return scanJob(r) })
+		return err
+	}}})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// finishing is the outcome of a run that ended without committing, waiting to be written.
+type finishing struct {
+	job Job
+	o   outcome
+}
+
+// finishAndClaim writes the outcomes of the runs in fin (jobs owner holds) with one statement
+// (finishBatchSQL) and claims up to n jobs from the head of the queue (claimSQL) in the same READ
+// COMMITTED transaction and the same round trip: the group commit of a pool's finishes, fused
+// with the claim that refills the slots they free. The claim sees the finished jobs as no longer
+// running (their workspaces' caps count them out). written maps the ID of each job whose outcome
+// was written to the state written (a job no longer owner's is absent); it is nil when the
+// round trip failed (nothing of it was written). When the head gave fewer than n, claimWalk
+// finds the jobs of the workspaces behind it.
+func (q *Queue) finishAndClaim(ctx context.Context, owner string, fin []finishing, n int, lease time.Duration, caps Caps) (out []Job, written map[string]string, err error) {
+	now := q.now()
+	var stmts []stmt
+	if len(fin) > 0 {
+		stmts = append(stmts, stmt{finishBatchSQL, finishBatchArgs(owner, now, fin), func(rows pgx.Rows) error {
+			written = make(map[string]string, len(fin))
+			for rows.Next() {
+				var id, state string
+				if err := rows.Scan(&id, &state); err != nil {
+					return err
+				}
+				written[id] = state
+			}
+			return rows.Err()
+		}})
+	}
+	if n > 0 {
+		stmts = append(stmts, stmt{claimSQL, append(claimArgs(owner, now, n, lease, caps), claimHead(n)), func(rows pgx.Rows) error {
+			var err error // a retried statement reads its rows again
+			out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) { return scanJob(r) })
+			return err
+		}})
+	}
+	if len(stmts) == 0 {
+		return nil, nil, nil
+	}
+	if err := q.claimRC(ctx, stmts); err != nil {
+		return nil, nil, err
+	}
+	if len(fin) > 0 && written == nil {
+		written = map[string]string{}
+	}
+	return out, written, nil
+}
+
+// finishBatchSQL is finish for several jobs in one statement: each row is written only when its
+// job is still running under owner's ($1) lease (a job rescued and claimed elsewhere meanwhile
+// is left as it is, and is absent from what the statement returns), and a cancel request turns
+// its outcome into canceled, as in finish. The rows come as parallel arrays (finishBatchArgs),
+// one element per job. UPDATE … FROM unnest of several arrays is common to PostgreSQL and
+// CockroachDB.
+const finishBatchSQL = `
+	UPDATE mutation_jobs SET
+		status = CASE WHEN mutation_jobs.cancel_requested THEN 'canceled' ELSE f.status END,
+		attempt_count = mutation_jobs.attempt_count + CASE WHEN mutation_jobs.cancel_requested OR f.status <> 'pending' THEN 0 ELSE 1 END,
+		finished_at = CASE WHEN mutation_jobs.cancel_requested OR f.status <> 'pending' THEN $2::TIMESTAMPTZ END,
+		stage = CASE WHEN mutation_jobs.cancel_requested THEN 'canceled' WHEN f.status = 'pending' THEN 'retry-wait'
+			WHEN f.status = 'succeeded' THEN 'done' ELSE f.status END,
+		progress = CASE WHEN f.status = 'succeeded' THEN 100 ELSE mutation_jobs.progress END,
+		result = f.result::JSONB, error_code = f.code, error_summary = f.summary,
+		run_after = f.run_after, lease_owner = '', lease_until = NULL, updated_at = $2::TIMESTAMPTZ
+	FROM unnest($3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], $7::TEXT[], $8::TEXT[], $9::TIMESTAMPTZ[])
+		AS f (workspace_id, id, status, result, code, summary, run_after)
+	WHERE mutation_jobs.workspace_id = f.workspace_id AND mutation_jobs.id = f.id
+	AND mutation_jobs.status = 'running' AND mutation_jobs.lease_owner = $1
+	RETURNING mutation_jobs.id, mutation_jobs.status`
+
+// finishBatchArgs are finishBatchSQL's arguments for the outcomes in fin, written at now.
+func finishBatchArgs(owner string, now time.Time, fin []finishing) []any {
+	ws, id, status, code, summary := make([]string, len(fin)), make([]string, len(fin)), make([]string, len(fin)), make([]string, len(fin)), make([]string, len(fin))
+	result, runAfter := make([]*string, len(fin)), make([]time.Time, len(fin))
+	for i, f := range fin {
+		ws[i], id[i], status[i], code[i], summary[i] = f.job.WorkspaceID, f.job.ID, f.o.status, f.o.code, truncate(f.o.summary, 2000)
+		if len(f.o.result) > 0 {
+			r := string(f.o.result)
+			result[i] = &r
+		}
+		runAfter[i] = now.Add(f.o.retryWait)
+	}
+	return []any{owner, now, ws, id, status, result, code, summary, runAfter}
+}
+
+// stmt is one statement of a claimRC transaction, with the function that reads its rows.
+type stmt struct {
+	sql  string
+	args []any
+	scan func(pgx.Rows) error
+}
+
+// claimRC runs its statements in their own READ COMMITTED transaction in one round trip, like
+// db.DB.OneRC, and on PostgreSQL with generic plans (SET LOCAL plan_cache_mode): the statements
+// are prepared (pgx caches them), and PostgreSQL otherwise plans them afresh at every execution
+// (a custom plan for its parameters), which cost more than running them, and more the larger
+// the table (BENCHMARKS.md, "Mutation jobs"). The plans do not depend on the parameters' values:
+// each reads the same bounded index ranges (TestClaimCostIndependentOfBacklog checks the
+// generic plans too). CockroachDB keeps its own plan cache for prepared statements and gets no
+// SET. A serialization failure or deadlock (40001, 40P01) runs the whole transaction again, at
+// most 30 times.
+func (q *Queue) claimRC(ctx context.Context, stmts []stmt) error {
 	for attempt := 1; ; attempt++ {
-		err := q.claimOnce(ctx, sql, args, scan)
+		err := q.claimOnce(ctx, stmts)
 		if !db.IsRetryable(err) || attempt > 30 {
 			return err
 		}
@@ -478,16 +581,18 @@ func (q *Queue) claimRC(ctx context.Context, sql string, args []any, scan func(p
 	}
 }
 
-// genericPlans is the statement claimRC sends on PostgreSQL before a claim.
+// genericPlans is the statement claimRC sends on PostgreSQL before its statements.
 const genericPlans = "SET LOCAL plan_cache_mode = force_generic_plan"
 
-func (q *Queue) claimOnce(ctx context.Context, sql string, args []any, scan func(pgx.Rows) error) (err error) {
+func (q *Queue) claimOnce(ctx context.Context, stmts []stmt) (err error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	if !q.DB.Cockroach {
 		b.Queue(genericPlans)
 	}
-	b.Queue(sql, args...)
+	for _, s := range stmts {
+		b.Queue(s.sql, s.args...)
+	}
 	b.Queue("COMMIT")
 	br := q.DB.Pool.SendBatch(ctx, b)
 	defer func() {
@@ -495,22 +600,24 @@ func (q *Queue) claimOnce(ctx context.Context, sql string, args []any, scan func
 			err = cerr
 		}
 	}()
-	for range b.Len() - 2 {
+	for range b.Len() - 1 - len(stmts) {
 		if _, err = br.Exec(); err != nil {
 			return err
 		}
 	}
-	rows, err := br.Query()
-	if err != nil {
-		return err
-	}
-	err = scan(rows)
-	rows.Close()
-	if err == nil {
-		err = rows.Err()
-	}
-	if err != nil {
-		return err
+	for _, s := range stmts {
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		err = s.scan(rows)
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+		if err != nil {
+			return err
+		}
 	}
 	_, err = br.Exec()
 	return err
@@ -554,9 +661,10 @@ type outcome struct {
 	retryWait time.Duration
 }
 
-// finish records an outcome for a job owner holds. A cancel request turns any outcome but a
-// committed success into canceled. It reports the state written, or "" when the job was no
-// longer owner's.
+// finish records an outcome for a job owner holds, alone. A cancel request turns any outcome but
+// a committed success into canceled. It reports the state written, or "" when the job was no
+// longer owner's. A pool writes its outcomes in batches with its claims (finishAndClaim,
+// finishBatchSQL: the same writes) and comes here only for the outcomes of a batch that failed.
 func (q *Queue) finish(ctx context.Context, j Job, owner string, o outcome) (string, error) {
 	var state string
 	now := q.now()

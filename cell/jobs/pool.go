@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,9 +70,8 @@ type Pool struct {
 	Observe func(kind, state string)
 	Log     *zap.Logger
 
-	running sync.WaitGroup
-	mu      sync.Mutex
-	runs    map[string]*Run
+	mu   sync.Mutex
+	runs map[string]*Run
 }
 
 func (p *Pool) slots() int { return cmp.Or(p.Slots, DefaultSlots) }
@@ -107,6 +107,14 @@ func (p *Pool) log() *zap.Logger {
 
 // Run runs the pool until ctx ends, then lets running jobs finish for ShutdownGrace, interrupts
 // the rest and returns them to the queue.
+//
+// One loop claims for every slot and writes the outcomes of the runs that ended without
+// committing (failures, cancels, successes without a Commit), all of them since its last write
+// in one statement sent with the claim that refills their slots, in one round trip and one
+// transaction (Queue.finishAndClaim): the first outcome goes out at once, those that come while
+// a round trip is in flight ride the next one; no timer waits for more. A job whose outcome is
+// not written when the process dies stays running under its lease, which ends, and the rescuer
+// returns it to the queue (TestCrashBeforeOutcomeWritten).
 func (p *Pool) Run(ctx context.Context) error {
 	if p.Owner == "" {
 		p.Owner = ids.New("wrk")
@@ -115,38 +123,65 @@ func (p *Pool) Run(ctx context.Context) error {
 	p.runs = map[string]*Run{}
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
-	free := make(chan struct{}, p.slots())
+	ends := make(chan ended, p.slots())
 	// Leases are renewed every third of their length and expired ones rescued every half.
 	var maint sync.WaitGroup
 	maint.Go(func() { loop.Every(ctx, p.lease()/3, nil, p.renew) })
 	maint.Go(func() { loop.Every(ctx, p.lease()/2, nil, p.rescue) })
 
 	busy := 0
+	var pend []ended // runs whose outcome is still to be written
+	ending := false  // a run just ended: others may be about to
+	take := func(e ended) {
+		busy--
+		ending = true
+		if e.o != nil {
+			pend = append(pend, e)
+		}
+	}
 	for ctx.Err() == nil {
-		// Count every slot freed meanwhile, so that one claim fills them all (jobs that end
-		// while a claim runs would otherwise be refilled one claim each).
+		// Take every run ended meanwhile, so that one round trip writes their outcomes and one
+		// claim fills their slots (jobs that end while a claim runs would otherwise cost a
+		// claim and a finish each). Runs that are about to end (runnable goroutines) get the
+		// processor first, so that they ride this round trip rather than the next one (not
+		// after a wake-up: a job waits).
+		if ending {
+			runtime.Gosched()
+		}
 		for drained := false; !drained; {
 			select {
-			case <-free:
-				busy--
+			case e := <-ends:
+				take(e)
 			default:
 				drained = true
 			}
 		}
+		ending = false
 		if n := p.slots() - busy; n > 0 {
-			jobs, err := p.Queue.claim(ctx, p.Owner, n, p.lease(), p.caps(ctx))
-			if err != nil && ctx.Err() == nil {
-				p.log().Warn("claiming jobs failed", zap.Error(err))
-			}
+			caps := p.caps(ctx)
+			jobs, ok := p.exchange(ctx, &pend, n, caps)
 			for _, j := range jobs {
 				busy++
-				p.start(work, j, free)
+				p.start(work, j, ends)
+			}
+			if got := len(jobs); ok && got < n {
+				// The head of the queue gave fewer: its jobs run while the workspaces behind it
+				// are walked.
+				more, err := p.Queue.claimWalk(ctx, p.Owner, n-got, p.lease(), caps)
+				if err != nil && ctx.Err() == nil {
+					p.log().Warn("claiming jobs failed", zap.Error(err))
+				}
+				for _, j := range more {
+					busy++
+					p.start(work, j, ends)
+				}
+				jobs = append(jobs, more...)
 			}
 			if len(jobs) == n {
 				// There may be more: claim again as soon as a slot frees.
 				select {
-				case <-free:
-					busy--
+				case e := <-ends:
+					take(e)
 				case <-ctx.Done():
 				}
 				continue
@@ -155,25 +190,32 @@ func (p *Pool) Run(ctx context.Context) error {
 		t := time.NewTimer(p.poll())
 		select {
 		case <-p.Queue.wakeCh():
-		case <-free:
-			busy--
+		case e := <-ends:
+			take(e)
 		case <-t.C:
 		case <-ctx.Done():
 		}
 		t.Stop()
 	}
-	// Shutdown: let running jobs finish for a while, then interrupt and requeue them.
-	done := make(chan struct{})
-	go func() { p.running.Wait(); close(done) }()
+	// Shutdown: let running jobs finish for a while (their outcomes are written as they come),
+	// then interrupt and requeue them.
 	grace := p.ShutdownGrace
 	if grace <= 0 {
 		grace = DefaultShutdownGrace
 	}
-	select {
-	case <-done:
-	case <-time.After(grace):
-		stopWork()
-		<-done
+	graceT := time.NewTimer(grace)
+	defer graceT.Stop()
+	for busy > 0 || len(pend) > 0 {
+		if len(pend) > 0 {
+			p.exchange(context.WithoutCancel(ctx), &pend, 0, Caps{})
+			continue
+		}
+		select {
+		case e := <-ends:
+			take(e)
+		case <-graceT.C:
+			stopWork()
+		}
 	}
 	maint.Wait()
 	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -182,6 +224,74 @@ func (p *Pool) Run(ctx context.Context) error {
 		p.log().Info("returned unfinished jobs to the queue", zap.Int("jobs", n), zap.Error(err))
 	}
 	return nil
+}
+
+// ended is a run that ended: its slot is free, and o, when set, is the outcome to write.
+type ended struct {
+	run *Run
+	o   *outcome
+}
+
+// exchange writes the outcomes in *pend and claims up to n jobs (none: n = 0) from the head of the
+// queue in one round trip, then empties *pend; ok reports that the round trip succeeded. When it
+// fails because ctx ended (the pool stops), *pend is kept for the shutdown to write; when it
+// fails otherwise, each outcome is written on its own (one bad row does not hold back the
+// others), and one that cannot be is left to the rescuer.
+func (p *Pool) exchange(ctx context.Context, pend *[]ended, n int, caps Caps) (jobs []Job, ok bool) {
+	fin := make([]finishing, len(*pend))
+	for i, e := range *pend {
+		fin[i] = finishing{job: e.run.Job, o: *e.o}
+	}
+	if len(fin) > 0 && beforeWrite != nil {
+		beforeWrite()
+	}
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	jobs, written, err := p.Queue.finishAndClaim(fctx, p.Owner, fin, n, p.lease(), caps)
+	if err != nil {
+		if ctx.Err() != nil && n > 0 {
+			return nil, false
+		}
+		p.log().Warn("claiming jobs (and writing the outcomes of ended ones) failed", zap.Int("outcomes", len(fin)), zap.Error(err))
+	}
+	if written == nil && len(fin) > 0 {
+		written = map[string]string{}
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		for _, f := range fin {
+			state, err := p.Queue.finish(wctx, f.job, p.Owner, f.o)
+			if err != nil {
+				p.log().Warn("recording a job's outcome failed; the rescuer will take it", zap.String("job_id", f.job.ID), zap.Error(err))
+				continue
+			}
+			if state != "" {
+				written[f.job.ID] = state
+			}
+		}
+	}
+	for _, f := range fin {
+		p.recorded(f, written[f.job.ID])
+	}
+	*pend = (*pend)[:0]
+	return jobs, err == nil
+}
+
+// beforeWrite, when set (by tests only, before any pool runs), is called before each round trip
+// that writes outcomes.
+var beforeWrite func()
+
+// recorded is told the state an outcome wrote ("" when the job was no longer this pool's).
+func (p *Pool) recorded(f finishing, state string) {
+	if state != "" {
+		p.observe(f.job.Kind, state)
+	}
+	if state == Pending {
+		go func() {
+			// Wake a worker when the backoff ends (other replicas poll).
+			time.Sleep(f.o.retryWait)
+			p.Queue.Notify()
+		}()
+	}
 }
 
 // renew renews this pool's leases and marks the runs that lost theirs (rescued elsewhere) or
@@ -221,27 +331,25 @@ func (p *Pool) rescue(ctx context.Context) {
 	}
 }
 
-func (p *Pool) start(ctx context.Context, j Job, free chan<- struct{}) {
+func (p *Pool) start(ctx context.Context, j Job, ends chan<- ended) {
 	r := &Run{Job: j, pool: p, claimedAt: time.Now()}
 	r.cancel.Store(j.CancelRequested)
 	p.mu.Lock()
 	p.runs[j.ID] = r
 	p.mu.Unlock()
-	p.running.Add(1)
 	p.observe(j.Kind, Running)
 	go func() {
-		defer p.running.Done()
-		defer func() { free <- struct{}{} }()
-		defer func() {
-			p.mu.Lock()
-			delete(p.runs, j.ID)
-			p.mu.Unlock()
-		}()
-		p.execute(ctx, r)
+		o := p.execute(ctx, r)
+		p.mu.Lock()
+		delete(p.runs, j.ID)
+		p.mu.Unlock()
+		ends <- ended{run: r, o: o} // never blocks: one element per slot
 	}()
 }
 
-func (p *Pool) execute(ctx context.Context, r *Run) {
+// execute runs a job and returns the outcome to write, or nil when there is none (it committed,
+// it is no longer this pool's, it went back to the queue, or the pool stops).
+func (p *Pool) execute(ctx context.Context, r *Run) *outcome {
 	j := r.Job
 	ctx, span := traceRun(ctx, j)
 	spanOutcome := "shutdown"
@@ -252,18 +360,23 @@ func (p *Pool) execute(ctx context.Context, r *Run) {
 	case r.committed.Load():
 		p.observe(j.Kind, Succeeded)
 		spanOutcome = Succeeded
-		return
+		return nil
 	case errors.Is(err, ErrLeaseLost) || r.lost.Load():
 		spanOutcome = "lease_lost"
-		return // the job is someone else's now
+		return nil // the job is someone else's now
 	case errors.Is(err, ErrFenced):
 		spanOutcome = "requeued"
 		p.requeue(ctx, r)
-		return
+		return nil
 	case errors.Is(err, ErrCanceled) || r.cancel.Load():
 		o = outcome{status: Canceled}
 	case ctx.Err() != nil:
-		return // shutdown: Run returns the job to the queue
+		return nil // shutdown: Run returns the job to the queue
+	case err == nil && len(result) > 0 && !json.Valid(result):
+		// Not storable: fail the job here rather than the write of every outcome it rides with.
+		p.log().Warn("job result is not JSON", zap.String("workspace_id", j.WorkspaceID), zap.String("job_id", j.ID), logging.Trace(ctx))
+		o = outcome{status: Failed, code: CodeInternal, summary: "the job's result is not JSON"}
+		spanOutcome = Failed + ":" + CodeInternal
 	case err == nil:
 		o.result = result
 	default:
@@ -281,23 +394,7 @@ func (p *Pool) execute(ctx context.Context, r *Run) {
 	if o.status == Succeeded || o.status == Canceled {
 		spanOutcome = o.status
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	state, err := p.Queue.finish(fctx, j, p.Owner, o)
-	if err != nil {
-		p.log().Warn("recording a job's outcome failed; the rescuer will take it", zap.String("job_id", j.ID), logging.Trace(ctx), zap.Error(err))
-		return
-	}
-	if state != "" {
-		p.observe(j.Kind, state)
-	}
-	if state == Pending {
-		go func() {
-			// Wake a worker when the backoff ends (other replicas poll).
-			time.Sleep(o.retryWait)
-			p.Queue.Notify()
-		}()
-	}
+	return &o
 }
 
 // FencedRetry is how long a job whose workspace is being moved waits before it is claimed again
