@@ -214,12 +214,12 @@ func TestHelperDiesBeforeWrite(t *testing.T) {
 	if url == "" {
 		t.Skip("helper process only")
 	}
-	beforeWrite = func() {
+	p := &Pool{Queue: &Queue{DB: dbtest.Open(t, url)}, Owner: "doomed", Lease: 500 * time.Millisecond, PollInterval: 20 * time.Millisecond,
+		Handlers: map[string]Handler{"noop": func(context.Context, *Run) (json.RawMessage, error) { return nil, nil }}}
+	p.beforeWrite = func() {
 		fmt.Println("ENDED")
 		select {} // hold the outcome until killed
 	}
-	p := &Pool{Queue: &Queue{DB: dbtest.Open(t, url)}, Owner: "doomed", Lease: 500 * time.Millisecond, PollInterval: 20 * time.Millisecond,
-		Handlers: map[string]Handler{"noop": func(context.Context, *Run) (json.RawMessage, error) { return nil, nil }}}
 	_ = p.Run(context.Background())
 }
 
@@ -280,4 +280,35 @@ wait:
 		}
 		return nil
 	})
+}
+
+// TestRenewalWaitsForOutcomeWrites: a batch of outcomes and the lease renewal each lock several
+// of the pool's running jobs, in orders of their own; the pool never runs them side by side (a
+// deadlock PostgreSQL would break after deadlock_timeout). Checked where the write starts: the
+// lock renew takes is held, and a renewal started then ends only after the write.
+func TestRenewalWaitsForOutcomeWrites(t *testing.T) {
+	f := setup(t)
+	var checked, renewedFirst atomic.Int64
+	f.pool(t, map[string]Handler{"noop": func(context.Context, *Run) (json.RawMessage, error) { return nil, nil }}, func(p *Pool) {
+		p.beforeWrite = func() {
+			if p.writes.TryLock() {
+				p.writes.Unlock()
+				renewedFirst.Add(1)
+			}
+			checked.Add(1)
+		}
+	})
+	var js []Job
+	for range 20 {
+		js = append(js, f.enqueue(t, "noop", 1))
+	}
+	for _, j := range js {
+		f.wait(t, j.ID, Succeeded, Failed)
+	}
+	if checked.Load() == 0 {
+		t.Fatal("no outcome batch was written")
+	}
+	if n := renewedFirst.Load(); n != 0 {
+		t.Fatalf("%d outcome writes ran without the lock the renewal takes", n)
+	}
 }

@@ -72,6 +72,13 @@ type Pool struct {
 
 	mu   sync.Mutex
 	runs map[string]*Run
+	// writes makes the lease renewal and a batch of outcomes take turns: each locks several of
+	// this pool's running jobs, in orders of their own, so run side by side they could deadlock
+	// (PostgreSQL would abort one after deadlock_timeout, a second's stall of the replica).
+	writes sync.Mutex
+	// beforeWrite, when set (by tests only), is called before each round trip that writes
+	// outcomes, with writes held.
+	beforeWrite func()
 }
 
 func (p *Pool) slots() int { return cmp.Or(p.Slots, DefaultSlots) }
@@ -242,12 +249,18 @@ func (p *Pool) exchange(ctx context.Context, pend *[]ended, n int, caps Caps) (j
 	for i, e := range *pend {
 		fin[i] = finishing{job: e.run.Job, o: *e.o}
 	}
-	if len(fin) > 0 && beforeWrite != nil {
-		beforeWrite()
-	}
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	if len(fin) > 0 {
+		p.writes.Lock()
+		if p.beforeWrite != nil {
+			p.beforeWrite()
+		}
+	}
 	jobs, written, err := p.Queue.finishAndClaim(fctx, p.Owner, fin, n, p.lease(), caps)
+	if len(fin) > 0 {
+		p.writes.Unlock()
+	}
 	if err != nil {
 		if ctx.Err() != nil && n > 0 {
 			return nil, false
@@ -276,10 +289,6 @@ func (p *Pool) exchange(ctx context.Context, pend *[]ended, n int, caps Caps) (j
 	return jobs, err == nil
 }
 
-// beforeWrite, when set (by tests only, before any pool runs), is called before each round trip
-// that writes outcomes.
-var beforeWrite func()
-
 // recorded is told the state an outcome wrote ("" when the job was no longer this pool's).
 func (p *Pool) recorded(f finishing, state string) {
 	if state != "" {
@@ -298,7 +307,9 @@ func (p *Pool) recorded(f finishing, state string) {
 // were cancelled.
 func (p *Pool) renew(ctx context.Context) {
 	started := time.Now()
+	p.writes.Lock()
 	cancels, err := p.Queue.renew(ctx, p.Owner, p.lease())
+	p.writes.Unlock()
 	if err != nil {
 		p.log().Warn("renewing job leases failed", zap.Error(err))
 		return
