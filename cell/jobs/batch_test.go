@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -228,16 +227,7 @@ func TestHelperDiesBeforeWrite(t *testing.T) {
 func TestCrashBeforeOutcomeWritten(t *testing.T) {
 	f := setup(t)
 	j := f.enqueue(t, "noop", 3)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDiesBeforeWrite$", "-test.v")
-	cmd.Env = append(os.Environ(), "JOBS_HELPER_WRITE_DB="+f.cellURL)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	cmd, out := helperProcess(t, "TestHelperDiesBeforeWrite", "JOBS_HELPER_WRITE_DB="+f.cellURL)
 	lines := make(chan string, 16)
 	go func() {
 		sc := bufio.NewScanner(out)

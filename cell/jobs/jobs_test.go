@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
@@ -360,13 +361,12 @@ func TestHelperWorker(t *testing.T) {
 	_ = p.Run(context.Background())
 }
 
-// The worker's process is killed (SIGKILL) while it runs a job; a pool in another process takes
-// the job over after its lease and it finishes exactly once.
-func TestKilledWorkerProcess(t *testing.T) {
-	f := setup(t)
-	j := f.enqueue(t, "ok", 3)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWorker$", "-test.v")
-	cmd.Env = append(os.Environ(), "JOBS_HELPER_DB="+f.cellURL)
+// helperProcess runs the test named test of this test binary in a child process with env added,
+// and returns it with its standard output; the child is killed when the test ends.
+func helperProcess(t *testing.T, test string, env ...string) (*exec.Cmd, io.Reader) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -374,7 +374,16 @@ func TestKilledWorkerProcess(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, out
+}
+
+// The worker's process is killed (SIGKILL) while it runs a job; a pool in another process takes
+// the job over after its lease and it finishes exactly once.
+func TestKilledWorkerProcess(t *testing.T) {
+	f := setup(t)
+	j := f.enqueue(t, "ok", 3)
+	cmd, out := helperProcess(t, "TestHelperWorker", "JOBS_HELPER_DB="+f.cellURL)
 	running := f.wait(t, j.ID, Running)
 	buf := make([]byte, 256)
 	_, _ = out.Read(buf)

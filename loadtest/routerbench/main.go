@@ -104,18 +104,27 @@ type target struct {
 	cpu  func() time.Duration
 }
 
+// tempDir makes the run's temp dir (configs, logs), readable by nginx's workers, which drop to
+// an unprivileged user when run as root; cleanup removes it unless -keep.
+func tempDir(o options, prefix string) (dir string, cleanup func(), err error) {
+	dir, err = os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	_ = os.Chmod(dir, 0o755)
+	if o.keep {
+		fmt.Fprintln(os.Stderr, "temp dir:", dir)
+		return dir, func() {}, nil
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
+}
+
 func run(ctx context.Context, o options) error {
-	dir, err := os.MkdirTemp("", "routerbench-")
+	dir, cleanup, err := tempDir(o, "routerbench-")
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		fmt.Fprintln(os.Stderr, "temp dir:", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
-	// nginx workers drop to an unprivileged user when run as root; they must reach the dir.
-	_ = os.Chmod(dir, 0o755)
+	defer cleanup()
 
 	be, err := startBackend()
 	if err != nil {

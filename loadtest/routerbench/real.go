@@ -38,16 +38,11 @@ func runReal(ctx context.Context, o options) error {
 	if o.nginx == "" || err != nil {
 		return errors.New("-real needs nginx on PATH (-nginx)")
 	}
-	dir, err := os.MkdirTemp("", "routerbench-real-")
+	dir, cleanup, err := tempDir(o, "routerbench-real-")
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		fmt.Fprintln(os.Stderr, "temp dir:", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
-	_ = os.Chmod(dir, 0o755) // nginx workers drop privileges when run as root
+	defer cleanup()
 
 	fmt.Fprintln(os.Stderr, "starting the local deployment (PostgreSQL, directory, cell-a, router)…")
 	st, err := stack.Start(ctx, stack.Options{
