@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -111,6 +112,23 @@ func setup(t *testing.T) *bundle {
 func (b *bundle) get(t *testing.T, path, token string, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
 	return b.call(t, call{method: http.MethodGet, path: path, token: token, header: hdr, bare: true})
+}
+
+// metrics scrapes the cell's /metrics and fails t on each of want its text lacks.
+func (b *bundle) metrics(t *testing.T, want ...string) string {
+	t.Helper()
+	res, err := http.Get(b.srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, w := range want {
+		if !strings.Contains(string(m), w) {
+			t.Errorf("metrics lack %s", w)
+		}
+	}
+	return string(m)
 }
 
 func code(t *testing.T, body []byte) string {
