@@ -302,3 +302,40 @@ func TestRenewalWaitsForOutcomeWrites(t *testing.T) {
 		t.Fatalf("%d outcome writes ran without the lock the renewal takes", n)
 	}
 }
+
+// TestFinishAloneWritesWhatTheBatchWrites: the one-by-one write a pool falls back to after a
+// failed batch is the batch statement with one row: the same guards and states.
+func TestFinishAloneWritesWhatTheBatchWrites(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	var js []Job
+	for range 3 {
+		js = append(js, f.enqueue(t, "x", 3))
+	}
+	if claimed, err := f.q.claim(ctx, "wrk_1", 3, time.Minute, Caps{}); err != nil || len(claimed) != 3 {
+		t.Fatalf("claim: %d %v", len(claimed), err)
+	}
+	if _, err := f.q.Cancel(ctx, f.scope, js[2].ID); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []struct {
+		owner string
+		o     outcome
+		want  string
+	}{
+		{"wrk_1", outcome{status: Pending, code: CodeInternal, summary: "again", retryWait: time.Hour}, Pending},
+		{"wrk_2", outcome{status: Succeeded}, ""}, // not its owner: nothing written
+		{"wrk_1", outcome{status: Succeeded}, Canceled},
+	} {
+		state, err := f.q.finish(ctx, js[i], c.owner, c.o)
+		if err != nil || state != c.want {
+			t.Fatalf("finish %d: %q %v, want %q", i, state, err, c.want)
+		}
+	}
+	if g, err := f.q.Get(ctx, f.scope, js[0].ID); err != nil || g.Stage != "retry-wait" || g.AttemptCount != 1 || g.FinishedAt != nil {
+		t.Fatalf("job waiting for its retry: %+v %v", g, err)
+	}
+	if g, err := f.q.Get(ctx, f.scope, js[1].ID); err != nil || g.Status != Running {
+		t.Fatalf("a job finished by a replica that does not own it: %+v %v", g, err)
+	}
+}

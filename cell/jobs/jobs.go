@@ -661,33 +661,17 @@ type outcome struct {
 	retryWait time.Duration
 }
 
-// finish records an outcome for a job owner holds, alone. A cancel request turns any outcome but
-// a committed success into canceled. It reports the state written, or "" when the job was no
-// longer owner's. A pool writes its outcomes in batches with its claims (finishAndClaim,
-// finishBatchSQL: the same writes) and comes here only for the outcomes of a batch that failed.
+// finish records an outcome for a job owner holds, alone: finishBatchSQL with one row. A cancel
+// request turns any outcome but a committed success into canceled. It reports the state
+// written, or "" when the job was no longer owner's. A pool writes its outcomes in batches with
+// its claims (finishAndClaim) and comes here only for the outcomes of a batch that failed.
 func (q *Queue) finish(ctx context.Context, j Job, owner string, o outcome) (string, error) {
 	var state string
-	now := q.now()
-	attemptInc, finished := 0, &now
-	if o.status == Pending {
-		attemptInc, finished = 1, nil
-	}
-	_, err := q.DB.OneRC(ctx, `
-		UPDATE mutation_jobs SET
-			status = CASE WHEN cancel_requested THEN 'canceled' ELSE $4::TEXT END,
-			attempt_count = attempt_count + CASE WHEN cancel_requested THEN 0 ELSE $5::INT8 END,
-			finished_at = CASE WHEN cancel_requested THEN $6::TIMESTAMPTZ ELSE $7::TIMESTAMPTZ END,
-			stage = CASE WHEN cancel_requested THEN 'canceled' ELSE $8::TEXT END,
-			progress = CASE WHEN $4::TEXT = 'succeeded' THEN 100 ELSE progress END,
-			result = $9, error_code = $10, error_summary = $11,
-			run_after = $12, lease_owner = '', lease_until = NULL, updated_at = $6::TIMESTAMPTZ
-		WHERE workspace_id = $1 AND id = $2 AND status = 'running' AND lease_owner = $3
-		RETURNING status`,
-		[]any{j.WorkspaceID, j.ID, owner, o.status, attemptInc, now, finished, stageOf(o.status),
-			nullJSON(o.result), o.code, truncate(o.summary, 2000), now.Add(o.retryWait)},
+	_, err := q.DB.OneRC(ctx, finishBatchSQL, finishBatchArgs(owner, q.now(), []finishing{{j, o}}),
 		func(rows pgx.Rows) error {
 			for rows.Next() {
-				if err := rows.Scan(&state); err != nil {
+				var id string
+				if err := rows.Scan(&id, &state); err != nil {
 					return err
 				}
 			}
