@@ -27,7 +27,13 @@ func (m opMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Requ
 		m.s.Mux.HandleFunc(pattern, m.s.pipeline(op, h))
 		return
 	}
-	m.s.Mux.HandleFunc(pattern, h) // the OpenAPI document
+	switch pattern { // the OpenAPI documents
+	case "GET /openapi-3.0.json":
+		h = m.s.openAPI30.serve(false)
+	case "GET /openapi-3.0.yaml":
+		h = m.s.openAPI30.serve(true)
+	}
+	m.s.Mux.HandleFunc(pattern, h)
 }
 
 func (m opMux) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.s.Mux.ServeHTTP(w, r) }

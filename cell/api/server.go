@@ -76,6 +76,7 @@ type Server struct {
 	trustedProxies []netip.Prefix
 	ops            []Operation
 	byPattern      map[string]Operation
+	openAPI30      openAPI30
 	// jsonBody: the operations that take a JSON body (see edgeCheck); names: their name
 	// fields (textrules.go).
 	jsonBody map[string]bool
@@ -171,6 +172,7 @@ func New(c Config) *Server {
 	if c.DB != nil {
 		c.DB.OnRetry = s.metrics.txRetry
 	}
+	s.openAPI30.api = func() huma.API { return s.API }
 	s.API = humago.New(opMux{s}, hc)
 	if c.PreviewBackend != nil {
 		mux.Handle("/internal/preview/v1/", c.PreviewBackend)
