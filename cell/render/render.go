@@ -134,6 +134,10 @@ type Request struct {
 	// holds its capacity until the renderer proves its resources released (the spec's
 	// "reclaiming"). Read by Get and Wait only.
 	Reclaiming bool
+
+	// traceparent: the submitter's trace context, stored with the request (traceAttempt); ""
+	// when none was.
+	traceparent string
 }
 
 // Result is a committed, verified render result.
@@ -329,18 +333,22 @@ func (c *Coordinator) create(ctx context.Context, ws, key, owner string, spec Sp
 
 const requestCols = `workspace_id, id, operation, category, state, snapshot_ref, input_digest, render_digest,
 	profile_digest, viewport, options, attempts_used, max_attempts, cancel_version, deadline_at, enqueued_at,
-	finished_at, error_code, error_stage, error_message`
+	finished_at, error_code, error_stage, error_message, traceparent`
 
 // scanRequest scans requestCols, then extra columns into extra.
 func scanRequest(row pgx.Row, extra ...any) (Request, error) {
 	var r Request
 	var op, cat string
 	var vp, opts []byte
+	var tp *string
 	err := row.Scan(append([]any{&r.WorkspaceID, &r.ID, &op, &cat, &r.State, &r.SnapshotRef, &r.InputDigest, &r.RenderDigest,
 		&r.ProfileDigest, &vp, &opts, &r.AttemptsUsed, &r.MaxAttempts, &r.CancelVersion, &r.DeadlineAt, &r.EnqueuedAt,
-		&r.FinishedAt, &r.ErrorCode, &r.ErrorStage, &r.ErrorMessage}, extra...)...)
+		&r.FinishedAt, &r.ErrorCode, &r.ErrorStage, &r.ErrorMessage, &tp}, extra...)...)
 	if err != nil {
 		return r, err
+	}
+	if tp != nil {
+		r.traceparent = *tp
 	}
 	r.Operation, r.Category = rc.Operation(op), Category(cat)
 	_ = json.Unmarshal(vp, &r.Viewport)

@@ -19,10 +19,7 @@ import (
 // "render.attempt", child of the submitter's span (a request stored without a trace gets a
 // trace of its own).
 func (c *Coordinator) traceAttempt(ctx context.Context, a *attempt) (context.Context, trace.Span) {
-	var tp string
-	_ = c.db.Q(ctx).QueryRow(ctx, `SELECT COALESCE(traceparent, '') FROM render_requests WHERE workspace_id = $1 AND id = $2`,
-		a.req.WorkspaceID, a.req.ID).Scan(&tp)
-	return tracing.Start(tracing.WithRemote(ctx, tp), "render.attempt", trace.WithSpanKind(trace.SpanKindClient),
+	return tracing.Start(tracing.WithRemote(ctx, a.req.traceparent), "render.attempt", trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(tracing.Workspace(a.req.WorkspaceID), attribute.String(tracing.AttrOperation, string(a.req.Operation)),
 			attribute.String("slidecells.render_request_id", a.req.ID), attribute.String("slidecells.attempt_id", a.attemptID),
 			attribute.String("slidecells.renderer", a.workerID)))
