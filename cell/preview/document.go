@@ -54,7 +54,7 @@ func buildDocument(rt *Runtime, m *snapshot.Manifest, b Bases, nonce string, bod
 		RootID: rootID, Assets: map[string]string{}, PlatformBase: b.Platform,
 	}
 	for _, a := range m.Assets {
-		cfg.Assets[a.ID] = b.Document + "/blobs/" + a.Hex()
+		cfg.Assets[a.ID] = b.Blob(a.Hex())
 	}
 	var importMap []byte
 	var preloads []string
@@ -117,7 +117,7 @@ func buildDocument(rt *Runtime, m *snapshot.Manifest, b Bases, nonce string, bod
 	// face before init, so each one is used; the request is the one the font load makes
 	// (CORS, same-origin credentials), which the preload answers from memory.
 	for _, f := range m.Fonts {
-		out.WriteString("<link rel=\"preload\" as=\"font\" crossorigin href=\"" + html.EscapeString(b.Document+"/blobs/"+f.Hex()) + "\" data-preview-host=\"preload\">\n")
+		out.WriteString("<link rel=\"preload\" as=\"font\" crossorigin href=\"" + html.EscapeString(b.Blob(f.Hex())) + "\" data-preview-host=\"preload\">\n")
 	}
 	out.WriteString("<style>" + hostCSS(m.Canvas) + "</style>\n")
 	out.WriteString("<link rel=\"stylesheet\" href=\"" + html.EscapeString(b.Document+"/styles.css") + "\" data-preview-host=\"styles\">\n")

@@ -33,6 +33,10 @@ type Bases struct {
 	runtimeOrigin, platformOrigin string
 }
 
+// Blob is the URL of a snapshot blob (an asset or a font) below the document; the host serves
+// it as the document's "blobs/<hex>" (host.go).
+func (b Bases) Blob(hex string) string { return b.Document + "/blobs/" + hex }
+
 // Prefix is the path prefix of the router's public preview route for a workspace; requests that
 // reach the host directly have none.
 func Prefix(workspaceID string) string {
