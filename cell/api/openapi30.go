@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 
@@ -61,11 +62,13 @@ func drop30Keywords(v any) {
 	}
 }
 
-func (o *openAPI30) serve(asYAML bool) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
+// serve answers the document; an error building it is an internal error, written (and
+// logged) by the server's one error writer.
+func (o *openAPI30) serve(s *Server, asYAML bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		o.once.Do(o.build)
 		if o.err != nil {
-			http.Error(w, "the OpenAPI 3.0 document could not be built", http.StatusInternalServerError)
+			s.fail(r.Context(), w, fmt.Errorf("api: build the OpenAPI 3.0 document: %w", o.err))
 			return
 		}
 		if asYAML {

@@ -29,9 +29,9 @@ func (m opMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Requ
 	}
 	switch pattern { // the OpenAPI documents
 	case "GET /openapi-3.0.json":
-		h = m.s.openAPI30.serve(false)
+		h = m.s.openAPI30.serve(m.s, false)
 	case "GET /openapi-3.0.yaml":
-		h = m.s.openAPI30.serve(true)
+		h = m.s.openAPI30.serve(m.s, true)
 	}
 	m.s.Mux.HandleFunc(pattern, h)
 }
