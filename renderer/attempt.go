@@ -320,7 +320,11 @@ func (s *Server) startChild(spec supervisor.Spec) (*supervisor.Group, error) {
 	if s.cfg.beforeStart != nil {
 		s.cfg.beforeStart()
 	}
-	return supervisor.Start(spec)
+	g, err := supervisor.Start(spec)
+	if s.cfg.afterStart != nil {
+		s.cfg.afterStart()
+	}
+	return g, err
 }
 
 // finishLocked publishes the terminal receipt. The supervisor has proven

@@ -3,6 +3,7 @@ package renderer
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -52,6 +53,12 @@ const (
 	DefaultStandbyMaxAge = 5 * time.Minute
 	// minStandbyMaxAge keeps recycling from turning into a start loop.
 	minStandbyMaxAge = 10 * time.Second
+	// DefaultStandbyCPUs caps a standby's CPU while it is prepared
+	// (RENDER_STANDBY_CPUS): a quarter core, at the lowest weight, so the
+	// next browser's launch does not slow an attempt that runs meanwhile.
+	DefaultStandbyCPUs = 0.25
+	// minStandbyCPUs: below it a browser launch takes tens of seconds.
+	minStandbyCPUs = 0.05
 )
 
 // Config is the renderer's static configuration. Invalid configuration fails
@@ -112,6 +119,11 @@ type Config struct {
 	// browser, prepared while the slot is idle) older than this is
 	// recycled (RENDER_STANDBY_MAX_AGE_SECONDS).
 	StandbyMaxAge time.Duration
+	// StandbyCPUs caps a standby's CPU, in cores, at the lowest CPU
+	// weight, while it waits for an attempt; the attempt that takes it
+	// raises it to ChildCgroup.CPUs at the default weight. Zero: a
+	// standby has the attempt's CPU from the start (RENDER_STANDBY_CPUS).
+	StandbyCPUs float64
 	// standbyCheck is how often a standby's child checks its idle
 	// browser; zero means chromium.DefaultStandbyCheck (tests shorten it).
 	standbyCheck time.Duration
@@ -120,10 +132,10 @@ type Config struct {
 	// admitted (tests of other behaviour only; there is no setting for
 	// it).
 	noLaunchProbe bool
-	// beforeStart, when set (tests), runs before every child start;
-	// beforeRun before an accepted attempt's runner looks at its stop
-	// mark.
-	beforeStart, beforeRun func()
+	// beforeStart, when set (tests), runs before every child start,
+	// afterStart after it; beforeRun before an accepted attempt's runner
+	// looks at its stop mark.
+	beforeStart, afterStart, beforeRun func()
 	// noBrowserGate switches the in-browser network layers off (tests
 	// that prove the kernel boundary alone holds; no setting for it).
 	noBrowserGate bool
@@ -271,6 +283,7 @@ func LoadConfig(getenv func(string) string, environ []string) (Config, error) {
 			c.ChildCgroup.CPUs = f
 		}
 	}
+	c.StandbyCPUs = standbyCPUs(l, get("RENDER_STANDBY_CPUS"), c.ChildCgroup.CPUs)
 	if c.ChildCgroup.MemoryBytes < 256<<20 {
 		bad("RENDER_CHILD_MEMORY_MB", "must be at least 256 (a headless Chromium needs about 200 MiB)")
 	}
@@ -349,6 +362,21 @@ func LoadProfileConfig(getenv func(string) string, environ []string) (Config, er
 	c := Config{BrowserPath: l.String("RENDER_BROWSER_PATH", chromium.DefaultBrowserPath, false)}
 	checkBrowser(l, c.BrowserPath)
 	return c, l.Err()
+}
+
+// standbyCPUs parses RENDER_STANDBY_CPUS (v): 0, or between minStandbyCPUs
+// and the attempt's cores. Unset, the default, but never more than the
+// attempt's cores.
+func standbyCPUs(l *config.Loader, v string, childCPUs float64) float64 {
+	if v == "" {
+		return min(DefaultStandbyCPUs, childCPUs)
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(f) || (f != 0 && (f < minStandbyCPUs || f > childCPUs)) {
+		l.Fail("RENDER_STANDBY_CPUS", "%q is not 0 (off) or a number of cores between %g and RENDER_CHILD_CPUS (%g)", v, minStandbyCPUs, childCPUs)
+		return 0
+	}
+	return f
 }
 
 // checkLegacy fails on browser settings of earlier systems.

@@ -74,6 +74,17 @@ func TestLoadConfig(t *testing.T) {
 	if c, err := load(map[string]string{"RENDER_STANDBY_MAX_AGE_SECONDS": "60"}); err != nil || c.StandbyMaxAge != time.Minute {
 		t.Fatalf("standby max age = %v, %v", c.StandbyMaxAge, err)
 	}
+	if c.StandbyCPUs != 0.25 {
+		t.Fatalf("standby CPUs default = %v", c.StandbyCPUs)
+	}
+	for v, want := range map[string]float64{"0": 0, "0.05": 0.05, "1.5": 1.5, "2": 2} {
+		if c, err := load(map[string]string{"RENDER_STANDBY_CPUS": v}); err != nil || c.StandbyCPUs != want {
+			t.Fatalf("RENDER_STANDBY_CPUS=%s: %v, %v", v, c.StandbyCPUs, err)
+		}
+	}
+	if c, err := load(map[string]string{"RENDER_CHILD_CPUS": "0.2"}); err != nil || c.StandbyCPUs != 0.2 {
+		t.Fatalf("standby CPUs default above RENDER_CHILD_CPUS=0.2: %v, %v", c.StandbyCPUs, err)
+	}
 	if c, err := load(map[string]string{"RENDER_EGRESS_MAX_MB": "8", "RENDER_EGRESS_MAX_CONNECTIONS": "16"}); err != nil || c.Egress.MaxBytes != 8<<20 || c.Egress.MaxConnections != 16 {
 		t.Fatalf("egress settings = %+v, %v", c.Egress, err)
 	}
@@ -115,6 +126,11 @@ func TestLoadConfig(t *testing.T) {
 		{"egress bytes", map[string]string{"RENDER_EGRESS_MAX_MB": "0"}, nil, "RENDER_EGRESS_MAX_MB"},
 		{"egress connections", map[string]string{"RENDER_EGRESS_MAX_CONNECTIONS": "2"}, nil, "RENDER_EGRESS_MAX_CONNECTIONS"},
 		{"standby max age", map[string]string{"RENDER_STANDBY_MAX_AGE_SECONDS": "5"}, nil, "RENDER_STANDBY_MAX_AGE_SECONDS"},
+		{"standby cpus not a number", map[string]string{"RENDER_STANDBY_CPUS": "NaN"}, nil, "RENDER_STANDBY_CPUS"},
+		{"standby cpus negative", map[string]string{"RENDER_STANDBY_CPUS": "-0.25"}, nil, "RENDER_STANDBY_CPUS"},
+		{"standby cpus tiny", map[string]string{"RENDER_STANDBY_CPUS": "0.01"}, nil, "RENDER_STANDBY_CPUS"},
+		{"standby cpus above the attempt's", map[string]string{"RENDER_CHILD_CPUS": "1", "RENDER_STANDBY_CPUS": "1.5"}, nil, "RENDER_STANDBY_CPUS"},
+		{"standby cpus infinite", map[string]string{"RENDER_STANDBY_CPUS": "+Inf"}, nil, "RENDER_STANDBY_CPUS"},
 		{"legacy variable", nil, []string{"SCREENSHOT_BROWSER_PATH=/x"}, "SCREENSHOT_BROWSER_PATH → RENDER_BROWSER_PATH"},
 	}
 	for _, tc := range cases {

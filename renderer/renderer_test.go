@@ -128,7 +128,13 @@ func baseConfig(t *testing.T) (Config, *fixture.Server, *ticket.Signer, string) 
 func start(t *testing.T, cfg Config, profile rc.RenderProfile, fx *fixture.Server, signer *ticket.Signer, token string) *env {
 	t.Helper()
 	e := &env{t: t, cfg: cfg, fx: fx, signer: signer, token: token}
-	e.cfg.beforeStart = func() { e.starts.Add(1) }
+	before := cfg.beforeStart
+	e.cfg.beforeStart = func() {
+		e.starts.Add(1)
+		if before != nil {
+			before()
+		}
+	}
 	srv, err := New(e.cfg, profile, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)

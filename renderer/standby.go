@@ -26,6 +26,12 @@ import (
 // used once or discarded: it is never shared, never returned to, and a
 // standby nobody took is stopped and proven gone like an attempt.
 //
+// A standby is prepared while an attempt of another slot or renderer may
+// run on the same cores, and its browser launch would take CPU from it: it
+// is prepared at the lowest CPU weight and under a small cap
+// (RENDER_STANDBY_CPUS), and raised to the attempt's CPU settings the
+// moment an attempt takes it, also while it is still starting.
+//
 // There is one process group per slot at a time: the standby, the attempt
 // that took it, or one being released. An attempt admitted while no
 // standby exists (no standby configured in tests, or one that failed)
@@ -53,6 +59,9 @@ type slotChild struct {
 	started chan struct{}
 	g       *supervisor.Group
 	proxy   *egress.Proxy
+	// cpu holds a standby at its small CPU until an attempt takes it
+	// (nil for a cold start, or with RENDER_STANDBY_CPUS=0).
+	cpu *supervisor.StandbyCPU
 	// startErr is why supervisor.Start failed.
 	startErr error
 	// attempt is the attempt that took the child, log its logger.
@@ -89,6 +98,8 @@ func (s *Server) newChildLocked(a *attempt) *slotChild {
 	c := &slotChild{created: time.Now(), started: make(chan struct{})}
 	if a != nil {
 		c.state, c.attempt = childBound, a
+	} else if s.cfg.StandbyCPUs > 0 {
+		c.cpu = &supervisor.StandbyCPU{CPUs: s.cfg.StandbyCPUs}
 	}
 	if s.live == 0 {
 		s.liveZero = make(chan struct{})
@@ -107,6 +118,7 @@ func (s *Server) runChild(c *slotChild) {
 	// two minutes past its age limit in case recycling did not happen.
 	spec := s.childSpec(s.standbyInput(), time.Now().Add(s.cfg.StandbyMaxAge+2*time.Minute), log, &proxy)
 	spec.HoldInput = true
+	spec.Standby = c.cpu
 	g, err := s.startChild(spec)
 	s.mu.Lock()
 	c.g, c.proxy, c.startErr = g, proxy, err
@@ -300,6 +312,15 @@ func (s *Server) takeStandbyLocked(a *attempt) (c *slotChild, warm bool) {
 	c = s.standby
 	if c == nil || c.state == childEnding || (c.g != nil && c.g.Phase() != supervisor.PhaseRunning) {
 		return nil, false
+	}
+	if c.cpu != nil {
+		// The attempt's CPU from now on, also for a standby still
+		// starting: the attempt waits for its browser.
+		if err := c.cpu.Admit(); err != nil {
+			s.log.Error("standby not raised to the attempt's CPU; discarded, the attempt starts its own child", zap.Error(err))
+			s.discardLocked(c, "")
+			return nil, false
+		}
 	}
 	warm = c.state == childReady
 	c.state, c.attempt = childBound, a

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -293,5 +295,162 @@ func TestCancelledAttemptDiscardsItsStandby(t *testing.T) {
 	}
 	if second.uid == first.uid {
 		t.Fatalf("the next standby has the discarded one's user %d", first.uid)
+	}
+}
+
+// slotCPU is the CPU cap and weight of a slot group's cgroup, as the kernel
+// reports them: cpu.max and cpu.weight on cgroup v2, cpu.cfs_quota_us and
+// cpu.shares on v1.
+type slotCPU struct{ limit, weight string }
+
+// wantCPU is what slotCPU reads for a cap of cores at a standby's weight
+// (the lowest) or an attempt's (the default).
+func wantCPU(dirs []string, cores float64, standby bool) slotCPU {
+	quota := strconv.Itoa(int(cores * 100000))
+	if len(dirs) == 1 { // cgroup v2
+		w := map[bool]string{true: "1", false: "100"}[standby]
+		return slotCPU{quota + " 100000", w}
+	}
+	return slotCPU{quota, map[bool]string{true: "2", false: "1024"}[standby]}
+}
+
+// groupCPU reads the CPU settings of the cgroup whose directories (one per
+// hierarchy) are dirs.
+func groupCPU(t *testing.T, dirs []string) slotCPU {
+	t.Helper()
+	read := func(name string) string {
+		for _, d := range dirs {
+			if b, err := os.ReadFile(filepath.Join(d, name)); err == nil {
+				return strings.TrimSpace(string(b))
+			}
+		}
+		return ""
+	}
+	if len(dirs) == 1 {
+		return slotCPU{read("cpu.max"), read("cpu.weight")}
+	}
+	return slotCPU{read("cpu.cfs_quota_us"), read("cpu.shares")}
+}
+
+// slotGroup is the cgroup directories of the slot's one process group (the
+// standby, or the attempt that took it), found below the renderer's cgroup.
+func (e *env) slotGroup() []string {
+	e.t.Helper()
+	var name string
+	for _, d := range e.srv.cgroups.Dirs() {
+		ents, _ := os.ReadDir(d)
+		for _, ent := range ents {
+			if ent.IsDir() && ent.Name() != "control" {
+				if name != "" && name != ent.Name() {
+					e.t.Errorf("more than one group in the slot: %s and %s", name, ent.Name())
+				}
+				name = ent.Name()
+			}
+		}
+	}
+	if name == "" {
+		e.t.Fatal("no group in the slot")
+	}
+	var dirs []string
+	for _, d := range e.srv.cgroups.Dirs() {
+		dirs = append(dirs, filepath.Join(d, name))
+	}
+	return dirs
+}
+
+// atDocument is the slot's group when the browser opened the attempt's
+// document: its cgroup directories and CPU.
+type atDocument struct {
+	dirs []string
+	cpu  slotCPU
+}
+
+// cpuAtDocument records the slot's group when the browser opens the
+// attempt's document.
+func (e *env) cpuAtDocument() chan atDocument {
+	seen := make(chan atDocument, 1)
+	e.fx.OnDocument(func(string) {
+		dirs := e.slotGroup()
+		select {
+		case seen <- atDocument{dirs, groupCPU(e.t, dirs)}:
+		default:
+		}
+	})
+	return seen
+}
+
+// TestStandbyWaitsAtLowCPU: a standby waits at the lowest CPU weight under
+// RENDER_STANDBY_CPUS; the attempt that takes it opens its document with
+// the attempt's CPU (RENDER_CHILD_CPUS, the default weight).
+func TestStandbyWaitsAtLowCPU(t *testing.T) {
+	e := setup(t, func(c *Config) {
+		c.noLaunchProbe = false
+		c.StandbyCPUs = 0.25
+	})
+	first := e.waitStandby()
+	if got, want := groupCPU(t, first.cgroups), wantCPU(first.cgroups, 0.25, true); got != want {
+		t.Fatalf("waiting standby's CPU = %+v, want %+v", got, want)
+	}
+	atDocument := e.cpuAtDocument()
+	req := e.request(fixture.Ready, rc.OpPageCapture, small, time.Minute)
+	e.mustAccept(req)
+	if rec := e.waitFor(req.AttemptID, terminal); rec.Outcome != rc.OutcomeSucceeded {
+		t.Fatalf("attempt on the standby = %+v %+v", rec, rec.Error)
+	}
+	if n := e.metric(`renderer_attempt_starts_total{start="warm"}`); n != 1 {
+		t.Fatalf("warm attempts = %v, want 1", n)
+	}
+	got := <-atDocument
+	if want := wantCPU(first.cgroups, e.cfg.ChildCgroup.CPUs, false); got.cpu != want || got.dirs[0] != first.cgroups[0] {
+		t.Fatalf("attempt's group when its document opened = %+v, want the standby's %v with CPU %+v", got, first.cgroups, want)
+	}
+}
+
+// TestStandbyTakenWhileStartingGetsFullCPU: an attempt admitted while the
+// next standby's group exists but is still starting (its browser launching
+// under the standby's cap, the renderer not yet told the group started)
+// raises it to the attempt's CPU at once, and opens its document with it.
+func TestStandbyTakenWhileStartingGetsFullCPU(t *testing.T) {
+	var hold atomic.Bool
+	held, gate := make(chan struct{}), make(chan struct{})
+	e := setup(t, func(c *Config) {
+		c.noLaunchProbe = false
+		c.StandbyCPUs = 0.25
+		c.afterStart = func() {
+			if hold.CompareAndSwap(true, false) {
+				close(held)
+				<-gate
+			}
+		}
+	})
+	release := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release) // before the renderer's shutdown, should the test fail
+	first := e.waitStandby()
+	hold.Store(true)
+	req := e.request(fixture.Ready, rc.OpPageCapture, small, time.Minute)
+	e.mustAccept(req)
+	if rec := e.waitFor(req.AttemptID, terminal); rec.Outcome != rc.OutcomeSucceeded {
+		t.Fatalf("attempt on the first standby = %+v %+v", rec, rec.Error)
+	}
+	e.assertGone(first)
+	<-held // the next standby's group started; the renderer waits to learn it
+	next := e.slotGroup()
+	if got, want := groupCPU(t, next), wantCPU(next, 0.25, true); got != want {
+		t.Fatalf("starting standby's CPU = %+v, want %+v", got, want)
+	}
+	atDocument := e.cpuAtDocument()
+	second := e.request(fixture.Ready, rc.OpPageCapture, small, time.Minute)
+	e.mustAccept(second)
+	want := wantCPU(next, e.cfg.ChildCgroup.CPUs, false)
+	if got := groupCPU(t, next); got != want {
+		t.Fatalf("CPU of the starting standby an attempt took = %+v, want %+v", got, want)
+	}
+	release()
+	if rec := e.waitFor(second.AttemptID, terminal); rec.Outcome != rc.OutcomeSucceeded {
+		t.Fatalf("attempt on the starting standby = %+v %+v", rec, rec.Error)
+	}
+	// It ran in the standby it took, not in a child of its own.
+	if got := <-atDocument; got.cpu != want || got.dirs[0] != next[0] {
+		t.Fatalf("attempt's group when its document opened = %+v, want the standby's %v with CPU %+v", got, next, want)
 	}
 }

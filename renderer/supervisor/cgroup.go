@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -232,6 +233,12 @@ type Cgroup struct {
 
 // Create makes the group name with limits l.
 func (c *Cgroups) Create(name string, l CgroupLimits) (*Cgroup, error) {
+	return c.create(name, l, 0)
+}
+
+// create makes the group name with limits l; standbyCPUs > 0 caps its CPU at
+// that many cores instead of l.CPUs, at the lowest weight (a standby).
+func (c *Cgroups) create(name string, l CgroupLimits, standbyCPUs float64) (*Cgroup, error) {
 	g := &Cgroup{v2: c.v2}
 	for _, d := range c.dirs {
 		dir := filepath.Join(d, name)
@@ -241,18 +248,29 @@ func (c *Cgroups) Create(name string, l CgroupLimits) (*Cgroup, error) {
 		}
 		g.dirs = append(g.dirs, dir)
 	}
-	if err := g.limit(l.WithDefaults()); err != nil {
+	if err := g.limit(l.WithDefaults(), standbyCPUs); err != nil {
 		_ = g.Remove()
 		return nil, err
 	}
 	return g, nil
 }
 
-func (g *Cgroup) limit(l CgroupLimits) error {
+// cpuPeriod is the CFS period of every group's CPU cap, in microseconds.
+const cpuPeriod = 100000
+
+// The CPU weights of a standby (the lowest the kernel accepts) and of an
+// attempt (the kernel's default, as every other group of the host has): on
+// cgroup v2 cpu.weight, on v1 cpu.shares.
+const (
+	standbyWeightV2, attemptWeightV2 = "1", "100"
+	standbyWeightV1, attemptWeightV1 = "2", "1024"
+)
+
+// limit writes l; standbyCPUs > 0 caps the CPU at that many cores, at the
+// lowest weight, instead of l.CPUs.
+func (g *Cgroup) limit(l CgroupLimits, standbyCPUs float64) error {
 	mem := strconv.FormatUint(l.MemoryBytes, 10)
 	pids := strconv.FormatUint(l.Processes, 10)
-	const period = 100000
-	quota := strconv.FormatInt(int64(l.CPUs*period), 10)
 	var writes [][2]string
 	if g.v2 {
 		d := g.dirs[0]
@@ -262,8 +280,6 @@ func (g *Cgroup) limit(l CgroupLimits) error {
 				writes = append(writes, [2]string{filepath.Join(d, "memory.max"), mem}, [2]string{filepath.Join(d, "memory.swap.max"), "0"})
 			case "pids":
 				writes = append(writes, [2]string{filepath.Join(d, "pids.max"), pids})
-			case "cpu":
-				writes = append(writes, [2]string{filepath.Join(d, "cpu.max"), quota + " " + strconv.Itoa(period)})
 			}
 		}
 	} else {
@@ -272,10 +288,63 @@ func (g *Cgroup) limit(l CgroupLimits) error {
 			{filepath.Join(mem1, "memory.limit_in_bytes"), mem},
 			{filepath.Join(mem1, "memory.memsw.limit_in_bytes"), mem},
 			{filepath.Join(pids1, "pids.max"), pids},
-			{filepath.Join(cpu1, "cpu.cfs_period_us"), strconv.Itoa(period)},
-			{filepath.Join(cpu1, "cpu.cfs_quota_us"), quota},
+			{filepath.Join(cpu1, "cpu.cfs_period_us"), strconv.Itoa(cpuPeriod)},
 		}
 	}
+	if g.hasCPU() {
+		if standbyCPUs > 0 {
+			writes = append(writes, g.cpuCap(standbyCPUs), g.cpuWeight(true))
+		} else {
+			// A new group has the default weight already.
+			writes = append(writes, g.cpuCap(l.CPUs))
+		}
+	}
+	return writeAll(writes)
+}
+
+// hasCPU is false on a v2 hierarchy without the cpu controller (tests of
+// the v2 mechanics on a hybrid host).
+func (g *Cgroup) hasCPU() bool {
+	return !g.v2 || slices.Contains(v2Controllers, "cpu")
+}
+
+// cpuCap is the file and value that cap the group at cpus cores.
+func (g *Cgroup) cpuCap(cpus float64) [2]string {
+	quota := strconv.FormatInt(int64(cpus*cpuPeriod), 10)
+	if g.v2 {
+		return [2]string{filepath.Join(g.dirs[0], "cpu.max"), quota + " " + strconv.Itoa(cpuPeriod)}
+	}
+	return [2]string{filepath.Join(g.dirs[2], "cpu.cfs_quota_us"), quota}
+}
+
+// cpuWeight is the file and value that give the group a standby's weight
+// or an attempt's.
+func (g *Cgroup) cpuWeight(standby bool) [2]string {
+	if g.v2 {
+		w := attemptWeightV2
+		if standby {
+			w = standbyWeightV2
+		}
+		return [2]string{filepath.Join(g.dirs[0], "cpu.weight"), w}
+	}
+	w := attemptWeightV1
+	if standby {
+		w = standbyWeightV1
+	}
+	return [2]string{filepath.Join(g.dirs[2], "cpu.shares"), w}
+}
+
+// raiseCPU gives a standby's group an attempt's CPU: the cap of cpus cores
+// and the default weight.
+func (g *Cgroup) raiseCPU(cpus float64) error {
+	if !g.hasCPU() {
+		return nil
+	}
+	return writeAll([][2]string{g.cpuCap(cpus), g.cpuWeight(false)})
+}
+
+// writeAll writes each value to its cgroup file, in order.
+func writeAll(writes [][2]string) error {
 	for _, w := range writes {
 		if err := os.WriteFile(w[0], []byte(w[1]), 0); err != nil {
 			if errors.Is(err, os.ErrNotExist) && (strings.HasSuffix(w[0], "memsw.limit_in_bytes") || strings.HasSuffix(w[0], "swap.max")) {

@@ -71,6 +71,11 @@ type Spec struct {
 	// Cgroups is where the attempt's cgroup is created; required.
 	Cgroups      *Cgroups
 	CgroupLimits CgroupLimits
+	// Standby, when set, creates the cgroup at the standby's CPU (its
+	// cap, the lowest weight) until Standby.Admit raises it to
+	// CgroupLimits.CPUs at the default weight. Nil: the attempt's CPU
+	// from the start.
+	Standby *StandbyCPU
 	// TempRoot is where the attempt directory is created. In the child's
 	// view it lies on the attempt's private temp file system.
 	TempRoot string
@@ -234,7 +239,12 @@ func Start(spec Spec) (*Group, error) {
 	}
 	var iso IsolationTimes
 	t0 := time.Now()
-	cg, err := spec.Cgroups.Create(filepath.Base(dir), spec.CgroupLimits)
+	var cg *Cgroup
+	if spec.Standby != nil {
+		cg, err = spec.Standby.create(spec.Cgroups, filepath.Base(dir), spec.CgroupLimits)
+	} else {
+		cg, err = spec.Cgroups.Create(filepath.Base(dir), spec.CgroupLimits)
+	}
 	if err != nil {
 		lease.Release()
 		os.RemoveAll(dir)

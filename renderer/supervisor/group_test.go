@@ -673,6 +673,7 @@ var supervisorSuite = []string{
 	"TestEachAttemptHasItsOwnUser", "TestFileView", "TestNetworkNamespaceHasNoWayOut", "TestMemoryBombIsContained",
 	"TestForkBombIsContained", "TestDiskFillerIsStopped", "TestLeftoversOfAnEarlierEpochAreKilled",
 	"TestChildHasNoPrivileges", "TestChildGetsOnlyItsStandardDescriptors", "TestModeMatchesPrivileges", "TestCgroupLayout",
+	"TestStandbyCPUIsRaisedWhenAdmitted",
 }
 
 // v2Suite are the tests that need no resource controller: the v2

@@ -14,6 +14,10 @@
 //	go run ./renderer/cmd/renderbench -renderer /tmp/renderer -n 30
 //	go run ./renderer/cmd/renderbench -renderer /tmp/renderer -n 30 -unprivileged
 //
+// RENDER_STANDBY_CPUS, when set in its environment, is passed on to the
+// renderer (0: standbys at the attempt's CPU); the report gives the mean
+// time from a standby's start to its ready browser.
+//
 // -unprivileged (as root) prepares the unprivileged user, its subordinate
 // IDs and a delegated cgroup (renderer/internal/unpriv) and runs the
 // renderer as that user, in user-namespace mode.

@@ -118,6 +118,11 @@ func run(bin string, n int, dsf float64, unprivileged, waitStandby bool) error {
 		"RENDER_LISTEN_ADDR=127.0.0.1:0",
 		"RENDER_MIN_FREE_DISK_MB=1",
 	}
+	if v, ok := os.LookupEnv("RENDER_STANDBY_CPUS"); ok {
+		// To compare a standby prepared at the attempt's CPU (0) with one
+		// under a cap.
+		cmd.Env = append(cmd.Env, "RENDER_STANDBY_CPUS="+v)
+	}
 	cmd.Env = append(cmd.Env, extraEnv...)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
@@ -242,6 +247,7 @@ func run(bin string, n int, dsf float64, unprivileged, waitStandby bool) error {
 		return err
 	}
 	fmt.Printf("attempts by start (warm-up included): warm %d, cold %d; standby replacements: %d\n", iso.warm, iso.cold, iso.replaced)
+	fmt.Printf("standby launch → ready (mean over %d standbys, from /metrics): %.0f ms\n", iso.launches, iso.mean["launch_probe"]*1000)
 	fmt.Printf("\nisolation set-up per child start (mean over %d: attempts, warm-up and launch probe; from /metrics):\n", iso.count)
 	for _, st := range []string{"isolation_cgroup", "isolation_namespaces", "isolation_idmap", "isolation_cgroup_join", "isolation_egress"} {
 		fmt.Printf("- %s: %.2f ms\n", st, iso.mean[st]*1000)
@@ -251,6 +257,7 @@ func run(bin string, n int, dsf float64, unprivileged, waitStandby bool) error {
 
 type costs struct {
 	count      int
+	launches   int
 	mean       map[string]float64
 	warm, cold int
 	replaced   int
@@ -303,6 +310,7 @@ func isolationCosts(base string) (costs, error) {
 		}
 	}
 	c.count = int(cnt["isolation_namespaces"])
+	c.launches = int(cnt["launch_probe"])
 	return c, sc.Err()
 }
 
