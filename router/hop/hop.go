@@ -5,8 +5,8 @@
 // http.Transport runs two goroutines per connection and hands every request and response
 // between them and the caller over channels; under load those hand-offs cost more CPU than the
 // router's own work (see BENCHMARKS.md). A Transport here writes the request and reads the
-// response on the caller's goroutine over a pooled keep-alive connection, parsing the response
-// with net/http's own http.ReadResponse. On a connection pooled moments ago, writing the
+// response on the caller's goroutine over a pooled keep-alive connection, parsing the common
+// response heads itself (readHead) and any other with net/http's own http.ReadResponse. On a connection pooled moments ago, writing the
 // request and waiting for the answer are one RawConn.Read (no read that fails with EAGAIN), and
 // its socket I/O is raw system calls (router/internal/rawio says why).
 //
@@ -564,9 +564,10 @@ func (c *conn) roundTrip(req *http.Request) (*http.Response, error) {
 		return fail(err)
 	}
 	var res *http.Response
+	var fast bool
 	for n := 0; ; n++ {
 		var err error
-		res, err = http.ReadResponse(c.br, req)
+		res, fast, err = readHead(c.br, req)
 		if err != nil {
 			return fail(err)
 		}
@@ -587,11 +588,18 @@ func (c *conn) roundTrip(req *http.Request) (*http.Response, error) {
 		return fail(os.ErrDeadlineExceeded)
 	}
 	keep := !res.Close && !req.Close
+	if fast && res.ContentLength == 0 {
+		res.Body = http.NoBody // as net/http answers an empty body
+	}
 	if res.Body == http.NoBody {
 		c.release(keep)
 		return res, nil
 	}
-	res.Body = &body{c: c, rc: res.Body, keep: keep}
+	b := &body{c: c, rc: res.Body, keep: keep}
+	if fast {
+		b.remain = res.ContentLength // read from c.br by body.Read itself
+	}
+	res.Body = b
 	return res, nil
 }
 
@@ -609,11 +617,14 @@ func (c *conn) release(keep bool) {
 
 // body is a response body; it hands the connection back when read to its end.
 type body struct {
-	c    *conn
-	rc   io.ReadCloser
-	keep bool
-	done atomic.Bool
-	err  error // the error that ended reading (io.EOF at the end), returned again after it
+	c *conn
+	// rc is net/http's body of an answer http.ReadResponse parsed; nil for an answer readHead
+	// parsed itself, whose remain bytes body reads from c.br.
+	rc     io.ReadCloser
+	remain int64
+	keep   bool
+	done   atomic.Bool
+	err    error // the error that ended reading (io.EOF at the end), returned again after it
 }
 
 var errBodyClosed = errors.New("hop: read on closed response body")
@@ -625,7 +636,13 @@ func (b *body) Read(p []byte) (int, error) {
 		}
 		return 0, errBodyClosed
 	}
-	n, err := b.rc.Read(p)
+	var n int
+	var err error
+	if b.rc != nil {
+		n, err = b.rc.Read(p)
+	} else {
+		n, err = b.readBuffered(p)
+	}
 	if err != nil {
 		if err != io.EOF {
 			err = b.c.err(err)
@@ -637,6 +654,27 @@ func (b *body) Read(p []byte) (int, error) {
 			// request may already be using.
 			b.c.release(b.keep && err == io.EOF)
 		}
+	}
+	return n, err
+}
+
+// readBuffered reads the rest of a Content-Length body from the connection's reader, as
+// net/http's body does: io.EOF with its last bytes, io.ErrUnexpectedEOF when the connection
+// ends before them.
+func (b *body) readBuffered(p []byte) (int, error) {
+	if b.remain == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.remain {
+		p = p[:b.remain]
+	}
+	n, err := b.c.br.Read(p)
+	b.remain -= int64(n)
+	switch {
+	case err == io.EOF:
+		err = io.ErrUnexpectedEOF
+	case err == nil && b.remain == 0:
+		err = io.EOF
 	}
 	return n, err
 }
