@@ -64,8 +64,8 @@ type Config struct {
 	// IdleTimeout closes connections idle for longer. It should be shorter than the cell's
 	// own idle timeout so that the cell rarely closes a connection this side still pools.
 	IdleTimeout time.Duration
-	// ResponseHeaderTimeout bounds the time from starting to write the request to having read
-	// the response headers, give or take watchEvery. Zero means no limit (the request context
+	// ResponseHeaderTimeout bounds the time from taking a connection for the request (from
+	// the pool, or once dialed) to having read the response headers, give or take watchEvery. Zero means no limit (the request context
 	// still applies).
 	ResponseHeaderTimeout time.Duration
 	// Fallback carries the requests this transport does not take. Required.
@@ -231,6 +231,7 @@ func (t *Transport) get(ctx context.Context) (*conn, bool, error) {
 		t.mu.Unlock()
 		closeAll(expired)
 		c.recent = now.Sub(c.idleAt) < recentIdle
+		c.takenAt = now
 		return c, true, nil
 	}
 	t.mu.Unlock()
@@ -253,7 +254,7 @@ func (t *Transport) dial(ctx context.Context) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &conn{t: t, nc: nc}
+	c := &conn{t: t, nc: nc, takenAt: time.Now()}
 	c.br = bufio.NewReaderSize(c, 4096)
 	c.bw = bufio.NewWriterSize(&c.out, 4096)
 	if sc, ok := nc.(syscall.Conn); ok {
@@ -346,6 +347,9 @@ type conn struct {
 	// exact header size).
 	headerLimit int64
 	idleAt      time.Time
+	// takenAt is when the round trip took the connection (from the pool, or dialed): the
+	// response header timeout counts from it, which saves reading the clock again.
+	takenAt time.Time
 
 	// mu guards the round trip's state as the watchdog sees it.
 	mu       sync.Mutex
@@ -502,7 +506,7 @@ func (c *conn) check(now int64) {
 func (c *conn) begin(ctx context.Context) {
 	var by int64
 	if d := c.t.cfg.ResponseHeaderTimeout; d > 0 {
-		by = time.Now().Add(d).UnixNano()
+		by = c.takenAt.Add(d).UnixNano()
 	}
 	c.mu.Lock()
 	c.ctx, c.headerBy = ctx, by
