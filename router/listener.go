@@ -146,7 +146,7 @@ func (c *quietConn) Read(p []byte) (int, error) {
 	c.mu.Lock()
 	if c.armed && len(p) == 1 && !c.closed {
 		c.park()
-		if !c.deadline.IsZero() && !c.deadline.After(time.Now()) {
+		if c.expiredLocked() {
 			c.mu.Unlock()
 			return 0, errParkedDeadline
 		}
@@ -174,6 +174,21 @@ func (c *quietConn) Read(p []byte) (int, error) {
 	}
 	return c.n, c.readErr
 }
+
+// expiredLocked reports whether the read deadline has passed. The deadline net/http ends its
+// background read with lies decades in the past: telling that needs no clock read.
+func (c *quietConn) expiredLocked() bool {
+	switch {
+	case c.deadline.IsZero():
+		return false
+	case c.deadline.Before(longAgo):
+		return true
+	}
+	return !c.deadline.After(time.Now())
+}
+
+// longAgo is a time every deadline set before it has certainly passed.
+var longAgo = time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // park waits, c.mu held (and released while waiting), until parkFor has passed, the read
 // deadline changed or the connection was closed.
