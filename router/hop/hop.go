@@ -6,9 +6,10 @@
 // between them and the caller over channels; under load those hand-offs cost more CPU than the
 // router's own work (see BENCHMARKS.md). A Transport here writes the request and reads the
 // response on the caller's goroutine over a pooled keep-alive connection, parsing the common
-// response heads itself (readHead) and any other with net/http's own http.ReadResponse. On a connection pooled moments ago, writing the
-// request and waiting for the answer are one RawConn.Read (no read that fails with EAGAIN), and
-// its socket I/O is raw system calls (router/internal/rawio says why).
+// response heads itself (readHead) and any other with net/http's own http.ReadResponse. On a
+// connection pooled moments ago, writing the request and waiting for the answer are one
+// RawConn.Read (no read that fails with EAGAIN), and its socket I/O is raw system calls
+// (router/internal/rawio says why).
 //
 // It takes only requests that are safe to send again: no body, no protocol upgrade, plain
 // http, and a method that is idempotent by definition (GET, HEAD, OPTIONS, TRACE) or a request
