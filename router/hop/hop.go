@@ -66,8 +66,8 @@ type Config struct {
 	// own idle timeout so that the cell rarely closes a connection this side still pools.
 	IdleTimeout time.Duration
 	// ResponseHeaderTimeout bounds the time from taking a connection for the request (from
-	// the pool, or once dialed) to having read the response headers, give or take watchEvery. Zero means no limit (the request context
-	// still applies).
+	// the pool, or once dialed) to having read the response headers, give or take watchEvery.
+	// Zero means no limit (the request context still applies).
 	ResponseHeaderTimeout time.Duration
 	// Fallback carries the requests this transport does not take. Required.
 	Fallback http.RoundTripper
