@@ -35,11 +35,12 @@ func (l quietListener) Accept() (net.Conn, error) {
 //     is there), which on a keep-alive connection is about once per request.
 //   - While the handler runs, it keeps a one-byte read pending (its "background read") to
 //     notice a client that hangs up, and ends it with a deadline in the past when the handler
-//     returns: for a fast answer, a read system call that fails with EAGAIN, a poller wait and
-//     a wake-up, for nothing. quietConn parks that read (a one-byte read right after the read
-//     deadline was cleared) for up to parkFor without touching the socket: a deadline in the
-//     past set meanwhile ends it at once with the timeout net/http expects; after parkFor (a
-//     time.AfterFunc, no goroutine per request) it reads the socket as any read does.
+//     returns. For a fast answer, that is a poller wait and a wake-up (and, on a plain
+//     net.Conn, a read system call that fails with EAGAIN) for nothing. quietConn parks that
+//     read (a one-byte read right after the read deadline was cleared) for up to parkFor
+//     without touching the socket: a deadline in the past set meanwhile ends it at once with
+//     the timeout net/http expects; after parkFor (a time.AfterFunc, no goroutine per
+//     request) it reads the socket as any read does.
 //
 // The trade-off: a client that hangs up while its request is handled is noticed up to parkFor
 // later (its request context is canceled then, not at once). Bytes a client pipelines behind
