@@ -62,7 +62,12 @@ type quietConn struct {
 	parked   bool      // the background read waits in park
 	closed   bool
 	wake     chan struct{} // ends a park; one slot
-	timer    *time.Timer   // ends a park after parkFor; made at the first park
+	// timer ends a park no later than parkFor after it began. It is made at the first park
+	// and set again only when it is not pending (timerSet): a timer set for an earlier park
+	// fires sooner, ending that park early, which costs only that request its saving; setting
+	// the timer for every park would cost as much as the deadline changes it saves.
+	timer    *time.Timer
+	timerSet bool
 	parkFor  time.Duration // parkFor; tests park longer
 
 	// State of the raw read in flight (one at a time, as net/http reads) and of the raw
@@ -199,20 +204,24 @@ func (c *quietConn) park() {
 	default:
 	}
 	c.parked = true
-	if c.timer == nil {
-		c.timer = time.AfterFunc(c.parkFor, c.unpark)
-	} else {
+	switch {
+	case c.timer == nil:
+		c.timer = time.AfterFunc(c.parkFor, c.timerFired)
+		c.timerSet = true
+	case !c.timerSet:
 		c.timer.Reset(c.parkFor)
+		c.timerSet = true
 	}
 	c.mu.Unlock()
 	<-c.wake
 	c.mu.Lock()
 	c.parked = false
-	c.timer.Stop()
 }
 
-func (c *quietConn) unpark() {
+// timerFired ends the park under way, if any.
+func (c *quietConn) timerFired() {
 	c.mu.Lock()
+	c.timerSet = false
 	c.unparkLocked()
 	c.mu.Unlock()
 }

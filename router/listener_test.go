@@ -182,8 +182,9 @@ func TestQuietConnDeadlines(t *testing.T) {
 	}
 
 	// Not ended, the park gives way to a read of the socket: it gets the byte sent before or
-	// during the park.
-	q.parkFor = parkFor
+	// during the park. (A new connection: the first one's timer is set for an hour.)
+	server, client = tcpPair(t)
+	q = newQuietConn(server).(*quietConn)
 	if _, err := io.WriteString(client, "y"); err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,14 @@ func TestQuietConnDeadlines(t *testing.T) {
 		t.Fatalf("background read = %d %q, %v; want y", n, one[:n], err)
 	}
 
-	// And a hang-up: io.EOF.
+	// Again, after the timer fired once, then a hang-up: io.EOF.
+	if _, err := io.WriteString(client, "z"); err != nil {
+		t.Fatal(err)
+	}
+	_ = q.SetReadDeadline(time.Time{})
+	if n, err := q.Read(one); n != 1 || err != nil || one[0] != 'z' {
+		t.Fatalf("second background read = %d %q, %v; want z", n, one[:n], err)
+	}
 	client.Close()
 	_ = q.SetReadDeadline(time.Time{})
 	if n, err := q.Read(one); n != 0 || err != io.EOF {
