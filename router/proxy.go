@@ -220,7 +220,7 @@ func (c *cell) rewriteTo(pr *httputil.ProxyRequest, target *url.URL) {
 		h[keyPlacementEpoch] = a.epochHeader[:]
 	}
 	if a.buffered {
-		h.Del("Expect")
+		delete(h, "Expect") // the canonical key: Del would canonicalise it again per request
 	}
 }
 

@@ -475,14 +475,15 @@ func (rt *Router) fail(x *exchange, err error) {
 
 // finish logs and counts one request.
 func (rt *Router) finish(x *exchange, start time.Time) {
-	d := time.Since(start)
+	end := time.Now()
+	d := end.Sub(start)
 	status := x.rec.status
 	if status == 0 {
 		status = http.StatusOK
 	}
 	rt.m.request(x.cell, status)
 	// Nil-safe: without an access log this writes nothing.
-	rt.cfg.AccessLog.Begin("request").
+	rt.cfg.AccessLog.BeginAt("request", end).
 		Str("method", x.r.Method).
 		Str("path", x.r.URL.Path).
 		Int("status", int64(status)).

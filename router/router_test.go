@@ -92,6 +92,7 @@ type seen struct {
 	path   string
 	header http.Header
 	body   []byte
+	remote string // the router's side of the hop connection
 }
 
 // fakeCell behaves like a cell's tenancy guard: it answers a workspace request only at the
@@ -129,7 +130,7 @@ func (c *fakeCell) serve(w http.ResponseWriter, r *http.Request) {
 	c.hits.Add(1)
 	body, _ := io.ReadAll(r.Body)
 	c.mu.Lock()
-	c.requests = append(c.requests, seen{method: r.Method, path: r.URL.Path, header: r.Header.Clone(), body: body})
+	c.requests = append(c.requests, seen{method: r.Method, path: r.URL.Path, header: r.Header.Clone(), body: body, remote: r.RemoteAddr})
 	block, entered := c.block, c.entered
 	c.mu.Unlock()
 	if block != nil {
@@ -395,6 +396,44 @@ func TestRoutesByPathAndHeader(t *testing.T) {
 	b.get(t, "/api/v1/pages/pg_x/dependencies", cellproto.HeaderWorkspaceID, b.wsB).wantCell(t, "cell-b")
 	if got := b.b.last(t).header.Get(cellproto.HeaderPlacementCell); got != "cell-b" {
 		t.Errorf("X-Placement-Cell = %q, want cell-b", got)
+	}
+}
+
+// TestWorkspaceRouteSendsWhatAnyCellRouteSends: the workspace route once cost more CPU per
+// request than a route without a workspace, in the router and in the cell (issue #23). It must
+// reach the cell over the same pooled keep-alive connection and differ only by the epoch
+// header, so that a cell pays nothing more than reading one header for it.
+func TestWorkspaceRouteSendsWhatAnyCellRouteSends(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.dir.mu.Lock()
+	b.dir.cells = b.dir.cells[:1] // cell-a only, so that routes without a workspace go there too
+	b.dir.mu.Unlock()
+	if err := b.rt.RefreshCells(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var got []seen
+	for range 3 {
+		b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
+		got = append(got, b.a.last(t))
+		b.get(t, "/api/v1/system/version").wantCell(t, "cell-a")
+		got = append(got, b.a.last(t))
+	}
+	for _, s := range got[1:] {
+		if s.remote != got[0].remote {
+			t.Fatalf("the cell saw connections from %s and %s: want one pooled connection", got[0].remote, s.remote)
+		}
+	}
+	ws, plain := got[0].header, got[1].header
+	for k := range ws {
+		if _, ok := plain[k]; !ok && k != http.CanonicalHeaderKey(cellproto.HeaderPlacementEpoch) {
+			t.Errorf("the workspace route sends %s: %q; the route without a workspace does not", k, ws[k])
+		}
+	}
+	for k := range plain {
+		if _, ok := ws[k]; !ok {
+			t.Errorf("the route without a workspace sends %s: %q; the workspace route does not", k, plain[k])
+		}
 	}
 }
 

@@ -37,6 +37,10 @@
 // else from a built-in closed-loop Go generator with exact percentiles. Both the router and
 // nginx write an access log line per request to a file, as they would in production.
 //
+// Each round loads the targets in the order of the round before rotated by one, so that no
+// target always runs first on a host that is still warming up, or always right after the same
+// neighbour.
+//
 // This is a measurement tool: it asserts nothing, and it must only ever listen on and send to
 // 127.0.0.1.
 package main

@@ -196,7 +196,8 @@ func run(ctx context.Context, o options) error {
 	if o.rate > 0 {
 		fixedRuns := make(map[string][]result)
 		for round := range max(1, o.rounds) {
-			for _, t := range targets {
+			for _, ti := range roundOrder(len(targets), round) {
+				t := targets[ti]
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -225,7 +226,8 @@ func saturate(ctx context.Context, o options, targets []target, be *backend) ([]
 	inProcessLoad := gen.inProcess()
 	runs := make(map[string][]result)
 	for round := range o.rounds {
-		for ti, t := range targets {
+		for _, ti := range roundOrder(len(targets), round) {
+			t := targets[ti]
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -285,6 +287,17 @@ func saturate(ctx context.Context, o options, targets []target, be *backend) ([]
 		}
 	}
 	return sat, nil
+}
+
+// roundOrder is the order in which a round loads the targets (indexes into them): each round
+// starts one target later than the one before, so that no target always runs first (on a host
+// still warming up) or always right after the same neighbour.
+func roundOrder(n, round int) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = (i + round) % n
+	}
+	return order
 }
 
 // gcCPU is this process's Go runtime CPU accounting (runtime/metrics): the in-process router's

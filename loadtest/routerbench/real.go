@@ -113,12 +113,8 @@ func runReal(ctx context.Context, o options) error {
 	runs := map[string][]result{}
 	pgPer := map[string][]time.Duration{}
 	for round := range max(1, o.rounds) {
-		order := slices.Clone(targets)
-		// Rotate the order round by round, so no target always runs first or last.
-		for range round % len(order) {
-			order = append(order[1:], order[0])
-		}
-		for _, t := range order {
+		for _, ti := range roundOrder(len(targets), round) {
+			t := targets[ti]
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

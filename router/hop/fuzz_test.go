@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -160,3 +161,67 @@ func FuzzRoundTripAnswer(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadHead holds readHead to http.ReadResponse on arbitrary input: the same error, or the
+// same status, protocol, headers, length and connection rule, and, when readHead parsed the
+// head itself, the same body bytes (or a short body's error) and the same bytes left after
+// them.
+//
+// `make test` runs it briefly (see FUZZ_PACKAGES in the Makefile); run it longer with
+// `go test -run '^$' -fuzz '^FuzzReadHead$' -fuzztime 5m ./router/hop`.
+func FuzzReadHead(f *testing.F) {
+	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nDate: x\r\n\r\n{}next"), false)
+	f.Add([]byte("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nX-A: 1\r\nX-A: 2\r\n\r\n"), false)
+	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort"), false)
+	f.Add([]byte("HTTP/1.1 200 OK\r\ncontent-length: 1\r\nX-Folded: a\r\n b\r\n\r\nx"), false)
+	f.Add([]byte("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n"), false)
+	f.Add([]byte("HTTP/1.1 204 No Content\r\nContent-Length: 3\r\n\r\n"), false)
+	f.Add([]byte("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"), false)
+	f.Add([]byte("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\nx"), false)
+	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Length: 01\r\nContent-Length: 1\r\n\r\nx"), true)
+	f.Add([]byte("HTTP/1.0 200 OK\r\nPragma: no-cache\r\nContent-Length:  1 \r\n\r\nx"), false)
+	f.Add([]byte("HTTP/1.1 999\r\nX: \t v\x80\t \r\nContent-Length: 1\r\n\r\nx"), false)
+	f.Fuzz(func(t *testing.T, data []byte, head bool) {
+		req := &http.Request{Method: http.MethodGet}
+		if head {
+			req.Method = http.MethodHead
+		}
+		br := bufio.NewReaderSize(bytes.NewReader(data), 4096)
+		got, fast, err := readHead(br, req)
+		wantBR := bufio.NewReaderSize(bytes.NewReader(data), 4096)
+		want, wantErr := http.ReadResponse(wantBR, req)
+		if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+			t.Fatalf("readHead: %v; http.ReadResponse: %v", err, wantErr)
+		}
+		if err != nil || !fast {
+			return // net/http's own answer
+		}
+		if got.Status != want.Status || got.StatusCode != want.StatusCode || got.Proto != want.Proto ||
+			got.ProtoMajor != want.ProtoMajor || got.ProtoMinor != want.ProtoMinor ||
+			got.ContentLength != want.ContentLength || got.Close != want.Close ||
+			len(want.TransferEncoding) != 0 || len(want.Trailer) != 0 || got.Request != req {
+			t.Fatalf("readHead: %+v\nhttp.ReadResponse: %+v", got, want)
+		}
+		if !reflect.DeepEqual(got.Header, want.Header) {
+			t.Fatalf("headers: readHead %q, http.ReadResponse %q", got.Header, want.Header)
+		}
+		if (want.Body == http.NoBody) != (got.ContentLength == 0) {
+			t.Fatalf("length %d; net/http's body %T", got.ContentLength, want.Body)
+		}
+		b := &body{c: &conn{br: br}, remain: got.ContentLength}
+		gotBody, gotErr := io.ReadAll(readerFunc(b.readBuffered))
+		wantBody, wantErr := io.ReadAll(want.Body)
+		if !bytes.Equal(gotBody, wantBody) || (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("body: readHead's %q (%v), net/http's %q (%v)", gotBody, gotErr, wantBody, wantErr)
+		}
+		gotRest, _ := io.ReadAll(br)
+		wantRest, _ := io.ReadAll(wantBR)
+		if !bytes.Equal(gotRest, wantRest) {
+			t.Fatalf("left after the body: readHead %q, net/http %q", gotRest, wantRest)
+		}
+	})
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }

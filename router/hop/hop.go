@@ -5,10 +5,11 @@
 // http.Transport runs two goroutines per connection and hands every request and response
 // between them and the caller over channels; under load those hand-offs cost more CPU than the
 // router's own work (see BENCHMARKS.md). A Transport here writes the request and reads the
-// response on the caller's goroutine over a pooled keep-alive connection, parsing the response
-// with net/http's own http.ReadResponse. On a connection pooled moments ago, writing the
-// request and waiting for the answer are one RawConn.Read (no read that fails with EAGAIN), and
-// its socket I/O is raw system calls (router/internal/rawio says why).
+// response on the caller's goroutine over a pooled keep-alive connection, parsing the common
+// response heads itself (readHead) and any other with net/http's own http.ReadResponse. On a
+// connection pooled moments ago, writing the request and waiting for the answer are one
+// RawConn.Read (no read that fails with EAGAIN), and its socket I/O is raw system calls
+// (router/internal/rawio says why).
 //
 // It takes only requests that are safe to send again: no body, no protocol upgrade, plain
 // http, and a method that is idempotent by definition (GET, HEAD, OPTIONS, TRACE) or a request
@@ -64,9 +65,9 @@ type Config struct {
 	// IdleTimeout closes connections idle for longer. It should be shorter than the cell's
 	// own idle timeout so that the cell rarely closes a connection this side still pools.
 	IdleTimeout time.Duration
-	// ResponseHeaderTimeout bounds the time from starting to write the request to having read
-	// the response headers, give or take watchEvery. Zero means no limit (the request context
-	// still applies).
+	// ResponseHeaderTimeout bounds the time from taking a connection for the request (from
+	// the pool, or once dialed) to having read the response headers, give or take watchEvery.
+	// Zero means no limit (the request context still applies).
 	ResponseHeaderTimeout time.Duration
 	// Fallback carries the requests this transport does not take. Required.
 	Fallback http.RoundTripper
@@ -231,6 +232,7 @@ func (t *Transport) get(ctx context.Context) (*conn, bool, error) {
 		t.mu.Unlock()
 		closeAll(expired)
 		c.recent = now.Sub(c.idleAt) < recentIdle
+		c.takenAt = now
 		return c, true, nil
 	}
 	t.mu.Unlock()
@@ -253,7 +255,7 @@ func (t *Transport) dial(ctx context.Context) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &conn{t: t, nc: nc}
+	c := &conn{t: t, nc: nc, takenAt: time.Now()}
 	c.br = bufio.NewReaderSize(c, 4096)
 	c.bw = bufio.NewWriterSize(&c.out, 4096)
 	if sc, ok := nc.(syscall.Conn); ok {
@@ -346,6 +348,9 @@ type conn struct {
 	// exact header size).
 	headerLimit int64
 	idleAt      time.Time
+	// takenAt is when the round trip took the connection (from the pool, or dialed): the
+	// response header timeout counts from it, which saves reading the clock again.
+	takenAt time.Time
 
 	// mu guards the round trip's state as the watchdog sees it.
 	mu       sync.Mutex
@@ -502,7 +507,7 @@ func (c *conn) check(now int64) {
 func (c *conn) begin(ctx context.Context) {
 	var by int64
 	if d := c.t.cfg.ResponseHeaderTimeout; d > 0 {
-		by = time.Now().Add(d).UnixNano()
+		by = c.takenAt.Add(d).UnixNano()
 	}
 	c.mu.Lock()
 	c.ctx, c.headerBy = ctx, by
@@ -564,9 +569,10 @@ func (c *conn) roundTrip(req *http.Request) (*http.Response, error) {
 		return fail(err)
 	}
 	var res *http.Response
+	var fast bool
 	for n := 0; ; n++ {
 		var err error
-		res, err = http.ReadResponse(c.br, req)
+		res, fast, err = readHead(c.br, req)
 		if err != nil {
 			return fail(err)
 		}
@@ -587,11 +593,18 @@ func (c *conn) roundTrip(req *http.Request) (*http.Response, error) {
 		return fail(os.ErrDeadlineExceeded)
 	}
 	keep := !res.Close && !req.Close
+	if fast && res.ContentLength == 0 {
+		res.Body = http.NoBody // as net/http answers an empty body
+	}
 	if res.Body == http.NoBody {
 		c.release(keep)
 		return res, nil
 	}
-	res.Body = &body{c: c, rc: res.Body, keep: keep}
+	b := &body{c: c, rc: res.Body, keep: keep}
+	if fast {
+		b.remain = res.ContentLength // read from c.br by body.Read itself
+	}
+	res.Body = b
 	return res, nil
 }
 
@@ -609,11 +622,14 @@ func (c *conn) release(keep bool) {
 
 // body is a response body; it hands the connection back when read to its end.
 type body struct {
-	c    *conn
-	rc   io.ReadCloser
-	keep bool
-	done atomic.Bool
-	err  error // the error that ended reading (io.EOF at the end), returned again after it
+	c *conn
+	// rc is net/http's body of an answer http.ReadResponse parsed; nil for an answer readHead
+	// parsed itself, whose remain bytes body reads from c.br.
+	rc     io.ReadCloser
+	remain int64
+	keep   bool
+	done   atomic.Bool
+	err    error // the error that ended reading (io.EOF at the end), returned again after it
 }
 
 var errBodyClosed = errors.New("hop: read on closed response body")
@@ -625,7 +641,13 @@ func (b *body) Read(p []byte) (int, error) {
 		}
 		return 0, errBodyClosed
 	}
-	n, err := b.rc.Read(p)
+	var n int
+	var err error
+	if b.rc != nil {
+		n, err = b.rc.Read(p)
+	} else {
+		n, err = b.readBuffered(p)
+	}
 	if err != nil {
 		if err != io.EOF {
 			err = b.c.err(err)
@@ -637,6 +659,27 @@ func (b *body) Read(p []byte) (int, error) {
 			// request may already be using.
 			b.c.release(b.keep && err == io.EOF)
 		}
+	}
+	return n, err
+}
+
+// readBuffered reads the rest of a Content-Length body from the connection's reader, as
+// net/http's body does: io.EOF with its last bytes, io.ErrUnexpectedEOF when the connection
+// ends before them.
+func (b *body) readBuffered(p []byte) (int, error) {
+	if b.remain == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.remain {
+		p = p[:b.remain]
+	}
+	n, err := b.c.br.Read(p)
+	b.remain -= int64(n)
+	switch {
+	case err == io.EOF:
+		err = io.ErrUnexpectedEOF
+	case err == nil && b.remain == 0:
+		err = io.EOF
 	}
 	return n, err
 }

@@ -735,3 +735,52 @@ func TestLargeRequestOnAPooledConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestReadHeadParsesCommonAnswersItself: a cell's usual answer is parsed by readHead's own
+// parser, with fewer allocations than http.ReadResponse's, and what it does not take (an
+// informational answer, a chunked body, a HEAD request) goes to http.ReadResponse.
+func TestReadHeadParsesCommonAnswersItself(t *testing.T) {
+	const common = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nDate: Sat, 28 Nov 2026 12:00:00 GMT\r\n" +
+		"X-Request-Id: 0af7651916cd43dd8448eb211c80319c\r\nContent-Length: 2\r\n\r\n{}"
+	get := &http.Request{Method: http.MethodGet}
+	read := func(raw string, req *http.Request) (*http.Response, bool) {
+		res, fast, err := readHead(bufio.NewReader(strings.NewReader(raw)), req)
+		if err != nil {
+			t.Fatalf("%q: %v", raw, err)
+		}
+		return res, fast
+	}
+	res, fast := read(common, get)
+	if !fast || res.StatusCode != 200 || res.ContentLength != 2 || res.Header.Get("X-Request-Id") == "" {
+		t.Fatalf("fast %v, %d, length %d, headers %q: want the fast path's 200 of length 2", fast, res.StatusCode, res.ContentLength, res.Header)
+	}
+	for _, raw := range []string{
+		"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n",
+	} {
+		if _, fast := read(raw, get); fast {
+			t.Errorf("%q took the fast path", raw)
+		}
+	}
+	if _, fast := read(common, &http.Request{Method: http.MethodHead}); fast {
+		t.Error("the answer to a HEAD took the fast path")
+	}
+
+	br := bufio.NewReader(nil)
+	src := strings.NewReader(common)
+	allocs := func(parse func()) float64 {
+		return testing.AllocsPerRun(100, func() {
+			src.Reset(common)
+			br.Reset(src)
+			parse()
+		})
+	}
+	own := allocs(func() { _, _, _ = readHead(br, get) })
+	std := allocs(func() { _, _ = http.ReadResponse(br, get) })
+	// The response, the header map (two: its header and its table), the string of the head and
+	// the values slice.
+	if own > 5 || own >= std {
+		t.Errorf("readHead allocates %v times per answer, http.ReadResponse %v: want at most 5, and fewer", own, std)
+	}
+}

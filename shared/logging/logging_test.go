@@ -77,6 +77,32 @@ func TestAccessLogLooksLikeTheLogger(t *testing.T) {
 	}
 }
 
+// TestAccessLogBeginAtStampsTheGivenTime: BeginAt writes the time it is given, as zap's
+// encoder would, in the zone of that time.
+func TestAccessLogBeginAtStampsTheGivenTime(t *testing.T) {
+	var buf bytes.Buffer
+	_, access, err := NewWithAccess("router", Options{Output: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2030, 1, 2, 3, 4, 5, 678_900_000, time.FixedZone("X", 2*3600))
+	access.BeginAt("request", at).Str("method", "GET").End()
+	// A second line in the same second reuses the formatted second: it must not leak into a
+	// line of another second.
+	later := at.Add(2*time.Second + 100*time.Millisecond)
+	access.BeginAt("request", later).End()
+	want := []string{`"ts":"2030-01-02T03:04:05.678+0200"`, `"ts":"2030-01-02T03:04:07.778+0200"`}
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 lines, got %q", buf.String())
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], w) {
+			t.Errorf("line %d: %s, want %s", i, lines[i], w)
+		}
+	}
+}
+
 func TestAccessLogRedactsAndHonoursTheLevel(t *testing.T) {
 	var buf bytes.Buffer
 	_, access, err := NewWithAccess("router", Options{Output: &buf})
