@@ -102,10 +102,9 @@
 // # Slow and idle clients
 //
 // The public listener (NewPublicServer on LimitListener) reads and writes with raw system calls
-// (router/internal/rawio), gives read deadlines to the socket only when a read needs them, and
-// parks net/http's background read for up to 50 ms before it touches the socket (quietConn: a
-// client's hang-up while its request is handled is seen up to 50 ms late). It bounds what one
-// client can hold:
+// (router/internal/rawio) and lets net/http's background read wait before its first read
+// (quietConn: a client's hang-up in the instant between the end of its request and the start
+// of that wait is seen when the handler ends). It bounds what one client can hold:
 // headers within ReadHeaderTimeout, idle keep-alive connections closed after IdleTimeout, at
 // most MaxConns open connections. A request body must keep pace (Config.BodyTimeout,
 // BodyMinRate): the router moves the connection's read deadline forward as bytes arrive, and a

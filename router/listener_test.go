@@ -57,23 +57,28 @@ func TestBackgroundReadStillSeesAClientHangUp(t *testing.T) {
 		case <-time.After(10 * time.Second):
 		}
 	}))
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: router\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	<-entered
-	// Whether the hang-up comes while the background read is parked or after it reached the
-	// socket, it is seen: the read after the park tries the socket first.
-	c.Close()
-	hungUp := time.Now()
-	select {
-	case <-canceled:
-		t.Logf("the hang-up was noticed after %v (parkFor is %v)", time.Since(hungUp), parkFor)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the handler's context was not canceled when the client hung up")
+	// The hang-up is seen when it comes after the background read began waiting, which is
+	// what a client that gives up on a slow answer does; a few tries rule out a hang-up that
+	// raced the start of the wait (quietConn's documented blind spot).
+	for try := 1; ; try++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: router\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		<-entered
+		time.Sleep(50 * time.Millisecond)
+		c.Close()
+		select {
+		case <-canceled:
+			return
+		case <-time.After(10 * time.Second):
+			if try == 3 {
+				t.Fatal("the handler's context was not canceled when the client hung up")
+			}
+		}
 	}
 }
 
@@ -109,126 +114,55 @@ func TestPipelinedRequestsAreAnsweredInOrder(t *testing.T) {
 	}
 }
 
-// TestQuietConnDeadlines: read deadlines are given to the socket only when a read needs them,
-// still end reads, and end net/http's parked background read at once without reading; a
-// parked read reads the socket after parkFor: a byte, a hang-up, a closed connection.
-func TestQuietConnDeadlines(t *testing.T) {
+func TestQuietConnReadsEOFAndErrors(t *testing.T) {
 	server, client := tcpPair(t)
 	q := newQuietConn(server).(*quietConn)
-	wantTimeout := func(what string, n int, err error) {
-		t.Helper()
-		var ne net.Error
-		if n != 0 || !errors.As(err, &ne) || !ne.Timeout() {
-			t.Fatalf("%s = %d, %v; want 0 and a timeout", what, n, err)
-		}
-	}
-	buf := make([]byte, 64)
-
-	// Lazy: a deadline no read needs never reaches the socket; the next read takes it there.
-	soon := time.Now().Add(100 * time.Millisecond)
-	_ = q.SetReadDeadline(soon)
-	if !q.applied.IsZero() {
-		t.Fatalf("the socket got the deadline %v before any read", q.applied)
-	}
-	n, err := q.Read(buf)
-	wantTimeout("read past its deadline", n, err)
-	if !q.applied.Equal(soon) {
-		t.Fatalf("the socket's deadline is %v, want %v", q.applied, soon)
-	}
-
-	// A read already at the socket is ended by a deadline set meanwhile.
-	_ = q.SetReadDeadline(time.Time{})
-	go func() {
-		for {
-			q.mu.Lock()
-			reading := q.reading
-			q.mu.Unlock()
-			if reading {
-				_ = q.SetReadDeadline(time.Unix(1, 0))
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}()
-	n, err = q.Read(buf)
-	wantTimeout("read ended by a deadline in the past", n, err)
-
-	// The background read (one byte, right after the deadline was cleared) parks (here for
-	// as long as it takes); a deadline in the past ends it with a timeout and nothing read: the
-	// byte the client pipelined stays.
-	q.parkFor = time.Hour
 	if _, err := io.WriteString(client, "x"); err != nil {
 		t.Fatal(err)
 	}
+	// Armed, one byte: the quiet path. The byte was sent before the wait began, so only the
+	// deadline ends it, with a timeout and nothing read; the byte stays for the next read.
 	_ = q.SetReadDeadline(time.Time{})
+	time.Sleep(20 * time.Millisecond)
 	go func() {
-		for {
-			q.mu.Lock()
-			parked := q.parked
-			q.mu.Unlock()
-			if parked {
-				_ = q.SetReadDeadline(time.Unix(1, 0))
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
+		time.Sleep(50 * time.Millisecond)
+		_ = q.SetReadDeadline(time.Unix(1, 0))
 	}()
-	one := make([]byte, 1)
-	n, err = q.Read(one)
-	wantTimeout("parked read ended by a deadline in the past", n, err)
+	b := make([]byte, 1)
+	n, err := q.Read(b)
+	var ne net.Error
+	if n != 0 || !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("quiet read = %d, %v; want 0 and a timeout", n, err)
+	}
 	_ = q.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if n, err := q.Read(one); n != 1 || err != nil || one[0] != 'x' {
-		t.Fatalf("next read = %d %q, %v; want the pipelined byte", n, one[:n], err)
+	if n, err := q.Read(b); n != 1 || err != nil || b[0] != 'x' {
+		t.Fatalf("next read = %d %q, %v; want the byte", n, b[:n], err)
 	}
-
-	// Not ended, the park gives way to a read of the socket: it gets the byte sent before or
-	// during the park. (A new connection: the first one's timer is set for an hour.)
-	server, client = tcpPair(t)
-	q = newQuietConn(server).(*quietConn)
-	if _, err := io.WriteString(client, "y"); err != nil {
-		t.Fatal(err)
+	// A quiet read that sees nothing is ended after 10 s, failing the test rather than hanging.
+	unblock := func() *time.Timer {
+		return time.AfterFunc(10*time.Second, func() { _ = q.Conn.SetReadDeadline(time.Unix(1, 0)) })
 	}
+	// Armed again, and the client sends after the wait began: read.
 	_ = q.SetReadDeadline(time.Time{})
-	if n, err := q.Read(one); n != 1 || err != nil || one[0] != 'y' {
-		t.Fatalf("background read = %d %q, %v; want y", n, one[:n], err)
-	}
-
-	// Again, after the timer fired once, then a hang-up: io.EOF.
-	if _, err := io.WriteString(client, "z"); err != nil {
-		t.Fatal(err)
-	}
-	_ = q.SetReadDeadline(time.Time{})
-	if n, err := q.Read(one); n != 1 || err != nil || one[0] != 'z' {
-		t.Fatalf("second background read = %d %q, %v; want z", n, one[:n], err)
-	}
-	client.Close()
-	_ = q.SetReadDeadline(time.Time{})
-	if n, err := q.Read(one); n != 0 || err != io.EOF {
-		t.Fatalf("background read after a hang-up = %d, %v; want io.EOF", n, err)
-	}
-}
-
-// TestQuietConnCloseEndsAParkedRead: closing the connection ends the background read with the
-// closed connection's error.
-func TestQuietConnCloseEndsAParkedRead(t *testing.T) {
-	server, _ := tcpPair(t)
-	q := newQuietConn(server).(*quietConn)
-	q.parkFor = time.Hour // only Close ends the park
-	_ = q.SetReadDeadline(time.Time{})
+	stop := unblock()
 	go func() {
-		for {
-			q.mu.Lock()
-			parked := q.parked
-			q.mu.Unlock()
-			if parked {
-				_ = q.Close()
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
+		time.Sleep(200 * time.Millisecond)
+		_, _ = io.WriteString(client, "y")
 	}()
-	if n, err := q.Read(make([]byte, 1)); n != 0 || !errors.Is(err, net.ErrClosed) {
-		t.Fatalf("parked read after Close = %d, %v; want net.ErrClosed", n, err)
+	if n, err := q.Read(b); n != 1 || err != nil || b[0] != 'y' {
+		t.Fatalf("quiet read = %d %q, %v; want y", n, b[:n], err)
+	}
+	stop.Stop()
+	// And a hang-up is io.EOF.
+	_ = q.SetReadDeadline(time.Time{})
+	stop = unblock()
+	defer stop.Stop()
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		client.Close()
+	}()
+	if n, err := q.Read(b); n != 0 || err != io.EOF {
+		t.Fatalf("quiet read after hang-up = %d, %v; want io.EOF", n, err)
 	}
 }
 

@@ -75,8 +75,7 @@ func NewPublicServer(h http.Handler, c ServerConfig) *http.Server {
 
 // LimitListener caps the connections accepted from ln at c.MaxConns open at once
 // (golang.org/x/net/netutil): beyond it Accept waits until one closes. Its connections spare
-// net/http's server most of its per-request read-deadline changes and its background read
-// (quietConn).
+// net/http's per-request background read a system call (quietConn).
 func LimitListener(ln net.Listener, c ServerConfig) net.Listener {
 	return netutil.LimitListener(quietListener{ln}, c.withDefaults().MaxConns)
 }
