@@ -487,6 +487,9 @@ var runtimeSources = map[string]string{
 	// CSS images (backgrounds and the other image properties, pseudo-elements included), SVG
 	// <image> and video posters are visual resources the runtime awaits.
 	"preview-host-3": "8c29f4a63afdc3e1b3c717e514c40cb5286e36291a18efadaa84563fb3d4b919",
+	// mounted is published once the frame after the commit was rendered (an animation frame,
+	// then a task), not after a second animation frame.
+	"preview-host-4": "3256ecb1c22dd167dee018e14b77554520cdf1e8f2c081a77eb168e78e5f713a",
 }
 
 func TestHostBuildPinsRuntimeSources(t *testing.T) {

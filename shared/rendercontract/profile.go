@@ -7,7 +7,7 @@ import "slidecells/shared/digest"
 // another build. Bump it whenever the host's runtime (cell/preview/runtime/src,
 // package-lock.json) or its document changes: a built runtime records the build it was built
 // for and the host refuses another.
-const PreviewHostBuild = "preview-host-3"
+const PreviewHostBuild = "preview-host-4"
 
 // RenderProfile is the execution environment that decides how content
 // renders. A renderer computes it at start; its digest is the environment
