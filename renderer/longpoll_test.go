@@ -1,6 +1,7 @@
 package renderer
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -163,4 +164,30 @@ func TestReceiptLongPollParameters(t *testing.T) {
 		t.Fatalf("cancel = %d %s", st, b)
 	}
 	e.waitFor(req.AttemptID, terminal)
+}
+
+// TestShutdownEndsReceiptLongPolls: a shutdown stops the running attempt, and a long-poll
+// waiting on it answers with the changed state instead of holding the shutdown up.
+func TestShutdownEndsReceiptLongPolls(t *testing.T) {
+	e, waiting, _ := setupLongPoll(t)
+	req := e.request(fixture.Ready, rc.OpPageCapture, small, time.Minute)
+	e.mustAccept(req)
+	e.waitFor(req.AttemptID, func(r rc.Receipt) bool { return r.Times.ChildStartedAt != nil })
+	answers := make(chan rc.AttemptState, 1)
+	go func() {
+		r, _ := e.longPoll(req.AttemptID, rc.StateAccepted, rc.MaxReceiptWaitMS)
+		answers <- r.State
+	}()
+	<-waiting
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown with a long-poll waiting: %v", err)
+	}
+	if st := <-answers; st == rc.StateAccepted {
+		t.Fatal("the long-poll answered the state it waited on across the shutdown")
+	}
+	if r, _ := e.longPoll(req.AttemptID, rc.StateCleaning, rc.MaxReceiptWaitMS); !r.Terminal() || r.ResourceState != rc.ResourceReleased {
+		t.Fatalf("receipt after the shutdown = %+v", r)
+	}
 }
