@@ -50,6 +50,9 @@ type attempt struct {
 	// binds it; warm says whether its browser was ready then.
 	child *slotChild
 	warm  bool
+	// changed is closed when receipt.State next changes (setStateLocked), or nil while no
+	// receipt long-poll waits for it (changedLocked makes it).
+	changed chan struct{}
 }
 
 type storedArtifact struct {
@@ -110,6 +113,28 @@ func (a *attempt) snapshot() rc.Receipt {
 		r.HardDeadline = ptr(a.s.cfg.now().UTC().Add(time.Until(a.hard)).Truncate(time.Millisecond))
 	}
 	return r
+}
+
+// setStateLocked changes the receipt's state. Every change goes through it, so a receipt
+// long-poll waiting for the attempt to leave its state (Server.awaitReceipt) is woken by
+// construction, never by a poll.
+func (a *attempt) setStateLocked(st rc.AttemptState) {
+	if a.receipt.State == st {
+		return
+	}
+	a.receipt.State = st
+	if a.changed != nil {
+		close(a.changed)
+		a.changed = nil
+	}
+}
+
+// changedLocked is closed at the receipt's next state change.
+func (a *attempt) changedLocked() <-chan struct{} {
+	if a.changed == nil {
+		a.changed = make(chan struct{})
+	}
+	return a.changed
 }
 
 // requestStopLocked marks the attempt stopped; the first reason wins.
@@ -196,11 +221,11 @@ func (s *Server) run(a *attempt, previewToken string) {
 		switch p {
 		case supervisor.PhaseStopping:
 			a.receipt.Times.StopRequestedAt = ptr(at.UTC())
-			a.receipt.State = rc.StateCleaning
+			a.setStateLocked(rc.StateCleaning)
 			a.receipt.ResourceState = rc.ResourceReleasing
 		case supervisor.PhaseCleaning:
 			a.receipt.Times.CleanupStartedAt = ptr(at.UTC())
-			a.receipt.State = rc.StateCleaning
+			a.setStateLocked(rc.StateCleaning)
 			a.receipt.ResourceState = rc.ResourceReleasing
 		case supervisor.PhaseUnreleased:
 			a.receipt.ResourceState = rc.ResourceUnreleased
@@ -260,7 +285,7 @@ func (s *Server) attemptEvent(a *attempt, ev *childEvents, e chromium.Event, bod
 		s.mu.Lock()
 		a.receipt.Times.BrowserStartedAt = ptr(e.At.UTC())
 		if a.receipt.State == rc.StateAccepted {
-			a.receipt.State = rc.StateRunning
+			a.setStateLocked(rc.StateRunning)
 		}
 		s.mu.Unlock()
 	case chromium.EventReady:
@@ -333,7 +358,7 @@ func (s *Server) startChild(spec supervisor.Spec) (*supervisor.Group, error) {
 func (s *Server) finishLocked(a *attempt, ev *childEvents, out supervisor.Outcome, log *zap.Logger) {
 	now := s.cfg.now().UTC()
 	r := &a.receipt
-	r.State = rc.StateTerminal
+	a.setStateLocked(rc.StateTerminal)
 	r.ResourceState = rc.ResourceReleased
 	r.Times.TerminalAt = ptr(now)
 	if !out.ReleasedAt.IsZero() {

@@ -136,6 +136,9 @@ type Config struct {
 	// afterStart after it; beforeRun before an accepted attempt's runner
 	// looks at its stop mark.
 	beforeStart, afterStart, beforeRun func()
+	// receiptWaiting, when set (tests), runs each time a receipt long-poll starts waiting for
+	// its attempt's state to change, after it took the change channel.
+	receiptWaiting func(attemptID string)
 	// noBrowserGate switches the in-browser network layers off (tests
 	// that prove the kernel boundary alone holds; no setting for it).
 	noBrowserGate bool

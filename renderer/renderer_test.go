@@ -687,6 +687,7 @@ func TestEveryEndpointNeedsTheServiceCredential(t *testing.T) {
 		{"GET", rc.APIRoot + "/capabilities"},
 		{"POST", rc.APIRoot + "/executions"},
 		{"GET", rc.APIRoot + "/executions/ra_x"},
+		{"GET", rc.APIRoot + "/executions/ra_x?state=running&wait_ms=1000"},
 		{"PUT", rc.APIRoot + "/executions/ra_x/cancellation"},
 		{"GET", rc.APIRoot + "/executions/ra_x/artifacts/capture.png"},
 		{"PUT", rc.APIRoot + "/executions/ra_x/result-consumption"},

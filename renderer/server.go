@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -427,7 +428,7 @@ func (s *Server) admit(req *rc.ExecutionRequest, traceparent string) (rc.Receipt
 		rej = rej.WithTrace(req.TraceID)
 		a := newAttempt(req, s, &claims, now)
 		a.rejected = rej
-		a.receipt.State = rc.StateTerminal
+		a.setStateLocked(rc.StateTerminal)
 		a.receipt.Outcome = outcome
 		a.receipt.ResourceState = rc.ResourceNone
 		a.receipt.Error = rej
@@ -502,18 +503,87 @@ func (s *Server) hardDeadline(req *rc.ExecutionRequest, claims *ticket.Admission
 }
 
 func (s *Server) getExecution(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	a, ok := s.attempts[r.PathValue("attempt_id")]
-	var rec rc.Receipt
-	if ok {
-		rec = a.snapshot()
+	wait, e := parseReceiptWait(r.URL.Query())
+	if e != nil {
+		writeError(w, e)
+		return
 	}
-	s.mu.Unlock()
+	rec, ok := s.awaitReceipt(r.Context(), r.PathValue("attempt_id"), wait)
 	if !ok {
 		writeError(w, unknownAttempt())
 		return
 	}
 	writeJSON(w, http.StatusOK, rec)
+}
+
+// receiptWait is a receipt query's long-poll (rc.QueryReceiptState, rc.QueryReceiptWaitMS):
+// answer once the attempt has left state, or after d. The zero value answers at once.
+type receiptWait struct {
+	state rc.AttemptState
+	d     time.Duration
+}
+
+// parseReceiptWait reads the long-poll parameters: both or neither, wait_ms an integer in
+// 1..rc.MaxReceiptWaitMS, state one of the attempt states.
+func parseReceiptWait(q url.Values) (receiptWait, *rc.Error) {
+	st, hasState := q[rc.QueryReceiptState]
+	ms, hasWait := q[rc.QueryReceiptWaitMS]
+	if !hasState && !hasWait {
+		return receiptWait{}, nil
+	}
+	bad := func(format string, args ...any) (receiptWait, *rc.Error) {
+		return receiptWait{}, rc.NewError(rc.CodeContractMismatch, rc.StageRetrieval, format, args...)
+	}
+	if !hasState || !hasWait || len(st) != 1 || len(ms) != 1 {
+		return bad("a receipt long-poll needs one %s and one %s", rc.QueryReceiptState, rc.QueryReceiptWaitMS)
+	}
+	n, err := strconv.Atoi(ms[0])
+	if err != nil || n < 1 || n > rc.MaxReceiptWaitMS {
+		return bad("%s is not an integer from 1 to %d", rc.QueryReceiptWaitMS, rc.MaxReceiptWaitMS)
+	}
+	state := rc.AttemptState(st[0])
+	if !state.Valid() {
+		return bad("%s is not an attempt state", rc.QueryReceiptState)
+	}
+	return receiptWait{state: state, d: time.Duration(n) * time.Millisecond}, nil
+}
+
+// awaitReceipt is the attempt's receipt once it is no longer in wait.state (or is terminal),
+// or when wait.d has passed or ctx ended, whichever comes first; false for an attempt this
+// epoch does not know. The wait holds no lock: it takes the attempt's change channel under
+// s.mu, waits without it, and reads the receipt again under it.
+func (s *Server) awaitReceipt(ctx context.Context, id string, wait receiptWait) (rc.Receipt, bool) {
+	var timeout <-chan time.Time
+	done := wait.d == 0
+	for {
+		s.mu.Lock()
+		a, ok := s.attempts[id]
+		if !ok || done || a.receipt.State != wait.state || a.receipt.Terminal() {
+			var rec rc.Receipt
+			if ok {
+				rec = a.snapshot()
+			}
+			s.mu.Unlock()
+			return rec, ok
+		}
+		changed := a.changedLocked()
+		s.mu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(wait.d)
+			defer t.Stop()
+			timeout = t.C
+		}
+		if s.cfg.receiptWaiting != nil {
+			s.cfg.receiptWaiting(id)
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			done = true
+		case <-ctx.Done():
+			done = true
+		}
+	}
 }
 
 func unknownAttempt() *rc.Error {

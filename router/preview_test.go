@@ -242,6 +242,7 @@ func TestInternalPathsAreNeverForwarded(t *testing.T) {
 		"/internal/preview/v1/snapshots/snap_x",
 		"/internal/render/v1/capabilities",
 		"/internal/render/v1/executions",
+		"/internal/render/v1/executions/ra_x?state=running&wait_ms=1000", // the receipt long-poll
 		"/snapshots/snap_x",
 		"/preview/snapshots/snap_x",
 		"/preview/w",

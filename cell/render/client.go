@@ -121,6 +121,20 @@ func (c *client) get(ctx context.Context, base, attemptID string) (rc.Receipt, a
 	return rec, a, err
 }
 
+// await reads the receipt with the renderer's long-poll (rc.QueryReceiptState): the renderer
+// answers once the attempt is no longer in state, or after wait. A renderer that predates the
+// parameters answers at once, as get; the caller paces itself for that (Coordinator.poll).
+func (c *client) await(ctx context.Context, base, attemptID string, state rc.AttemptState, wait time.Duration) (rc.Receipt, answer, error) {
+	ms := wait.Milliseconds()
+	if !state.Valid() || ms < 1 {
+		return c.get(ctx, base, attemptID) // nothing the renderer would accept to wait on
+	}
+	q := neturl.Values{rc.QueryReceiptState: {string(state)}, rc.QueryReceiptWaitMS: {strconv.FormatInt(min(ms, rc.MaxReceiptWaitMS), 10)}}
+	var rec rc.Receipt
+	a, err := c.do(ctx, http.MethodGet, base+rc.APIRoot+"/executions/"+attemptID+"?"+q.Encode(), nil, &rec)
+	return rec, a, err
+}
+
 func (c *client) cancel(ctx context.Context, base, attemptID string, version int64) (answer, error) {
 	return c.do(ctx, http.MethodPut, base+rc.APIRoot+"/executions/"+attemptID+"/cancellation",
 		rc.CancelRequest{CancelVersion: version, Reason: "cancelled by the coordinator"}, nil)

@@ -237,14 +237,26 @@ func (c *Coordinator) notKnown(ctx context.Context, a *attempt) {
 	c.finish(ctx, a, rc.NewError(rc.CodeResultLost, rc.StageAdmission, "the worker never took the attempt over"), true)
 }
 
-// maxPollInterval caps how far a driver's receipt polls grow apart. A receipt read is one small
-// GET on the renderer; at 200 ms a finished attempt waited ~100 ms on average for its driver
-// to notice (issue #24: the screenshot path), at 50 ms ~25 ms, for at most 20 reads a second
-// per attempt in flight.
+// maxPollInterval caps how far a driver's receipt polls grow apart when the renderer does not
+// hold them (a renderer that predates the receipt long-poll, or one that answered an error): a
+// receipt read is one small GET on the renderer; at 50 ms a finished attempt waits ~25 ms on
+// average for its driver to notice, for at most 20 reads a second per attempt in flight.
 const maxPollInterval = 50 * time.Millisecond
 
+// receiptWait is how long one receipt query waits on the renderer for the attempt to leave the
+// state its driver last saw (the receipt long-poll, rc.QueryReceiptState), so a finished
+// attempt is noticed when the renderer publishes it rather than up to a poll interval later
+// (issue #24). It bounds one turn of the poll loop: the lease renewal (due every Lease/3; the
+// wait never exceeds that either) and the check for a cancel or deadline another replica
+// recorded (every 250 ms) run at most this late. stageTimeout's floor (reclaimTimeout, 2 s)
+// keeps the query's own timeout well above it.
+const receiptWait = 250 * time.Millisecond
+
 // poll follows the receipt until it is terminal, renewing the lease, forwarding cancellation
-// and deadline.
+// and deadline. Each receipt query is a long-poll on the last state seen; an answer in the same
+// state that came sooner than the current interval (a renderer that ignores the long-poll, an
+// error) is followed by the rest of the interval, so such a renderer is read at the pace of
+// PollInterval growing to maxPollInterval, never in a tight loop.
 func (c *Coordinator) poll(ctx context.Context, a *attempt, rec rc.Receipt) {
 	interval := c.PollInterval
 	lastRenew, lastCheck := time.Now(), time.Now()
@@ -258,12 +270,9 @@ func (c *Coordinator) poll(ctx context.Context, a *attempt, rec rc.Receipt) {
 			c.terminal(ctx, a, rec)
 			return
 		}
-		select {
-		case <-ctx.Done():
+		if ctx.Err() != nil {
 			return // shutting down: the lease ends and another coordinator takes over
-		case <-time.After(interval):
 		}
-		interval = min(interval*3/2, maxPollInterval)
 		if time.Since(lastRenew) > c.Lease/3 {
 			if !c.renew(ctx, a) {
 				return // another coordinator drives it now
@@ -280,8 +289,9 @@ func (c *Coordinator) poll(ctx context.Context, a *attempt, rec rc.Receipt) {
 				cancelSent = max(cur.CancelVersion, 1)
 			}
 		}
+		asked := time.Now()
 		qctx, cancel := context.WithTimeout(ctx, c.stageTimeout(a, 5*time.Second))
-		next, ans, err := c.client.get(qctx, a.url, a.attemptID)
+		next, ans, err := c.client.await(qctx, a.url, a.attemptID, rec.State, min(receiptWait, c.Lease/3))
 		cancel()
 		switch {
 		case err != nil:
@@ -301,8 +311,18 @@ func (c *Coordinator) poll(ctx context.Context, a *attempt, rec rc.Receipt) {
 			}
 		default:
 			failures = 0
+			moved := next.State != rec.State
 			rec = next
+			if moved {
+				continue
+			}
 		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval - time.Since(asked)):
+		}
+		interval = min(interval*3/2, maxPollInterval)
 	}
 }
 

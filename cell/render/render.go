@@ -163,8 +163,10 @@ type Coordinator struct {
 
 	// Lease is how long an attempt's driver holds it without renewing (default 10 s).
 	Lease time.Duration
-	// PollInterval is how often a driver reads its attempt's receipt at most (default 15 ms,
-	// growing to 50 ms on long attempts).
+	// PollInterval is how often a driver reads its attempt's receipt at most when the renderer
+	// answers without holding the read (default 15 ms, growing to 50 ms on long attempts); a
+	// renderer that holds it (the receipt long-poll, drive.go receiptWait) answers at the
+	// attempt's next state change.
 	PollInterval time.Duration
 	// TickInterval is how often the dispatcher looks at the queue without being woken, and
 	// the reconciler and the worker registry run (default 1 s).

@@ -479,12 +479,19 @@ func (e *executor) capture(ctx context.Context, ws, ref, input string, vp rc.Vie
 	if st, err := e.do(ctx, http.MethodPost, rc.APIRoot+"/executions", &req, &rec); err != nil || st != http.StatusAccepted {
 		return rc.Receipt{}, fmt.Errorf("post: %d %v", st, err)
 	}
-	// Polled as the cell's driver polls (cell/render: 15 ms growing to 50 ms): a 5 ms loop of
-	// receipt reads took CPU from the attempt itself on a loaded 2-core host.
-	for interval := 15 * time.Millisecond; !rec.Terminal(); interval = min(interval*3/2, 50*time.Millisecond) {
-		time.Sleep(interval)
-		if _, err := e.do(ctx, http.MethodGet, rc.APIRoot+"/executions/"+req.AttemptID, nil, &rec); err != nil {
-			return rc.Receipt{}, err
+	// Followed as the cell's driver follows it (cell/render poll): a long-poll on the last state
+	// seen, and a renderer that answers it at once (one predating the long-poll, as 565fcc9's)
+	// read every 15 ms growing to 50 ms — a 5 ms loop of receipt reads took CPU from the attempt
+	// itself on a loaded 2-core host.
+	for interval := 15 * time.Millisecond; !rec.Terminal(); {
+		asked, last := time.Now(), rec.State
+		q := fmt.Sprintf("?%s=%s&%s=250", rc.QueryReceiptState, last, rc.QueryReceiptWaitMS)
+		if st, err := e.do(ctx, http.MethodGet, rc.APIRoot+"/executions/"+req.AttemptID+q, nil, &rec); err != nil || st != http.StatusOK {
+			return rc.Receipt{}, fmt.Errorf("receipt: %d %v", st, err)
+		}
+		if rec.State == last {
+			time.Sleep(interval - time.Since(asked))
+			interval = min(interval*3/2, 50*time.Millisecond)
 		}
 	}
 	if rec.Outcome != rc.OutcomeSucceeded {

@@ -102,6 +102,30 @@ type Receipt struct {
 // the result state.
 func (r *Receipt) Terminal() bool { return r.State == StateTerminal }
 
+// Valid reports whether s is one of the renderer's attempt states.
+func (s AttemptState) Valid() bool {
+	switch s {
+	case StateAccepted, StateRunning, StateCleaning, StateTerminal:
+		return true
+	}
+	return false
+}
+
+// Receipt long-poll: a receipt query (GET /executions/{attempt_id}) with both
+// query parameters, ?state=<the state the caller last saw>&wait_ms=<n>, is
+// answered once the attempt's state differs from the one given (at once if it
+// already does, or is terminal), or after n milliseconds, whichever comes
+// first; the answer is the receipt as without them. A renderer that predates
+// the parameters ignores them and answers at once, so a caller paces itself
+// as if it did not wait.
+const (
+	QueryReceiptState  = "state"
+	QueryReceiptWaitMS = "wait_ms"
+	// MaxReceiptWaitMS caps wait_ms (1..MaxReceiptWaitMS): a wait holds a
+	// connection and ends well inside any caller's request timeout.
+	MaxReceiptWaitMS = 1000
+)
+
 // Result is the successful terminal result. The coordinator checks every
 // digest against what it sent and what the release requires.
 type Result struct {
