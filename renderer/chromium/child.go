@@ -522,6 +522,7 @@ const animationCSS = `(() => {
 })()`
 
 func (a *attempt) setup(ctx context.Context) *rc.Error {
+	began := time.Now()
 	vp := a.job.Viewport
 	pw, ph := vp.PhysicalSize()
 	err := chromedp.Run(ctx,
@@ -559,6 +560,7 @@ func (a *attempt) setup(ctx context.Context) *rc.Error {
 		a.logf("setup: %v (canvas %dx%d)", err, pw, ph)
 		return rc.NewError(rc.CodeBrowserLost, rc.StageLaunch, "browser setup failed")
 	}
+	a.logf("set up in %s", time.Since(began).Round(100*time.Microsecond))
 	return nil
 }
 
