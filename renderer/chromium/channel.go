@@ -42,6 +42,10 @@ type channel struct {
 	seq map[int]int
 	// ignored counts binding calls that were not trusted.
 	ignored int
+	// changed is closed, and replaced, when what look returns may have
+	// changed (a commit of the top frame, a trusted state or broken
+	// payload): waiters wake on it instead of only at their next poll.
+	changed chan struct{}
 }
 
 func newChannel() *channel {
@@ -50,7 +54,14 @@ func newChannel() *channel {
 		states:     map[int]*rc.ReadyState{},
 		broken:     map[int]string{},
 		seq:        map[int]int{},
+		changed:    make(chan struct{}),
 	}
+}
+
+// notify wakes the waiters of the current views; c.mu is held.
+func (c *channel) notify() {
+	close(c.changed)
+	c.changed = make(chan struct{})
 }
 
 // setTopFrame records the main frame before navigation.
@@ -68,6 +79,7 @@ func (c *channel) handle(ev any) {
 	case *page.EventFrameNavigated:
 		if ev.Frame != nil && ev.Frame.ParentID == "" {
 			c.docs = append(c.docs, ev.Frame.LoaderID)
+			c.notify()
 		}
 	case *cdpruntime.EventExecutionContextCreated:
 		if ev.Context == nil {
@@ -100,10 +112,12 @@ func (c *channel) handle(ev any) {
 		st, msg := parseState(ev.Payload)
 		if st == nil {
 			c.broken[doc] = msg
+			c.notify()
 			return
 		}
 		c.states[doc] = st
 		c.seq[doc]++
+		c.notify()
 	}
 }
 
@@ -135,6 +149,9 @@ type view struct {
 	seq   int
 	// broken is set when a trusted payload was not a valid state.
 	broken string
+	// changed is closed at the channel's first change after this view
+	// was taken.
+	changed <-chan struct{}
 }
 
 // look returns the view of the document loaded by loader.
@@ -143,10 +160,10 @@ func (c *channel) look(loader cdp.LoaderID) view {
 	defer c.mu.Unlock()
 	for i, l := range c.docs {
 		if l == loader {
-			return view{committed: true, away: i < len(c.docs)-1, state: c.states[i], seq: c.seq[i], broken: c.broken[i]}
+			return view{committed: true, away: i < len(c.docs)-1, state: c.states[i], seq: c.seq[i], broken: c.broken[i], changed: c.changed}
 		}
 	}
-	return view{}
+	return view{changed: c.changed}
 }
 
 // ignoredCalls is the number of binding calls that were not trusted.

@@ -115,3 +115,81 @@ func TestChannelBrokenTrustedPayloadIsAContractMismatch(t *testing.T) {
 		})
 	}
 }
+
+// closed reports whether ch is closed, without waiting.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// TestChannelWakesWaiters: a view's changed channel closes when the top
+// frame commits and when a trusted state or broken payload arrives, not for
+// what the channel ignores; a waiter on it starts its next read early.
+func TestChannelWakesWaiters(t *testing.T) {
+	c := newChannel()
+	c.setTopFrame("TOP")
+	v := c.look("L1")
+	c.handle(created(1, "TOP", true)) // about:blank's world
+	c.handle(called(1, stateJSON(rc.InitOK, rc.MountMounted)))
+	if closed(v.changed) {
+		t.Fatal("woken before the document committed")
+	}
+	c.handle(navigated("TOP", "", "L1"))
+	if !closed(v.changed) {
+		t.Fatal("the commit did not wake the waiter")
+	}
+	v = c.look("L1")
+	c.handle(created(2, "TOP", true))
+	c.handle(created(3, "TOP", false))
+	c.handle(navigated("CHILD", "TOP", "L9"))
+	c.handle(called(3, stateJSON(rc.InitOK, rc.MountMounted))) // isolated world: ignored
+	if closed(v.changed) {
+		t.Fatal("woken by events that change nothing the waiter sees")
+	}
+	c.handle(called(2, stateJSON(rc.InitOK, rc.MountPending)))
+	if !closed(v.changed) {
+		t.Fatal("a trusted state did not wake the waiter")
+	}
+	p := newPacer()
+	p.wait(v.changed)
+	if !p.woken || p.wakes != 1 {
+		t.Fatalf("pacer after a state: woken %v, wakes %d", p.woken, p.wakes)
+	}
+	next := c.look("L1")
+	if next.seq != 1 || closed(next.changed) {
+		t.Fatalf("view after the state: %+v", next)
+	}
+	c.handle(called(2, "{not json"))
+	if !closed(next.changed) || c.look("L1").broken == "" {
+		t.Fatal("a broken payload did not wake the waiter")
+	}
+}
+
+// TestWakesDoNotExhaustMissingPolls: reads started early by the channel do
+// not count towards missingPolls; reads after a full poll interval do, the
+// first read included.
+func TestWakesDoNotExhaustMissingPolls(t *testing.T) {
+	p := newPacer()
+	if p.noState() {
+		t.Fatal("missing after the first read")
+	}
+	woke := make(chan struct{})
+	close(woke)
+	for range 10 * missingPolls {
+		p.wait(woke)
+		if p.noState() {
+			t.Fatalf("missing after %d reads started by the channel", p.wakes)
+		}
+	}
+	never := make(chan struct{})
+	for i := 2; i <= missingPolls; i++ {
+		p.wait(never)
+		if got := p.noState(); got != (i == missingPolls) {
+			t.Fatalf("read %d after full poll intervals: missing %v", i, got)
+		}
+	}
+}

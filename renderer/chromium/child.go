@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image/png"
 	"io"
@@ -521,10 +522,14 @@ const animationCSS = `(() => {
   if (document.documentElement) install(); else document.addEventListener('DOMContentLoaded', install, {once: true});
 })()`
 
+// setup prepares the page before navigation. The calls are independent of
+// each other (each must only have answered before Page.navigate), so they go
+// out at once: the set-up costs about one round trip, not one per call.
 func (a *attempt) setup(ctx context.Context) *rc.Error {
+	began := time.Now()
 	vp := a.job.Viewport
 	pw, ph := vp.PhysicalSize()
-	err := chromedp.Run(ctx,
+	calls := []chromedp.Action{
 		network.Enable(),
 		cdpruntime.Enable(),
 		emulation.SetDeviceMetricsOverride(int64(vp.Width), int64(vp.Height), vp.DeviceScaleFactor, false).
@@ -551,15 +556,37 @@ func (a *attempt) setup(ctx context.Context) *rc.Error {
 			a.ch.setTopFrame(tree.Frame.ID)
 			return nil
 		}),
-	)
-	if err == nil && !a.job.NoBrowserGate {
-		err = chromedp.Run(ctx, fetch.Enable().WithPatterns([]*fetch.RequestPattern{{URLPattern: "*", RequestStage: fetch.RequestStageRequest}}))
 	}
-	if err != nil {
+	if !a.job.NoBrowserGate {
+		calls = append(calls, fetch.Enable().WithPatterns([]*fetch.RequestPattern{{URLPattern: "*", RequestStage: fetch.RequestStageRequest}}))
+	}
+	if err := runAtOnce(ctx, calls); err != nil {
 		a.logf("setup: %v (canvas %dx%d)", err, pw, ph)
 		return rc.NewError(rc.CodeBrowserLost, rc.StageLaunch, "browser setup failed")
 	}
+	a.logf("set up in %s", time.Since(began).Round(100*time.Microsecond))
 	return nil
+}
+
+// runAtOnce runs independent DevTools calls on the page concurrently and
+// returns when every one has answered, with their errors. chromedp's target
+// executor is safe for concurrent use (each call has its own message id and
+// reply listener, and the commands share one queue to the connection); the
+// gate already calls the page from its own goroutines.
+func runAtOnce(ctx context.Context, calls []chromedp.Action) error {
+	// The page's target is attached by the browser's first Run; this one
+	// (no call, no round trip) makes sure of it before the goroutines
+	// read it.
+	if err := chromedp.Run(ctx); err != nil {
+		return err
+	}
+	errs := make([]error, len(calls))
+	var wg sync.WaitGroup
+	for i, call := range calls {
+		wg.Go(func() { errs[i] = chromedp.Run(ctx, call) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (a *attempt) navigate(ctx context.Context, doc *url.URL) *rc.Error {

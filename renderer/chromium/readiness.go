@@ -28,14 +28,63 @@ type inspection struct {
 	Fonts string `json:"fonts"`
 }
 
-// pollInterval is how often readiness is checked; each check is one
-// DevTools round trip of well under a millisecond.
+// pollInterval is how long readiness waits between checks when the channel
+// brings nothing new; each check is one DevTools round trip of well under a
+// millisecond. The poll remains for the facts that are read, not pushed
+// (document.readyState, the fonts' status).
 const pollInterval = 10 * time.Millisecond
 
 // missingPolls is how many checks after the load event may still find no
 // state on the channel before the protocol counts as missing (the host sends
 // its first state before any content runs; this absorbs the event's timing).
+// Only checks that followed a full poll interval count (see pacer).
 const missingPolls = 5
+
+// pacer paces the readiness reads of one wait: the next read starts when the
+// channel changes (a state arrived, the document committed or was left) or,
+// failing that, after pollInterval.
+type pacer struct {
+	timer *time.Timer
+	// woken: the current read was started early by a change on the
+	// channel.
+	woken bool
+	// missing counts the reads that found the document complete and no
+	// state on the channel.
+	missing int
+	// reads and wakes count reads and early starts, for the log.
+	reads, wakes int
+}
+
+func newPacer() *pacer {
+	t := time.NewTimer(pollInterval)
+	t.Stop()
+	return &pacer{timer: t}
+}
+
+// wait blocks until changed is closed or pollInterval has passed.
+func (p *pacer) wait(changed <-chan struct{}) {
+	p.timer.Reset(pollInterval)
+	select {
+	case <-changed:
+		p.timer.Stop()
+		p.woken = true
+		p.wakes++
+	case <-p.timer.C:
+		p.woken = false
+	}
+}
+
+// noState records a read that found the document complete with no state on
+// the channel, and reports whether the protocol now counts as missing. A read
+// started early by a change does not count: changes, however many, do not
+// shorten the time the host has to send its first state below missingPolls
+// poll intervals.
+func (p *pacer) noState() bool {
+	if !p.woken {
+		p.missing++
+	}
+	return p.missing >= missingPolls
+}
 
 // maxWorldFailures bounds consecutive failed reads in the isolated world
 // (each failure makes a new world, which is what a document that was not yet
@@ -83,8 +132,13 @@ func (a *attempt) inIsolatedWorld(ctx context.Context, expr string, out *string)
 // when given), or failed in a way that waiting cannot change. It returns the
 // last trusted state.
 func (a *attempt) waitReady(ctx context.Context, scene string) (*rc.ReadyState, *rc.Error) {
-	missing, worldFailures := 0, 0
+	worldFailures := 0
 	var last *rc.ReadyState
+	pace := newPacer()
+	began := time.Now()
+	defer func() {
+		a.logf("readiness wait: %d reads (%d started by the channel) in %s", pace.reads, pace.wakes, time.Since(began).Round(time.Millisecond))
+	}()
 	// Reads end with the budget; the browser call itself is not
 	// cancelled (the supervisor closes the browser).
 	rctx, cancel := context.WithDeadline(ctx, a.until)
@@ -108,6 +162,7 @@ func (a *attempt) waitReady(ctx context.Context, scene string) (*rc.ReadyState, 
 		}
 		if before.committed {
 			var raw string
+			pace.reads++
 			err := a.inIsolatedWorld(readCtx, inspectExpr, &raw)
 			switch {
 			case err != nil && ctx.Err() != nil:
@@ -137,11 +192,8 @@ func (a *attempt) waitReady(ctx context.Context, scene string) (*rc.ReadyState, 
 				}
 				switch {
 				case after.state == nil:
-					if in.Doc == "complete" {
-						missing++
-						if missing >= missingPolls {
-							return nil, rc.NewError(rc.CodeContractMismatch, rc.StageReadiness, "preview document loaded without sending %s on the readiness channel (%s)", rc.ReadinessProtocol, rc.ReadyBinding)
-						}
+					if in.Doc == "complete" && pace.noState() {
+						return nil, rc.NewError(rc.CodeContractMismatch, rc.StageReadiness, "preview document loaded without sending %s on the readiness channel (%s)", rc.ReadinessProtocol, rc.ReadyBinding)
 					}
 				case after.seq == before.seq:
 					st := after.state
@@ -165,7 +217,10 @@ func (a *attempt) waitReady(ctx context.Context, scene string) (*rc.ReadyState, 
 			}
 			return last, e
 		}
-		time.Sleep(pollInterval)
+		// Waiting on the view taken before the read: a state that came
+		// during the read (not judged, see above) starts the next read at
+		// once.
+		pace.wait(before.changed)
 	}
 }
 
