@@ -50,7 +50,7 @@ type options struct {
 	short bool
 	only  *regexp.Regexp
 	keep  bool
-	bin   string // HEAD's make build output, for the preview runtime bundle
+	bin   string // HEAD's make build output, for HEAD's preview runtime bundle
 }
 
 // tree is one side of the comparison: a source tree and what was built from it.
@@ -85,7 +85,7 @@ func main() {
 	flag.StringVar(&o.ref, "ref", "", "reference commit or tag (default: the last v* tag, else loadtest/benchcheck/REFERENCE)")
 	flag.BoolVar(&o.short, "short", false, "short settings (CI)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary worktree and builds")
-	flag.StringVar(&o.bin, "bin", "bin", "HEAD's make build output (the preview runtime bundle is taken from it)")
+	flag.StringVar(&o.bin, "bin", "bin", "HEAD's make build output (HEAD's preview runtime bundle is taken from it; the reference builds its own)")
 	flag.Parse()
 	if *only != "" {
 		o.only = regexp.MustCompile(*only)
@@ -366,14 +366,8 @@ func build(t *tree, root, headBin string, cmds, tests []string) error {
 			return fmt.Errorf("%v\n%s", err, tail(out, 3000))
 		}
 	}
-	// The preview runtime bundle (npm packages, bundled by make build) is HEAD's for both.
-	if !filepath.IsAbs(headBin) {
-		headBin = filepath.Join(root, headBin)
-	}
-	if rt := filepath.Join(headBin, "preview-runtime"); exists(rt) {
-		if out, err := exec.Command("cp", "-a", rt, bin+"/").CombinedOutput(); err != nil {
-			return fmt.Errorf("copy the preview runtime: %v %s", err, out)
-		}
+	if err := previewRuntime(t, root, headBin, bin); err != nil {
+		return err
 	}
 	for _, p := range tests {
 		exe := filepath.Join(t.out, strings.ReplaceAll(p, "/", "_")+".test")
@@ -389,6 +383,52 @@ func build(t *tree, root, headBin string, cmds, tests []string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %v\n%s", p, err, tail(out, 3000))
 		}
+	}
+	return nil
+}
+
+// previewRuntime puts the tree's preview runtime bundle into bin: HEAD's is make build's; the
+// reference's is built by its own preview binary from its own sources, because a preview host
+// refuses a bundle made for another host build (rendercontract.PreviewHostBuild), which changes
+// with the runtime. The npm packages are HEAD's when the two lock files are the same, else the
+// reference's own (npm ci).
+func previewRuntime(t *tree, root, headBin, bin string) error {
+	if !filepath.IsAbs(headBin) {
+		headBin = filepath.Join(root, headBin)
+	}
+	headRT := filepath.Join(headBin, "preview-runtime")
+	if t.label != "reference" {
+		if !exists(headRT) {
+			return nil
+		}
+		if out, err := exec.Command("cp", "-a", headRT, bin+"/").CombinedOutput(); err != nil {
+			return fmt.Errorf("copy the preview runtime: %v %s", err, out)
+		}
+		return nil
+	}
+	const rtDir = "cell/preview/runtime"
+	src, preview := filepath.Join(t.dir, rtDir), filepath.Join(bin, "preview")
+	if !exists(filepath.Join(src, "src")) || !exists(preview) {
+		return nil // no preview host in this comparison
+	}
+	if mods := filepath.Join(src, "node_modules"); !exists(mods) {
+		refLock, _ := os.ReadFile(filepath.Join(src, "package-lock.json"))
+		headLock, _ := os.ReadFile(filepath.Join(root, rtDir, "package-lock.json"))
+		if headMods := filepath.Join(root, rtDir, "node_modules"); bytes.Equal(refLock, headLock) && exists(headMods) {
+			if err := os.Symlink(headMods, mods); err != nil {
+				return err
+			}
+		} else {
+			cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error")
+			cmd.Dir = src
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("npm ci for the reference's preview runtime: %v\n%s", err, tail(string(out), 2000))
+			}
+		}
+	}
+	out, err := exec.Command(preview, "build-runtime", "-src", src, "-out", filepath.Join(bin, "preview-runtime")).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("the reference's preview runtime: %v\n%s", err, tail(string(out), 2000))
 	}
 	return nil
 }
