@@ -327,8 +327,7 @@ func (c *Coordinator) poll(ctx context.Context, a *attempt, rec rc.Receipt) {
 }
 
 func attemptState(s rc.AttemptState) string {
-	switch s {
-	case rc.StateAccepted, rc.StateRunning, rc.StateCleaning, rc.StateTerminal:
+	if s.Valid() {
 		return string(s)
 	}
 	return "dispatched"
