@@ -70,19 +70,27 @@ func newReceiptRecorder(t *testing.T, rendererURL string, strip bool) (string, *
 	return proxy.URL, rr
 }
 
-// TestDriverLongPollsTheReceipt: the driver reads the receipt of its attempt with the renderer's
-// long-poll, each time on the state the previous answer carried (the POST's receipt first).
-func TestDriverLongPollsTheReceipt(t *testing.T) {
+// captureThroughRecorder runs one capture of doc (a fixture document) through a driver whose
+// renderer sits behind a receiptRecorder (strip: one that predates the long-poll), checks that
+// it succeeded and returns the receipt queries the driver sent.
+func captureThroughRecorder(t *testing.T, strip bool, name, doc string) []receiptQuery {
+	t.Helper()
 	w := newWorld(t, 1)
-	proxyURL, rr := newReceiptRecorder(t, w.renderers[0].url, false)
+	proxyURL, rr := newReceiptRecorder(t, w.renderers[0].url, strip)
 	w.workers[0].URL = proxyURL
 	c := w.coordinator(t, nil)
 	sc := w.f.scopes[0]
-	req := submitDoc(t, c, sc, "longpoll", rc.OpPageCapture, "ready", 1)
+	req := submitDoc(t, c, sc, name, rc.OpPageCapture, doc, 1)
 	if cur := wait(t, c, sc, req.ID, time.Minute); cur.State != StateSucceeded {
-		t.Fatalf("capture through the long-poll: %+v", cur)
+		t.Fatalf("capture %s (renderer without the long-poll: %v): %+v", name, strip, cur)
 	}
-	qs := rr.recorded()
+	return rr.recorded()
+}
+
+// TestDriverLongPollsTheReceipt: the driver reads the receipt of its attempt with the renderer's
+// long-poll, each time on the state the previous answer carried (the POST's receipt first).
+func TestDriverLongPollsTheReceipt(t *testing.T) {
+	qs := captureThroughRecorder(t, false, "longpoll", "ready")
 	if len(qs) == 0 || qs[len(qs)-1].answered != rc.StateTerminal {
 		t.Fatalf("receipt queries %+v; want them to end at the terminal receipt", qs)
 	}
@@ -100,16 +108,7 @@ func TestDriverLongPollsTheReceipt(t *testing.T) {
 // — PollInterval growing to maxPollInterval, plus one immediate read per state change — and the
 // render still succeeds. The "slow" document keeps the attempt running for 3 s.
 func TestDriverPacesARendererThatIgnoresTheLongPoll(t *testing.T) {
-	w := newWorld(t, 1)
-	proxyURL, rr := newReceiptRecorder(t, w.renderers[0].url, true)
-	w.workers[0].URL = proxyURL
-	c := w.coordinator(t, nil)
-	sc := w.f.scopes[0]
-	req := submitDoc(t, c, sc, "old-renderer", rc.OpPageCapture, "slow", 1)
-	if cur := wait(t, c, sc, req.ID, time.Minute); cur.State != StateSucceeded {
-		t.Fatalf("capture through a renderer without the long-poll: %+v", cur)
-	}
-	qs := rr.recorded()
+	qs := captureThroughRecorder(t, true, "old-renderer", "slow")
 	if len(qs) < 2 {
 		t.Fatalf("%d receipt queries over a 3 s attempt", len(qs))
 	}
