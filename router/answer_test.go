@@ -17,7 +17,7 @@ import (
 )
 
 // singleCellRouter is a router whose one cell, cell-a, is h; every workspace is placed there.
-func singleCellRouter(t *testing.T, h http.Handler, opts ...option) *httptest.Server {
+func singleCellRouter(t *testing.T, h http.Handler, opts ...option) *publicSrv {
 	t.Helper()
 	backend := httptest.NewServer(h)
 	t.Cleanup(backend.Close)

@@ -12,18 +12,6 @@ import (
 	"slidecells/router/internal/rawio"
 )
 
-// quietListener hands out quietConns: connections that read and write with raw system calls
-// and whose net/http background read costs no system call when it would find nothing.
-type quietListener struct{ net.Listener }
-
-func (l quietListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return newQuietConn(c), nil
-}
-
 // quietConn is a client connection of the public listener. While a handler runs, net/http's
 // server keeps a one-byte read pending on the connection (its "background read") so that it
 // notices a client that hangs up; it starts that read right after clearing the read deadline

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -218,7 +219,7 @@ func (c *clock) Advance(d time.Duration) {
 // workspace placed on each.
 type bundle struct {
 	rt       *Router
-	srv      *httptest.Server // the public listener
+	srv      *publicSrv       // the public listener
 	ops      *httptest.Server // the internal listener (OpsHandler)
 	dir      *fakeDirectory
 	a, b     *fakeCell
@@ -285,16 +286,24 @@ func setup(t *testing.T, opts ...option) *bundle {
 	return b
 }
 
-// startPublic serves h as the router binary serves its public listener (NewPublicServer on
-// LimitListener).
-func startPublic(t *testing.T, h http.Handler, sc ServerConfig) *httptest.Server {
+// startPublic serves h as the router binary serves its public listener (NewPublicServer on a
+// TCP listener).
+func startPublic(t *testing.T, h http.Handler, sc ServerConfig) *publicSrv {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(nil)
-	srv.Config = NewPublicServer(h, sc)
-	srv.Listener = LimitListener(srv.Listener, sc)
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return srv
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewPublicServer(h, sc)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return &publicSrv{URL: "http://" + ln.Addr().String(), Listener: ln}
+}
+
+// publicSrv is a public server started by startPublic.
+type publicSrv struct {
+	URL      string
+	Listener net.Listener
 }
 
 func (b *bundle) cell(id string) *fakeCell {

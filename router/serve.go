@@ -2,13 +2,12 @@ package router
 
 import (
 	"log"
-	"net"
 	"net/http"
 	"time"
 
+	"slidecells/router/h1"
 	"slidecells/shared/httpserve"
 
-	"golang.org/x/net/netutil"
 )
 
 // Defaults of the public listener (ServerConfig) and of the body-rate rule (Config.BodyTimeout,
@@ -33,14 +32,14 @@ const (
 	maxHeaderBytes = 64 << 10
 )
 
-// ServerConfig configures the public http.Server (NewPublicServer) and its listener
-// (LimitListener). Zero values take the Default… constants.
+// ServerConfig configures the public server (NewPublicServer). Zero values take the Default…
+// constants.
 type ServerConfig struct {
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
 	MaxConns          int
-	// ErrorLog receives the server's own complaints (bad TLS, panics); nil is the log package's
-	// default logger.
+	// ErrorLog receives the server's own complaints (panics, accept errors); nil is the log
+	// package's default logger.
 	ErrorLog *log.Logger
 }
 
@@ -57,27 +56,26 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	return c
 }
 
-// NewPublicServer is the http.Server of the router's public listener: headers within
-// ReadHeaderTimeout and 64 KiB, idle keep-alive connections closed after IdleTimeout. Request
-// bodies are bounded by the Router itself (Config.BodyTimeout and BodyMinRate, 408 beyond), not
-// by a server-wide read timeout, so that a large upload on a good link is never cut. Serve it
-// on LimitListener(ln, c).
-func NewPublicServer(h http.Handler, c ServerConfig) *http.Server {
+// NewPublicServer is the server of the router's public listener (package router/h1: its own
+// HTTP/1.1 loop for plain requests, net/http's server for the rest): headers within
+// ReadHeaderTimeout and 64 KiB, idle keep-alive connections closed after IdleTimeout, at most
+// MaxConns connections open (beyond it new ones wait in the kernel's accept queue until one
+// closes, so a flood of held connections cannot exhaust the router's memory or file
+// descriptors). Request bodies are bounded by the Router itself (Config.BodyTimeout and
+// BodyMinRate, 408 beyond), not by a server-wide read timeout, so that a large upload on a good
+// link is never cut. Its connections read and write with raw system calls (quietConn). Serve it
+// on a plain TCP listener.
+func NewPublicServer(h http.Handler, c ServerConfig) *h1.Server {
 	c = c.withDefaults()
-	return &http.Server{
+	return &h1.Server{
 		Handler:           h,
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
 		IdleTimeout:       c.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
+		MaxConns:          c.MaxConns,
+		WrapConn:          newQuietConn,
 		ErrorLog:          c.ErrorLog,
 	}
-}
-
-// LimitListener caps the connections accepted from ln at c.MaxConns open at once
-// (golang.org/x/net/netutil): beyond it Accept waits until one closes. Its connections spare
-// net/http's per-request background read a system call (quietConn).
-func LimitListener(ln net.Listener, c ServerConfig) net.Listener {
-	return netutil.LimitListener(quietListener{ln}, c.withDefaults().MaxConns)
 }
 
 // NewInternalServer is the http.Server of the internal listener (/livez, /readyz, /metrics),

@@ -22,7 +22,7 @@
 // run seconds apart and the host is shared), the router's CPU per request against nginx's
 // (target ≤ 1.5×) and the p99 the router adds over direct (target ≤ 1 ms). -only narrows the
 // proxies measured; -cpuprofile writes a profile per in-process proxy. The in-process router
-// is served as the router binary serves it (NewPublicServer on LimitListener, default
+// is served as the router binary serves it (NewPublicServer, default
 // settings).
 //
 // -real measures the real authenticated path instead (real.go): the local deployment of

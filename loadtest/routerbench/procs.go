@@ -150,7 +150,7 @@ func startRouter(ctx context.Context, backendURL, dir string, accessLog bool) (*
 	// The router binary's public server and listener, default settings.
 	srv := router.NewPublicServer(rt.Handler(), router.ServerConfig{ErrorLog: log.New(io.Discard, "", 0)})
 	addr := ln.Addr().String()
-	go func() { _ = srv.Serve(router.LimitListener(ln, router.ServerConfig{})) }()
+	go func() { _ = srv.Serve(ln) }()
 	return &served{url: "http://" + addr, ws: ws, cpu: selfCPU, stop: func() {
 		_ = srv.Close()
 		rt.Close()

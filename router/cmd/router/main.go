@@ -83,18 +83,17 @@ func run(ctx context.Context, s settings, log *zap.Logger, access *logging.Acces
 
 	failed := make(chan error, 2)
 	s.Server.ErrorLog = zap.NewStdLog(log.Named("public"))
-	internal, err := serve(s.InternalAddr, router.NewInternalServer(rt.OpsHandler(), zap.NewStdLog(log.Named("internal"))), "internal", log, failed, nil)
+	internal, err := serve(s.InternalAddr, router.NewInternalServer(rt.OpsHandler(), zap.NewStdLog(log.Named("internal"))), "internal", log, failed)
 	if err != nil {
 		return err
 	}
-	public, err := serve(s.ListenAddr, router.NewPublicServer(rt.Handler(), s.Server), "public", log, failed,
-		func(ln net.Listener) net.Listener { return router.LimitListener(ln, s.Server) })
+	public, err := serve(s.ListenAddr, router.NewPublicServer(rt.Handler(), s.Server), "public", log, failed)
 	if err != nil {
 		_ = internal.Close()
 		return err
 	}
 	// The public listener stops first, so probes see the router until it is gone.
-	servers := []*http.Server{public, internal}
+	servers := []server{public, internal}
 
 	var serveErr error
 	select {
@@ -111,18 +110,21 @@ func run(ctx context.Context, s settings, log *zap.Logger, access *logging.Acces
 	return errors.Join(append(errs, serveErr)...)
 }
 
+// server is what the public (router/h1) and the internal (net/http) servers have in common.
+type server interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+	Close() error
+}
+
 // serve listens on addr and serves srv in the background; it logs the address actually bound
-// (addr may name port 0) and reports a failure to serve on failed. wrap, when not nil, wraps
-// the listener (the public one's connection cap).
-func serve(addr string, srv *http.Server, name string, log *zap.Logger, failed chan<- error, wrap func(net.Listener) net.Listener) (*http.Server, error) {
+// (addr may name port 0) and reports a failure to serve on failed.
+func serve[S server](addr string, srv S, name string, log *zap.Logger, failed chan<- error) (S, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("%s listener: %w", name, err)
+		return srv, fmt.Errorf("%s listener: %w", name, err)
 	}
 	log.Info("listening", zap.String("listener", name), zap.String("addr", ln.Addr().String()))
-	if wrap != nil {
-		ln = wrap(ln)
-	}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			failed <- fmt.Errorf("%s listener: %w", name, err)

@@ -1,0 +1,364 @@
+package h1
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// stageMax is how much of an answer without a Content-Length is held back to give it one when
+// the handler ends within it (net/http's bufferBeforeChunkingSize); beyond it, or at a Flush,
+// the answer is chunked.
+const stageMax = 2048
+
+// postHandlerDiscard is how much of a request body the handler left unread is read off the
+// connection to keep it (net/http's maxPostHandlerReadBytes); beyond it the connection closes.
+const postHandlerDiscard = 256 << 10
+
+// response is the http.ResponseWriter of the loop, one per connection, reset per request.
+type response struct {
+	c       *conn
+	req     *http.Request
+	h       http.Header
+	status  int  // 0 until WriteHeader
+	head    bool // the head is in the write buffer
+	noBody  bool // HEAD, or a status without a body: writes are dropped
+	chunked bool
+	length  int64 // the declared or computed Content-Length; -1 when unknown
+	written int64
+	staging bool   // no length declared: the body goes to stage first
+	stage   []byte // held back while staging
+	close   bool   // the connection closes after this answer
+	err     error  // a write to the client failed
+}
+
+func (w *response) reset(req *http.Request) {
+	w.req = req
+	clear(w.h)
+	w.status, w.head, w.noBody, w.chunked, w.length, w.written, w.staging = 0, false, false, false, -1, 0, false
+	w.stage = w.stage[:0]
+	w.close = req.Close
+	w.err = nil
+}
+
+func (w *response) Header() http.Header { return w.h }
+
+// WriteHeader is net/http's: a code outside 100–999 panics, a 1xx answer goes out at once
+// with the headers set so far, a second final status is ignored.
+func (w *response) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
+	if w.status != 0 || w.req == nil {
+		return
+	}
+	if code < 200 {
+		if code == http.StatusSwitchingProtocols {
+			return // only with Hijack, which the loop does not offer
+		}
+		w.writeStatus(code)
+		w.writeFields()
+		_, _ = w.c.bw.WriteString("\r\n")
+		w.flush()
+		return
+	}
+	w.status = code
+	w.noBody = w.req.Method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified
+	if code == http.StatusNoContent || code == http.StatusNotModified {
+		delete(w.h, "Content-Length")
+		delete(w.h, "Transfer-Encoding")
+		if code == http.StatusNoContent {
+			delete(w.h, "Content-Type")
+		}
+	}
+	if v := w.h["Content-Length"]; len(v) == 1 {
+		if n, err := strconv.ParseInt(v[0], 10, 64); err == nil && n >= 0 {
+			w.length = n
+		}
+	}
+	if w.length < 0 && !w.noBody {
+		w.staging = true
+	}
+}
+
+func (w *response) Write(p []byte) (int, error) {
+	if w.req == nil {
+		return 0, http.ErrHijacked // after the handler returned
+	}
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.noBody {
+		if w.req.Method == http.MethodHead && w.status != http.StatusNoContent && w.status != http.StatusNotModified {
+			return len(p), nil
+		}
+		return 0, http.ErrBodyNotAllowed
+	}
+	if w.staging {
+		if len(w.stage)+len(p) <= stageMax {
+			w.stage = append(w.stage, p...)
+			return len(p), nil
+		}
+		w.unstage(true)
+	}
+	if w.length >= 0 && w.written+int64(len(p)) > w.length {
+		return 0, http.ErrContentLength
+	}
+	if !w.head {
+		w.writeHead(p)
+	}
+	w.written += int64(len(p))
+	if w.chunked {
+		w.writeChunk(p)
+	} else {
+		_, _ = w.c.bw.Write(p)
+	}
+	// bufio.Writer keeps its first error: a client that is gone shows here.
+	if _, err := w.c.bw.Write(nil); err != nil {
+		w.err = err
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// unstage ends staging: with chunked, the answer is chunked from here on; without, the staged
+// bytes are the whole body.
+func (w *response) unstage(chunked bool) {
+	w.staging = false
+	if chunked {
+		w.chunked = true
+	} else {
+		w.length = int64(len(w.stage))
+	}
+	w.writeHead(w.stage)
+	if len(w.stage) > 0 {
+		w.written += int64(len(w.stage))
+		if w.chunked {
+			w.writeChunk(w.stage)
+		} else {
+			_, _ = w.c.bw.Write(w.stage)
+		}
+	}
+	w.stage = w.stage[:0]
+}
+
+func (w *response) writeChunk(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	bw := w.c.bw
+	var b [16]byte
+	_, _ = bw.Write(strconv.AppendInt(b[:0], int64(len(p)), 16))
+	_, _ = bw.WriteString("\r\n")
+	_, _ = bw.Write(p)
+	_, _ = bw.WriteString("\r\n")
+}
+
+// Flush sends what is buffered; an answer of unknown length is chunked from then on.
+func (w *response) Flush() { _ = w.FlushError() }
+
+// FlushError is Flush for http.ResponseController.
+func (w *response) FlushError() error {
+	if w.req == nil {
+		return http.ErrHijacked
+	}
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.staging {
+		w.unstage(true)
+	}
+	if !w.head {
+		w.writeHead(nil)
+	}
+	w.flush()
+	return w.err
+}
+
+func (w *response) flush() {
+	if err := w.c.bw.Flush(); err != nil && w.err == nil {
+		w.err = err
+	}
+}
+
+// SetReadDeadline is for http.ResponseController (the body-rate rule of the router).
+func (w *response) SetReadDeadline(t time.Time) error { return w.c.nc.SetReadDeadline(t) }
+
+// SetWriteDeadline is for http.ResponseController.
+func (w *response) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
+
+// writeStatus writes the status line.
+func (w *response) writeStatus(code int) {
+	bw := w.c.bw
+	_, _ = bw.WriteString("HTTP/1.1 ")
+	var b [4]byte
+	_, _ = bw.Write(strconv.AppendInt(b[:0], int64(code), 10))
+	_ = bw.WriteByte(' ')
+	if text := http.StatusText(code); text != "" {
+		_, _ = bw.WriteString(text)
+	} else {
+		_, _ = bw.WriteString("status code ")
+		_, _ = bw.Write(strconv.AppendInt(b[:0], int64(code), 10))
+	}
+	_, _ = bw.WriteString("\r\n")
+}
+
+// writeFields writes the handler's header fields but those the loop writes itself, as
+// net/http does: invalid names left out, line breaks in values made spaces.
+func (w *response) writeFields() {
+	bw := w.c.bw
+	for k, vs := range w.h {
+		switch k {
+		case "Content-Length", "Transfer-Encoding", "Connection", "Trailer":
+			continue
+		}
+		if strings.HasPrefix(k, http.TrailerPrefix) || !httpguts.ValidHeaderFieldName(k) {
+			continue
+		}
+		for _, v := range vs {
+			v = trimOWS(oneLine(v))
+			_, _ = bw.WriteString(k)
+			_, _ = bw.WriteString(": ")
+			_, _ = bw.WriteString(v)
+			_, _ = bw.WriteString("\r\n")
+		}
+	}
+}
+
+// writeHead writes the final answer's head into the write buffer. first is the body's first
+// bytes, for the Content-Type net/http would sniff.
+func (w *response) writeHead(first []byte) {
+	w.head = true
+	if w.c.s.closing.Load() {
+		w.close = true
+	}
+	if v := w.h["Connection"]; len(v) > 0 && httpguts.HeaderValuesContainsToken(v, "close") {
+		w.close = true
+	}
+	if !w.noBody {
+		if _, ok := w.h["Content-Type"]; !ok && len(first) > 0 {
+			w.h["Content-Type"] = []string{http.DetectContentType(first)}
+		}
+		// A declared trailer needs chunking.
+		if len(w.h["Trailer"]) > 0 && w.length < 0 {
+			w.chunked = true
+		}
+	}
+	w.writeStatus(w.status)
+	w.writeFields()
+	bw := w.c.bw
+	switch {
+	case w.chunked:
+		if t := w.h["Trailer"]; len(t) > 0 {
+			for _, v := range t {
+				_, _ = bw.WriteString("Trailer: ")
+				_, _ = bw.WriteString(trimOWS(oneLine(v)))
+				_, _ = bw.WriteString("\r\n")
+			}
+		}
+		_, _ = bw.WriteString("Transfer-Encoding: chunked\r\n")
+	case w.length >= 0:
+		var b [20]byte
+		_, _ = bw.WriteString("Content-Length: ")
+		_, _ = bw.Write(strconv.AppendInt(b[:0], w.length, 10))
+		_, _ = bw.WriteString("\r\n")
+	case !w.noBody:
+		w.close = true // no length and no chunking: the body ends with the connection
+	}
+	if _, ok := w.h["Date"]; !ok {
+		_, _ = bw.WriteString("Date: ")
+		_, _ = bw.Write(w.c.date())
+		_, _ = bw.WriteString("\r\n")
+	}
+	if w.close {
+		_, _ = bw.WriteString("Connection: close\r\n")
+	}
+	_, _ = bw.WriteString("\r\n")
+}
+
+// finish completes the answer after the handler returned and reports whether the connection
+// may carry another request.
+func (w *response) finish() bool {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.staging {
+		w.unstage(false)
+	}
+	if !w.head {
+		if w.length < 0 && !w.noBody {
+			w.length = 0
+		}
+		w.writeHead(nil)
+	}
+	if w.chunked {
+		w.writeTrailers()
+	}
+	w.flush()
+	keep := w.err == nil && !w.close
+	if w.length >= 0 && !w.noBody && w.written < w.length {
+		keep = false // the answer is short of its declared length: the client must see it end
+	}
+	if b, ok := w.req.Body.(*body); ok && keep {
+		_ = w.c.nc.SetReadDeadline(time.Time{}) // the body-rate rule's, if it set one
+		keep = b.discard(postHandlerDiscard)
+	}
+	return keep
+}
+
+// writeTrailers ends a chunked body with the trailers declared in the Trailer header or set
+// with http.TrailerPrefix.
+func (w *response) writeTrailers() {
+	bw := w.c.bw
+	_, _ = bw.WriteString("0\r\n")
+	write := func(k string, vs []string) {
+		if !httpguts.ValidTrailerHeader(k) {
+			return
+		}
+		for _, v := range vs {
+			_, _ = bw.WriteString(k)
+			_, _ = bw.WriteString(": ")
+			_, _ = bw.WriteString(trimOWS(oneLine(v)))
+			_, _ = bw.WriteString("\r\n")
+		}
+	}
+	for _, decl := range w.h["Trailer"] {
+		for _, k := range strings.Split(decl, ",") {
+			k = http.CanonicalHeaderKey(strings.TrimSpace(k))
+			write(k, w.h[k])
+		}
+	}
+	for k, vs := range w.h {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			write(http.CanonicalHeaderKey(k[len(http.TrailerPrefix):]), vs)
+		}
+	}
+	_, _ = bw.WriteString("\r\n")
+}
+
+// date is the Date header's value, formatted once a second per connection.
+func (c *conn) date() []byte {
+	now := time.Now()
+	if sec := now.Unix(); sec != c.dateSec || c.dateBuf == nil {
+		c.dateSec = sec
+		c.dateBuf = now.UTC().AppendFormat(c.dateBuf[:0], http.TimeFormat)
+	}
+	return c.dateBuf
+}
+
+// oneLine makes the line breaks in a header value spaces (net/http's headerNewlineToSpace).
+func oneLine(v string) string {
+	if !strings.ContainsAny(v, "\r\n") {
+		return v
+	}
+	return newlineToSpace.Replace(v)
+}
+
+var newlineToSpace = strings.NewReplacer("\r", " ", "\n", " ")

@@ -1,0 +1,509 @@
+// Package h1 is the router's public HTTP/1.1 server: a connection loop of its own for the
+// requests that make up nearly all of the router's traffic, with net/http's server behind it
+// for everything else.
+//
+// net/http's server costs the router about a quarter of its CPU per proxied request beyond the
+// system calls: a request context and a background read (a goroutine, a poller wake-up and a
+// read deadline change) per request, per-request deadlines, the response writer's layering
+// (response, chunkWriter, two bufio.Writers) and textproto's parsing (BENCHMARKS.md, "Router").
+// This loop reads a request head into the connection's buffer, checks it, and serves it on the
+// connection's own goroutine with one http.Request, one Header map and one string holding every
+// key and value; the handler (the router's httputil.ReverseProxy) is unchanged.
+//
+// What the loop takes ("plain" requests): HTTP/1.1, an origin-form target, one valid Host
+// header, header names and values that net/http would accept, no body or one framed by a single
+// Content-Length, no Transfer-Encoding, Upgrade, Expect, Trailer or Connection: upgrade, and a
+// head within the connection's 4 KiB buffer. Anything else (HTTP/1.0 and HTTP/2 prefaces,
+// chunked uploads, WebSocket upgrades, 100-continue, malformed or oversized heads) hands the
+// connection, with the bytes already read, to a net/http server with the same handler and
+// limits, which serves it for the rest of its life and answers malformed requests exactly as
+// it always did (400, 431, 505).
+//
+// What differs from net/http on the requests the loop takes:
+//   - Timeouts are enforced by one sweep per server every 200 ms (a head that is late, an idle
+//     keep-alive connection) instead of a read deadline per request: they land up to 400 ms
+//     late, never early.
+//   - A client that hangs up while its request is served is noticed by that sweep (a
+//     non-blocking MSG_PEEK on connections busy for more than one sweep), not by a read kept
+//     pending on the connection: the request's context ends up to 400 ms after the hang-up.
+//   - The request's context is the connection's: it ends when the client hangs up or the
+//     connection closes, not when the handler returns.
+//   - Hijacking is not offered (upgrades go to net/http).
+package h1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"log"
+	"net"
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// sweepEvery is how often the server looks for late heads, idle connections and hang-ups.
+const sweepEvery = 200 * time.Millisecond
+
+// bufSize is the size of a connection's read and write buffers; a request head must fit in
+// the read buffer to be served by the loop.
+const bufSize = 4 << 10
+
+// Server serves HTTP/1.1 on the listeners given to Serve. Set its fields before the first
+// Serve; zero durations and sizes mean no limit, as in http.Server.
+type Server struct {
+	Handler http.Handler
+	// ReadHeaderTimeout bounds the time from a connection's accept, or a keep-alive request's
+	// first byte, to the end of the request's head.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that sends no new request for this long.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes caps a request head; heads beyond the loop's buffer are read by net/http,
+	// which enforces it (431).
+	MaxHeaderBytes int
+	// MaxConns caps the open connections; beyond it Accept waits until one closes (what
+	// golang.org/x/net/netutil.LimitListener does). 0: no cap.
+	MaxConns int
+	// WrapConn, when set, wraps every accepted connection before it is read or written.
+	WrapConn func(net.Conn) net.Conn
+	// ErrorLog receives handler panics and accept errors; nil is the log package's logger.
+	ErrorLog *log.Logger
+
+	once     sync.Once
+	fallback *http.Server
+	handoff  *handoffListener
+	sem      chan struct{}
+	clock    atomic.Int64 // unix nanoseconds at the last sweep
+	closing  atomic.Bool
+	done     chan struct{} // closed when the server closes: the sweep stops
+	doneOnce sync.Once
+
+	mu        sync.Mutex
+	conns     map[*conn]struct{}
+	listeners map[*net.Listener]struct{}
+}
+
+func (s *Server) init() {
+	s.once.Do(func() {
+		s.done = make(chan struct{})
+		s.conns = make(map[*conn]struct{})
+		s.listeners = make(map[*net.Listener]struct{})
+		if s.MaxConns > 0 {
+			s.sem = make(chan struct{}, s.MaxConns)
+		}
+		s.handoff = &handoffListener{c: make(chan net.Conn), done: make(chan struct{})}
+		s.fallback = &http.Server{
+			Handler:           s.Handler,
+			ReadHeaderTimeout: s.ReadHeaderTimeout,
+			IdleTimeout:       s.IdleTimeout,
+			MaxHeaderBytes:    s.MaxHeaderBytes,
+			ErrorLog:          s.ErrorLog,
+		}
+		s.clock.Store(time.Now().UnixNano())
+		go func() { _ = s.fallback.Serve(s.handoff) }()
+		go s.sweep()
+	})
+}
+
+// Serve accepts connections on ln and serves them until the server is shut down or closed,
+// then returns http.ErrServerClosed (any other error of ln otherwise).
+func (s *Server) Serve(ln net.Listener) error {
+	s.init()
+	if s.handoff.addr.Load() == nil {
+		a := ln.Addr()
+		s.handoff.addr.Store(&a)
+	}
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		return http.ErrServerClosed
+	}
+	s.listeners[&ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, &ln)
+		s.mu.Unlock()
+	}()
+
+	var backoff time.Duration
+	for {
+		if s.sem != nil {
+			select {
+			case s.sem <- struct{}{}:
+			case <-s.done:
+				return http.ErrServerClosed
+			}
+		}
+		nc, err := ln.Accept()
+		if err != nil {
+			s.release()
+			if s.closing.Load() {
+				return http.ErrServerClosed
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			// As net/http does for a temporary error (too many open files, a connection
+			// aborted before it was accepted): wait a little and accept again.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.logf("h1: accept error: %v; retrying in %v", err, backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		go s.serveConn(s.newConn(nc))
+	}
+}
+
+func (s *Server) release() {
+	if s.sem != nil {
+		<-s.sem
+	}
+}
+
+// Shutdown stops accepting, closes idle connections, lets busy ones finish their request (the
+// answer says Connection: close) and waits until all are closed or ctx ends. The connections
+// net/http serves shut down the same way.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.init()
+	s.stop()
+	fallbackDone := make(chan error, 1)
+	go func() { fallbackDone <- s.fallback.Shutdown(ctx) }()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		n := len(s.conns)
+		for c := range s.conns {
+			if c.state.Load() == stateIdle {
+				_ = c.nc.Close()
+			}
+		}
+		s.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			s.finish()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	err := <-fallbackDone
+	s.finish()
+	return err
+}
+
+// Close closes the listeners and every connection at once.
+func (s *Server) Close() error {
+	s.init()
+	s.stop()
+	s.mu.Lock()
+	for c := range s.conns {
+		_ = c.nc.Close()
+	}
+	s.mu.Unlock()
+	err := s.fallback.Close()
+	s.finish()
+	return err
+}
+
+// stop marks the server closing and closes its listeners.
+func (s *Server) stop() {
+	s.mu.Lock()
+	s.closing.Store(true)
+	for ln := range s.listeners {
+		_ = (*ln).Close()
+	}
+	s.mu.Unlock()
+	_ = s.handoff.Close()
+}
+
+func (s *Server) finish() { s.doneOnce.Do(func() { close(s.done) }) }
+
+func (s *Server) logf(format string, args ...any) {
+	if s.ErrorLog != nil {
+		s.ErrorLog.Printf(format, args...)
+	} else {
+		log.Printf(format, args...)
+	}
+}
+
+// Connection states, as the sweep reads them.
+const (
+	stateHead   int32 = iota // reading a request head: ReadHeaderTimeout applies
+	stateIdle                // waiting for a keep-alive request's first byte: IdleTimeout applies
+	stateActive              // the handler runs: watched for a hang-up
+)
+
+// sweep enforces the head and idle timeouts and notices hang-ups, every sweepEvery.
+func (s *Server) sweep() {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	var busy []*conn
+	for {
+		select {
+		case <-s.done:
+			return
+		case now := <-t.C:
+			ns := now.UnixNano()
+			s.clock.Store(ns)
+			busy = busy[:0]
+			s.mu.Lock()
+			for c := range s.conns {
+				since := ns - c.since.Load()
+				switch c.state.Load() {
+				case stateHead:
+					// since is the sweep's clock when the state began, up to one sweep
+					// early: a sweep more of grace, so that no timeout is cut short.
+					if s.ReadHeaderTimeout > 0 && since > int64(s.ReadHeaderTimeout+sweepEvery) {
+						_ = c.nc.Close()
+					}
+				case stateIdle:
+					if s.IdleTimeout > 0 && since > int64(s.IdleTimeout+sweepEvery) {
+						_ = c.nc.Close()
+					}
+				case stateActive:
+					if since > int64(sweepEvery) && c.rc != nil {
+						busy = append(busy, c)
+					}
+				}
+			}
+			s.mu.Unlock()
+			for _, c := range busy {
+				if c.hungUp() {
+					c.cancel()
+				}
+			}
+		}
+	}
+}
+
+// conn is one client connection served by the loop.
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	rc     syscall.RawConn // the socket, for the sweep's MSG_PEEK; nil when not a socket
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	ctx    context.Context
+	cancel context.CancelFunc
+	remote string
+	state  atomic.Int32
+	since  atomic.Int64 // unix nanoseconds when the state began (the sweep's clock)
+	w      response
+
+	dateSec int64 // the second dateBuf was formatted for
+	dateBuf []byte
+}
+
+func (s *Server) newConn(nc net.Conn) *conn {
+	var rc syscall.RawConn
+	if sc, ok := nc.(syscall.Conn); ok {
+		rc, _ = sc.SyscallConn()
+	}
+	if s.WrapConn != nil {
+		nc = s.WrapConn(nc)
+	}
+	if s.sem != nil {
+		nc = &limitConn{Conn: nc, release: s.release}
+	}
+	c := &conn{s: s, nc: nc, rc: rc, remote: nc.RemoteAddr().String()}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.setState(stateHead, time.Now().UnixNano())
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	return c
+}
+
+func (c *conn) setState(st int32, now int64) {
+	c.since.Store(now)
+	c.state.Store(st)
+}
+
+// forget takes c off the sweep's list.
+func (c *conn) forget() {
+	c.s.mu.Lock()
+	delete(c.s.conns, c)
+	c.s.mu.Unlock()
+	c.cancel()
+}
+
+// hungUp reports whether the client closed its side or reset the connection, without reading
+// anything off it (bytes of a pipelined request stay where they are).
+func (c *conn) hungUp() bool {
+	var gone bool
+	_ = c.rc.Control(func(fd uintptr) {
+		var b [1]byte
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		gone = (n == 0 && err == nil) || (err != nil && err != syscall.EAGAIN && err != syscall.EINTR)
+	})
+	return gone
+}
+
+var (
+	bufReaders sync.Pool
+	bufWriters sync.Pool
+)
+
+func (c *conn) serve() {
+	if v, ok := bufReaders.Get().(*bufio.Reader); ok {
+		v.Reset(c.nc)
+		c.br = v
+	} else {
+		c.br = bufio.NewReaderSize(c.nc, bufSize)
+	}
+	if v, ok := bufWriters.Get().(*bufio.Writer); ok {
+		v.Reset(c.nc)
+		c.bw = v
+	} else {
+		c.bw = bufio.NewWriterSize(c.nc, bufSize)
+	}
+	c.w.c = c
+	c.w.h = make(http.Header, 8)
+	handedOff := false
+	defer func() {
+		c.forget()
+		if !handedOff {
+			_ = c.nc.Close()
+			c.br.Reset(nil)
+			bufReaders.Put(c.br)
+		}
+		c.bw.Reset(nil)
+		bufWriters.Put(c.bw)
+	}()
+	for first := true; ; first = false {
+		if !first {
+			if c.s.closing.Load() {
+				return
+			}
+			if c.br.Buffered() == 0 {
+				c.setState(stateIdle, c.s.clock.Load())
+				if _, err := c.br.Peek(1); err != nil {
+					return
+				}
+			}
+			c.setState(stateHead, c.s.clock.Load())
+		}
+		req, outcome := c.readRequest()
+		switch outcome {
+		case readFailed:
+			return
+		case readOther:
+			handedOff = c.handOff()
+			return
+		}
+		c.setState(stateActive, c.s.clock.Load())
+		if !c.serveRequest(req) {
+			return
+		}
+	}
+}
+
+// handOff gives the connection, with what its buffer holds, to the net/http server.
+func (c *conn) handOff() bool {
+	c.forget()
+	select {
+	case c.s.handoff.c <- &replayConn{Conn: c.nc, br: c.br}:
+		return true
+	case <-c.s.handoff.done:
+		return false
+	}
+}
+
+func (s *Server) serveConn(c *conn) {
+	c.serve()
+}
+
+// serveRequest runs the handler and finishes the answer; it reports whether the connection
+// may carry another request.
+func (c *conn) serveRequest(req *http.Request) (keep bool) {
+	w := &c.w
+	w.reset(req)
+	defer func() {
+		if p := recover(); p != nil {
+			keep = false
+			if p != http.ErrAbortHandler {
+				buf := make([]byte, 64<<10)
+				buf = buf[:runtime.Stack(buf, false)]
+				c.s.logf("http: panic serving %v: %v\n%s", c.remote, p, buf)
+			}
+		}
+		w.req = nil
+	}()
+	c.s.Handler.ServeHTTP(w, req)
+	return w.finish() && c.ctx.Err() == nil
+}
+
+// handoffListener is the net/http server's listener: the connections the loop hands over.
+type handoffListener struct {
+	c    chan net.Conn
+	addr atomic.Pointer[net.Addr]
+	done chan struct{}
+	once sync.Once
+}
+
+func (l *handoffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.c:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *handoffListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *handoffListener) Addr() net.Addr {
+	if a := l.addr.Load(); a != nil {
+		return *a
+	}
+	return &net.TCPAddr{}
+}
+
+// replayConn is a handed-over connection: what the loop had buffered is read first.
+type replayConn struct {
+	net.Conn
+	mu sync.Mutex
+	br *bufio.Reader
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	br := c.br
+	if br != nil && br.Buffered() == 0 {
+		c.br = nil
+		br.Reset(nil)
+		bufReaders.Put(br)
+		br = nil
+	}
+	if br != nil {
+		n, err := br.Read(p)
+		c.mu.Unlock()
+		return n, err
+	}
+	c.mu.Unlock()
+	return c.Conn.Read(p)
+}
+
+// limitConn gives back its place under Server.MaxConns when closed, once.
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
