@@ -7,7 +7,6 @@ import (
 
 	"slidecells/router/h1"
 	"slidecells/shared/httpserve"
-
 )
 
 // Defaults of the public listener (ServerConfig) and of the body-rate rule (Config.BodyTimeout,
