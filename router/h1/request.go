@@ -18,6 +18,7 @@ const (
 	readPlain  = iota // a plain request, for the loop
 	readOther         // anything else: hand the connection to net/http, nothing consumed
 	readFailed        // the connection broke (or was closed) mid-head: close it
+	readAgain         // raw mode: the head is not all there yet; wait for the socket
 )
 
 // readRequest reads the next request head. For a plain request it consumes the head and
@@ -25,6 +26,8 @@ const (
 func (c *conn) readRequest() (*http.Request, int) {
 	head, err := peekHead(c.br)
 	switch {
+	case err == errAgain:
+		return nil, readAgain
 	case err != nil && c.br.Buffered() == 0:
 		return nil, readFailed
 	case err != nil:

@@ -35,14 +35,18 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"log"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"slidecells/router/internal/rawio"
 )
 
 // sweepEvery is how often the server looks for late heads, idle connections and hang-ups.
@@ -180,7 +184,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		n := len(s.conns)
 		for c := range s.conns {
 			if c.state.Load() == stateIdle {
-				_ = c.nc.Close()
+				c.closeAsync()
 			}
 		}
 		s.mu.Unlock()
@@ -205,7 +209,7 @@ func (s *Server) Close() error {
 	s.stop()
 	s.mu.Lock()
 	for c := range s.conns {
-		_ = c.nc.Close()
+		c.closeAsync()
 	}
 	s.mu.Unlock()
 	err := s.fallback.Close()
@@ -262,11 +266,11 @@ func (s *Server) sweep() {
 					// since is the sweep's clock when the state began, up to one sweep
 					// early: a sweep more of grace, so that no timeout is cut short.
 					if s.ReadHeaderTimeout > 0 && since > int64(s.ReadHeaderTimeout+sweepEvery) {
-						_ = c.nc.Close()
+						c.closeAsync()
 					}
 				case stateIdle:
 					if s.IdleTimeout > 0 && since > int64(s.IdleTimeout+sweepEvery) {
-						_ = c.nc.Close()
+						c.closeAsync()
 					}
 				case stateActive:
 					if since > int64(sweepEvery) && c.rc != nil {
@@ -288,7 +292,8 @@ func (s *Server) sweep() {
 type conn struct {
 	s      *Server
 	nc     net.Conn
-	rc     syscall.RawConn // the socket, for the sweep's MSG_PEEK; nil when not a socket
+	rc     syscall.RawConn // the socket (raw reads, the sweep's MSG_PEEK); nil when not a socket
+	closed atomic.Bool     // closeAsync ran
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	ctx    context.Context
@@ -300,6 +305,22 @@ type conn struct {
 
 	dateSec int64 // the second dateBuf was formatted for
 	dateBuf []byte
+
+	// Raw mode (serveRaw): the state of the RawConn.Read the connection is served in.
+	raw     bool    // source reads the socket raw (inside the RawConn.Read callback)
+	fd      uintptr // the socket, while raw
+	drained bool    // the last raw read was short: the socket had nothing more
+	exit    int     // why the callback returned true
+	pending *http.Request
+}
+
+// closeAsync closes the connection from another goroutine (the sweep, Shutdown, Close)
+// without waiting: closing a socket waits for a read in progress on it, and in raw mode a
+// handler runs inside one.
+func (c *conn) closeAsync() {
+	if c.closed.CompareAndSwap(false, true) {
+		go func() { _ = c.nc.Close() }()
+	}
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
@@ -353,11 +374,12 @@ var (
 )
 
 func (c *conn) serve() {
+	src := source{c}
 	if v, ok := bufReaders.Get().(*bufio.Reader); ok {
-		v.Reset(c.nc)
+		v.Reset(src)
 		c.br = v
 	} else {
-		c.br = bufio.NewReaderSize(c.nc, bufSize)
+		c.br = bufio.NewReaderSize(src, bufSize)
 	}
 	if v, ok := bufWriters.Get().(*bufio.Writer); ok {
 		v.Reset(c.nc)
@@ -378,20 +400,14 @@ func (c *conn) serve() {
 		c.bw.Reset(nil)
 		bufWriters.Put(c.bw)
 	}()
-	for first := true; ; first = false {
-		if !first {
-			if c.s.closing.Load() {
-				return
-			}
-			if c.br.Buffered() == 0 {
-				c.setState(stateIdle, c.s.clock.Load())
-				if _, err := c.br.Peek(1); err != nil {
-					return
-				}
-			}
-			c.setState(stateHead, c.s.clock.Load())
+	for {
+		var req *http.Request
+		outcome := readPlain
+		if c.rc != nil {
+			outcome, req = c.serveRaw()
+		} else {
+			req, outcome = c.readRequest()
 		}
-		req, outcome := c.readRequest()
 		switch outcome {
 		case readFailed:
 			return
@@ -400,10 +416,100 @@ func (c *conn) serve() {
 			return
 		}
 		c.setState(stateActive, c.s.clock.Load())
-		if !c.serveRequest(req) {
+		if !c.serveRequest(req) || c.s.closing.Load() {
 			return
 		}
+		if c.br.Buffered() == 0 {
+			c.setState(stateIdle, c.s.clock.Load())
+			if c.rc == nil {
+				if _, err := c.br.Peek(1); err != nil {
+					return
+				}
+			}
+		}
 	}
+}
+
+// serveRaw serves plain bodiless requests inside one RawConn.Read on the socket, until a
+// request that is not (returned with readPlain, for serve to run with the connection read
+// the usual way: it has a body), another kind of request (readOther) or the end of the
+// connection (readFailed).
+//
+// Why inside the callback: each RawConn.Read (and so each net.Conn.Read) starts by forgetting
+// the readiness the poller saw, so its first try must be a read, which between keep-alive
+// requests finds nothing (EAGAIN) and costs a system call per request. Inside one RawConn.Read
+// nothing is forgotten: after a short read (the socket drained) the callback can wait for the
+// next readiness at once, and the next request's bytes are read by one system call.
+func (c *conn) serveRaw() (int, *http.Request) {
+	c.drained, c.exit, c.pending = false, readFailed, nil
+	err := c.rc.Read(c.onReadable)
+	c.raw = false
+	if err != nil {
+		return readFailed, nil
+	}
+	req := c.pending
+	c.pending = nil
+	return c.exit, req
+}
+
+// onReadable is serveRaw's callback: it returns false to wait for the socket to be readable.
+func (c *conn) onReadable(fd uintptr) bool {
+	c.fd, c.raw = fd, true
+	for {
+		if c.drained && c.br.Buffered() == 0 {
+			c.drained = false
+			return false // nothing there: wait, and read when woken
+		}
+		req, outcome := c.readRequest()
+		switch outcome {
+		case readAgain:
+			if c.br.Buffered() > 0 && c.state.Load() == stateIdle {
+				c.setState(stateHead, c.s.clock.Load())
+			}
+			return false
+		case readFailed, readOther:
+			c.exit = outcome
+			c.raw = false
+			return true
+		}
+		if req.Body != http.NoBody {
+			c.exit, c.pending = readPlain, req
+			c.raw = false
+			return true
+		}
+		c.setState(stateActive, c.s.clock.Load())
+		if !c.serveRequest(req) || c.s.closing.Load() {
+			c.exit = readFailed
+			c.raw = false
+			return true
+		}
+		c.setState(stateIdle, c.s.clock.Load())
+	}
+}
+
+// source is what the connection's read buffer reads from: the socket raw inside serveRaw's
+// callback (EAGAIN as errAgain), the connection otherwise.
+type source struct{ c *conn }
+
+// errAgain is a raw read's EAGAIN: nothing to read yet.
+var errAgain = errors.New("h1: nothing to read yet")
+
+func (s source) Read(p []byte) (int, error) {
+	c := s.c
+	if !c.raw {
+		return c.nc.Read(p)
+	}
+	n, err := rawio.Read(c.fd, p)
+	switch {
+	case err == syscall.EAGAIN:
+		return 0, errAgain
+	case err != nil:
+		return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(), Err: os.NewSyscallError("read", err)}
+	case n == 0:
+		return 0, io.EOF
+	}
+	c.drained = n < len(p)
+	return n, nil
 }
 
 // handOff gives the connection, with what its buffer holds, to the net/http server.
