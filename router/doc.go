@@ -101,11 +101,13 @@
 //
 // # Slow and idle clients
 //
-// The public listener (NewPublicServer on LimitListener) reads and writes with raw system calls
-// (router/internal/rawio) and lets net/http's background read wait before its first read
-// (quietConn: a client's hang-up in the instant between the end of its request and the start
-// of that wait is seen when the handler ends). It bounds what one client can hold:
-// headers within ReadHeaderTimeout, idle keep-alive connections closed after IdleTimeout, at
+// The public listener (NewPublicServer) is served by router/h1: its own HTTP/1.1 loop for plain
+// requests (HTTP/1.1, origin-form target, one Host, no Transfer-Encoding, Upgrade or Expect, a
+// head within 4 KiB; nearly all of the traffic), net/http's server for every other connection,
+// handed over with the bytes already read. Its connections read and write with raw system
+// calls (router/internal/rawio, quietConn). It bounds what one client can hold:
+// headers within ReadHeaderTimeout, idle keep-alive connections closed after IdleTimeout (both
+// enforced by a sweep every 200 ms on the loop's connections, so up to 400 ms late), at
 // most MaxConns open connections. A request body must keep pace (Config.BodyTimeout,
 // BodyMinRate): the router moves the connection's read deadline forward as bytes arrive, and a
 // body that falls behind ends the request with 408 and closes the connection. Such a cut is

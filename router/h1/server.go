@@ -8,7 +8,10 @@
 // (response, chunkWriter, two bufio.Writers) and textproto's parsing (BENCHMARKS.md, "Router").
 // This loop reads a request head into the connection's buffer, checks it, and serves it on the
 // connection's own goroutine with one http.Request, one Header map and one string holding every
-// key and value; the handler (the router's httputil.ReverseProxy) is unchanged.
+// key and value; the handler (the router's httputil.ReverseProxy) is unchanged. On a socket,
+// bodiless requests are served inside one syscall.RawConn.Read that lasts from request to
+// request (serveRaw says why): between keep-alive requests the loop waits for readiness
+// instead of first trying a read that fails with EAGAIN.
 //
 // What the loop takes ("plain" requests): HTTP/1.1, an origin-form target, one valid Host
 // header, header names and values that net/http would accept, no body or one framed by a single
@@ -316,9 +319,10 @@ type conn struct {
 
 // closeAsync closes the connection from another goroutine (the sweep, Shutdown, Close)
 // without waiting: closing a socket waits for a read in progress on it, and in raw mode a
-// handler runs inside one.
+// handler runs inside one. The request's context ends at once; the handler's next write fails.
 func (c *conn) closeAsync() {
 	if c.closed.CompareAndSwap(false, true) {
+		c.cancel()
 		go func() { _ = c.nc.Close() }()
 	}
 }
