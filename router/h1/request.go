@@ -3,10 +3,10 @@ package h1
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"io"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"strings"
 	"sync"
 
@@ -37,7 +37,10 @@ func (c *conn) readRequest() (*http.Request, int) {
 	case head == nil:
 		return nil, readOther // longer than the buffer
 	}
-	req := parseRequest(c.ctx, head)
+	if c.tmpl == nil {
+		c.tmpl = (&http.Request{}).WithContext(c.ctx)
+	}
+	req := parseRequest(c.tmpl, head)
 	if req == nil {
 		return nil, readOther
 	}
@@ -75,7 +78,10 @@ var crlfcrlf = []byte("\r\n\r\n")
 // parseRequest parses a complete head into a request for the loop, or returns nil when the
 // request is not plain (package comment) or net/http would refuse it: net/http then reads it
 // and answers as it always did. FuzzParseRequest holds the two to the same requests.
-func parseRequest(ctx context.Context, head []byte) *http.Request {
+//
+// tmpl is an empty request carrying the context requests get: each request is a copy of it
+// (the context is not settable otherwise without a second copy, http.Request.WithContext).
+func parseRequest(tmpl *http.Request, head []byte) *http.Request {
 	// One string for the whole head: method, target, keys and values are substrings of it.
 	s := string(head)
 	eol := strings.IndexByte(s, '\n')
@@ -114,14 +120,13 @@ func parseRequest(ctx context.Context, head []byte) *http.Request {
 		line, rest := body[:e-1], body[e+1:]
 		body = rest
 		k, v, ok := strings.Cut(line, ":")
-		if !ok || !isToken(k) { // also an obsolete line folding (leading space) and "Key :"
+		if k, ok = canonicalKey(k, ok); !ok { // also an obsolete line folding and "Key :"
 			return nil
 		}
 		v = trimOWS(v)
 		if !validValue(v) {
 			return nil
 		}
-		k = textproto.CanonicalMIMEHeaderKey(k)
 		switch k {
 		case "Host":
 			hosts++
@@ -156,16 +161,90 @@ func parseRequest(ctx context.Context, head []byte) *http.Request {
 			h["Cache-Control"] = []string{"no-cache"} // what net/http does for HTTP/1.0 caches
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, method, target, nil)
-	if err != nil {
+	u := requestURL(target)
+	if u == nil {
 		return nil
 	}
+	req := new(http.Request)
+	*req = *tmpl
+	req.Method = method
+	req.URL = u
+	req.Proto, req.ProtoMajor, req.ProtoMinor = "HTTP/1.1", 1, 1
 	req.Header = h
 	req.Host = host
 	req.RequestURI = target
 	req.ContentLength = contentLength
 	req.Close = httpguts.HeaderValuesContainsToken(h["Connection"], "close")
 	return req
+}
+
+// requestURL parses an origin-form target as url.ParseRequestURI does. A path of the
+// characters a URL path never escapes, with an optional query, is split by hand (what
+// ParseRequestURI would give: Path, RawQuery, nothing else); anything else goes to
+// ParseRequestURI. nil when it refuses the target.
+func requestURL(target string) *url.URL {
+	path, query, hasQuery := strings.Cut(target, "?")
+	plain := !(hasQuery && query == "") // a lone "?" is ForceQuery
+	for i := 0; plain && i < len(path); i++ {
+		plain = plainPath[path[i]]
+	}
+	if plain {
+		return &url.URL{Path: path, RawQuery: query}
+	}
+	u, err := url.ParseRequestURI(target)
+	if err != nil {
+		return nil
+	}
+	return u
+}
+
+// plainPath marks the bytes url.URL.EscapedPath never escapes: with only these, Path is the
+// target's path as sent and RawPath is empty.
+var plainPath = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for _, c := range "-_.~$&+,/:;=@" {
+		t[c] = true
+	}
+	return t
+}()
+
+// canonicalKey checks a header name and returns its canonical form (textproto's) in one pass
+// over it; a name already canonical, or one the API uses in a form of its own, costs no
+// allocation.
+func canonicalKey(k string, ok bool) (string, bool) {
+	if !ok || k == "" {
+		return "", false
+	}
+	canonical, upper := true, true
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !httpguts.IsTokenRune(rune(c)) {
+			return "", false
+		}
+		if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
+			canonical = false
+		}
+		upper = c == '-'
+	}
+	if canonical {
+		return k, true
+	}
+	if v, ok := internedKeys[k]; ok {
+		return v, true
+	}
+	return textproto.CanonicalMIMEHeaderKey(k), true
+}
+
+// internedKeys are header names clients send in a form that is not canonical, spelled as the
+// spec spells them.
+var internedKeys = map[string]string{
+	"X-Workspace-ID": "X-Workspace-Id",
+	"X-Request-ID":   "X-Request-Id",
 }
 
 // isToken reports whether s is a non-empty RFC 9110 token (a method or a header name).

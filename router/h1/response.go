@@ -154,8 +154,7 @@ func (w *response) writeChunk(p []byte) {
 		return
 	}
 	bw := w.c.bw
-	var b [16]byte
-	_, _ = bw.Write(strconv.AppendInt(b[:0], int64(len(p)), 16))
+	_, _ = bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(len(p)), 16))
 	_, _ = bw.WriteString("\r\n")
 	_, _ = bw.Write(p)
 	_, _ = bw.WriteString("\r\n")
@@ -198,14 +197,13 @@ func (w *response) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteD
 func (w *response) writeStatus(code int) {
 	bw := w.c.bw
 	_, _ = bw.WriteString("HTTP/1.1 ")
-	var b [4]byte
-	_, _ = bw.Write(strconv.AppendInt(b[:0], int64(code), 10))
+	_, _ = bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(code), 10))
 	_ = bw.WriteByte(' ')
 	if text := http.StatusText(code); text != "" {
 		_, _ = bw.WriteString(text)
 	} else {
 		_, _ = bw.WriteString("status code ")
-		_, _ = bw.Write(strconv.AppendInt(b[:0], int64(code), 10))
+		_, _ = bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(code), 10))
 	}
 	_, _ = bw.WriteString("\r\n")
 }
@@ -265,9 +263,8 @@ func (w *response) writeHead(first []byte) {
 		}
 		_, _ = bw.WriteString("Transfer-Encoding: chunked\r\n")
 	case w.length >= 0:
-		var b [20]byte
 		_, _ = bw.WriteString("Content-Length: ")
-		_, _ = bw.Write(strconv.AppendInt(b[:0], w.length, 10))
+		_, _ = bw.Write(strconv.AppendInt(bw.AvailableBuffer(), w.length, 10))
 		_, _ = bw.WriteString("\r\n")
 	case !w.noBody:
 		w.close = true // no length and no chunking: the body ends with the connection

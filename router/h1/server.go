@@ -315,6 +315,8 @@ type conn struct {
 	drained bool    // the last raw read was short: the socket had nothing more
 	exit    int     // why the callback returned true
 	pending *http.Request
+
+	tmpl *http.Request // an empty request with the connection's context: parseRequest copies it
 }
 
 // closeAsync closes the connection from another goroutine (the sweep, Shutdown, Close)
