@@ -3,7 +3,6 @@ package h1
 import (
 	"bufio"
 	"bytes"
-	"io"
 	"net"
 	"net/http"
 	"testing"
@@ -76,8 +75,6 @@ func BenchmarkLoop(b *testing.B) {
 				}
 				read()
 			}
-			b.StopTimer()
-			_, _ = io.WriteString(c, "")
 		})
 	}
 }
