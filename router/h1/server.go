@@ -185,9 +185,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for {
 		s.mu.Lock()
 		n := len(s.conns)
+		now := time.Now().UnixNano()
 		for c := range s.conns {
-			if c.state.Load() == stateIdle {
+			// Idle connections, and (as net/http does with new ones) connections that have
+			// sent no whole head for 5 s.
+			switch c.state.Load() {
+			case stateIdle:
 				c.closeAsync()
+			case stateHead:
+				if now-c.since.Load() > int64(5*time.Second) {
+					c.closeAsync()
+				}
 			}
 		}
 		s.mu.Unlock()
