@@ -106,7 +106,7 @@ func (w *response) Write(p []byte) (int, error) {
 			w.stage = append(w.stage, p...)
 			return len(p), nil
 		}
-		w.unstage(true)
+		w.unstage(true, p)
 	}
 	if w.length >= 0 && w.written+int64(len(p)) > w.length {
 		return 0, http.ErrContentLength
@@ -129,15 +129,19 @@ func (w *response) Write(p []byte) (int, error) {
 }
 
 // unstage ends staging: with chunked, the answer is chunked from here on; without, the staged
-// bytes are the whole body.
-func (w *response) unstage(chunked bool) {
+// bytes are the whole body. next is what the handler writes next, for the Content-Type sniff
+// when nothing was staged.
+func (w *response) unstage(chunked bool, next []byte) {
 	w.staging = false
 	if chunked {
 		w.chunked = true
 	} else {
 		w.length = int64(len(w.stage))
 	}
-	w.writeHead(w.stage)
+	if len(w.stage) > 0 {
+		next = w.stage
+	}
+	w.writeHead(next)
 	if len(w.stage) > 0 {
 		w.written += int64(len(w.stage))
 		if w.chunked {
@@ -147,6 +151,20 @@ func (w *response) unstage(chunked bool) {
 		}
 	}
 	w.stage = w.stage[:0]
+}
+
+// hasTrailers reports trailers declared (Trailer) or set (http.TrailerPrefix): an answer with
+// them is chunked, as net/http's is, to carry them.
+func (w *response) hasTrailers() bool {
+	if len(w.h["Trailer"]) > 0 {
+		return true
+	}
+	for k := range w.h {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *response) writeChunk(p []byte) {
@@ -172,7 +190,7 @@ func (w *response) FlushError() error {
 		w.WriteHeader(http.StatusOK)
 	}
 	if w.staging {
-		w.unstage(true)
+		w.unstage(true, nil)
 	}
 	if !w.head {
 		w.writeHead(nil)
@@ -287,7 +305,7 @@ func (w *response) finish() bool {
 		w.WriteHeader(http.StatusOK)
 	}
 	if w.staging {
-		w.unstage(false)
+		w.unstage(w.hasTrailers(), nil)
 	}
 	if !w.head {
 		if w.length < 0 && !w.noBody {
