@@ -40,6 +40,8 @@ func TestHandOffAsNetHTTP(t *testing.T) {
 			"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc", "POST")},
 		{name: "bad length", h: echo, steps: one("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -3\r\n\r\n", "POST")},
 		{name: "bare LF in one line", h: echo, steps: one("GET / HTTP/1.1\r\nHost: a\nX: y\r\n\r\n", "GET")},
+		{name: "bare LF throughout", h: echo, steps: one("GET / HTTP/1.1\nHost: a\nX: y\n\n", "GET")},
+		{name: "bare LF ending", h: echo, steps: one("GET / HTTP/1.1\r\nHost: a\r\n\n", "GET")},
 		{name: "HTTP/2 preface", h: echo, steps: one("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "GET")},
 		{name: "HTTP/1.2", h: echo, steps: one("GET / HTTP/1.2\r\nHost: a\r\n\r\n", "GET")},
 		{name: "plain then chunked", h: echo, steps: []step{

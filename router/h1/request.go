@@ -32,7 +32,7 @@ func (c *conn) readRequest() (*http.Request, int) {
 		// nothing either).
 		return nil, readFailed
 	case head == nil:
-		return nil, readOther // longer than the buffer
+		return nil, readOther // longer than the buffer, or bare LFs
 	}
 	req := parseRequest(c.ctx, head)
 	if req == nil {
@@ -49,7 +49,8 @@ func (c *conn) readRequest() (*http.Request, int) {
 }
 
 // peekHead returns the head (request line to the empty line, included) at the start of br's
-// buffer, reading more while it is incomplete; nil, nil when it does not fit in the buffer.
+// buffer, reading more while it is incomplete; nil, nil when it is net/http's to read: it does
+// not fit in the buffer, or it ends in an empty line with a bare LF, which net/http accepts.
 func peekHead(br *bufio.Reader) ([]byte, error) {
 	n := 1
 	for {
@@ -60,6 +61,11 @@ func peekHead(br *bufio.Reader) ([]byte, error) {
 		if i := bytes.Index(buf, crlfcrlf); i >= 0 {
 			return buf[:i+len(crlfcrlf)], nil
 		}
+		// Without this a head whose lines end in bare LFs would wait for a CRLFCRLF that is not
+		// coming, until the client gives up or ReadHeaderTimeout cuts it; net/http answers it.
+		if bytes.Contains(buf, lflf) || bytes.Contains(buf, lfcrlf) {
+			return nil, nil
+		}
 		if len(buf) >= br.Size() {
 			return nil, nil
 		}
@@ -67,7 +73,11 @@ func peekHead(br *bufio.Reader) ([]byte, error) {
 	}
 }
 
-var crlfcrlf = []byte("\r\n\r\n")
+var (
+	crlfcrlf = []byte("\r\n\r\n")
+	lflf     = []byte("\n\n")
+	lfcrlf   = []byte("\n\r\n")
+)
 
 // parseRequest parses a complete head into a request for the loop, or returns nil when the
 // request is not plain (package comment) or net/http would refuse it: net/http then reads it
