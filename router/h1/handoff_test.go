@@ -28,6 +28,9 @@ func TestHandOffAsNetHTTP(t *testing.T) {
 			{send: "hello", read: []string{"PUT"}},
 		}},
 		{name: "6 KiB head", h: echo, steps: one(bigHead, "GET")},
+		{name: "head over MaxHeaderBytes", h: echo, steps: one(
+			"GET / HTTP/1.1\r\nHost: example.com\r\nX: "+strings.Repeat("v", 16<<10)+"\r\n\r\n", "GET"),
+			set: func(s *http.Server) { s.MaxHeaderBytes = 1 << 10 }},
 		{name: "absolute form", h: echo, steps: one("GET http://other/x HTTP/1.1\r\nHost: example.com\r\n\r\n", "GET")},
 		{name: "OPTIONS *", h: echo, steps: one("OPTIONS * HTTP/1.1\r\nHost: example.com\r\n\r\n", "OPTIONS")},
 		{name: "no Host", h: echo, steps: one("GET / HTTP/1.1\r\nX: y\r\n\r\n", "GET")},

@@ -495,12 +495,27 @@ func (c *replayConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
+// CloseWrite passes net/http's half-close on (closeWriteAndWait, after an answer such as 431
+// that leaves the request unread): without it net/http closes at once, and the unread bytes
+// make the kernel reset the connection, which can lose the answer on its way to the client.
+func (c *replayConn) CloseWrite() error { return closeWrite(c.Conn) }
+
+func closeWrite(nc net.Conn) error {
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // limitConn gives back its place under Server.MaxConns when closed, once.
 type limitConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
 }
+
+// CloseWrite passes a half-close on (replayConn.CloseWrite).
+func (c *limitConn) CloseWrite() error { return closeWrite(c.Conn) }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
