@@ -199,13 +199,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// Close closes the listeners and every connection at once.
+// Close closes the listeners and every connection at once, and ends the contexts of the
+// requests in flight (as net/http's background read does when the connection closes).
 func (s *Server) Close() error {
 	s.init()
 	s.stop()
 	s.mu.Lock()
 	for c := range s.conns {
 		_ = c.nc.Close()
+		// The sweep cannot see a hang-up on a closed socket, and it stops with the server.
+		c.cancel()
 	}
 	s.mu.Unlock()
 	err := s.fallback.Close()

@@ -118,6 +118,7 @@ func TestClose(t *testing.T) {
 	if err := wait(t, serveErr, "Serve's return"); !errors.Is(err, http.ErrServerClosed) {
 		t.Fatalf("Serve returned %v", err)
 	}
+	wait(t, ctxDone, "end of the busy request's context")
 	if err := s.Serve(nil); !errors.Is(err, http.ErrServerClosed) {
 		t.Fatalf("Serve after Close returned %v", err)
 	}
