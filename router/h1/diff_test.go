@@ -274,6 +274,19 @@ func TestAnswersAsNetHTTP(t *testing.T) {
 				w.Header().Set("Content-Length", "1234")
 				w.Header().Set("Content-Type", "image/png")
 			}},
+		{name: "204", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Set("Content-Length", "5")
+			w.WriteHeader(http.StatusNoContent)
+			noteWrite(w, "hello", note)
+		}},
+		{name: "304", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Set("Content-Length", "5")
+			w.Header().Set("Etag", `"x"`)
+			w.WriteHeader(http.StatusNotModified)
+			noteWrite(w, "hello", note)
+		}},
 		{name: "103 then 200", steps: one(get, "GET", "GET"),
 			h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
 				w.Header().Set("Link", "</style.css>; rel=preload; as=style")

@@ -71,7 +71,8 @@ func (w *response) WriteHeader(code int) {
 	if code == http.StatusNoContent || code == http.StatusNotModified {
 		delete(w.h, "Content-Length")
 		delete(w.h, "Transfer-Encoding")
-		if code == http.StatusNoContent {
+		// net/http's suppressedHeaders: a 304 loses its Content-Type, a 204 keeps it.
+		if code == http.StatusNotModified {
 			delete(w.h, "Content-Type")
 		}
 	}
