@@ -227,9 +227,16 @@ func TestAnswersAsNetHTTP(t *testing.T) {
 		{name: "exactly 2048", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
 			noteWrite(w, big[:2048], note)
 		}},
+		{name: "2049 in one write", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+			noteWrite(w, big[:2049], note)
+		}},
 		{name: "over 2048 in two writes", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
 			noteWrite(w, big[:1000], note)
 			noteWrite(w, big[1000:2500], note)
+		}},
+		{name: "tiny write then a large one", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+			noteWrite(w, "<ht", note) // alone it sniffs as text/plain
+			_, _ = w.Write([]byte("ml><body>" + big))
 		}},
 		{name: "content type set", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
 			w.Header().Set("Content-Type", "application/json")
@@ -238,6 +245,10 @@ func TestAnswersAsNetHTTP(t *testing.T) {
 		{name: "content type suppressed", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
 			w.Header()["Content-Type"] = nil
 			noteWrite(w, "hello", note)
+		}},
+		{name: "content encoding: no sniffing", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+			w.Header().Set("Content-Encoding", "gzip")
+			noteWrite(w, "\x1f\x8b\x08\x00\x00\x00\x00\x00", note)
 		}},
 		{name: "flush mid-way", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
 			noteWrite(w, "<html>first", note)
@@ -305,6 +316,11 @@ func TestAnswersAsNetHTTP(t *testing.T) {
 		{name: "http.Error", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
 			http.Error(w, "no such thing", http.StatusNotFound)
 		}},
+		{name: "declared trailer, large body", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+			w.Header().Add("Trailer", "X-Sum")
+			noteWrite(w, big, note)
+			w.Header().Set("X-Sum", "42")
+		}},
 		{name: "prefixed trailer, small body", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
 			noteWrite(w, "body", note)
 			w.Header().Set(http.TrailerPrefix+"X-Sum", "42")
@@ -347,6 +363,8 @@ func TestAnswersAsNetHTTP(t *testing.T) {
 				"GET /3 HTTP/1.1\r\nHost: c\r\n\r\n",
 			read: []string{"GET", "POST", "GET"},
 		}}},
+		{name: "body echoed", h: echo, steps: one(
+			"PUT /up HTTP/1.1\r\nHost: a\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("x", 100000), "PUT")},
 		{name: "body partly read, rest under the discard limit", steps: one(
 			"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 200000\r\n\r\n"+strings.Repeat("x", 200000), "POST"),
 			h: func(w http.ResponseWriter, r *http.Request, note func(string)) {

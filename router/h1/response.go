@@ -15,6 +15,9 @@ import (
 // the answer is chunked.
 const stageMax = 2048
 
+// sniffLen is how much of a body http.DetectContentType reads.
+const sniffLen = 512
+
 // postHandlerDiscard is how much of a request body the handler left unread is read off the
 // connection to keep it (net/http's maxPostHandlerReadBytes); beyond it the connection closes.
 const postHandlerDiscard = 256 << 10
@@ -107,7 +110,7 @@ func (w *response) Write(p []byte) (int, error) {
 			w.stage = append(w.stage, p...)
 			return len(p), nil
 		}
-		w.unstage(true)
+		w.unstage(true, p)
 	}
 	if w.length >= 0 && w.written+int64(len(p)) > w.length {
 		return 0, http.ErrContentLength
@@ -130,24 +133,30 @@ func (w *response) Write(p []byte) (int, error) {
 }
 
 // unstage ends staging: with chunked, the answer is chunked from here on; without, the staged
-// bytes are the whole body.
-func (w *response) unstage(chunked bool) {
+// bytes are the whole body. next is the write that overflows the stage, if any: net/http sniffs
+// the Content-Type from the first bytes it sends, which are the stage's and then next's.
+func (w *response) unstage(chunked bool, next []byte) {
 	w.staging = false
+	n := len(w.stage)
 	if chunked {
 		w.chunked = true
 	} else {
-		w.length = int64(len(w.stage))
+		w.length = int64(n)
 	}
-	w.writeHead(w.stage)
-	if len(w.stage) > 0 {
-		w.written += int64(len(w.stage))
+	first := w.stage
+	if n < sniffLen && len(next) > 0 {
+		first = append(first, next[:min(len(next), sniffLen-n)]...)
+	}
+	w.writeHead(first)
+	if n > 0 {
+		w.written += int64(n)
 		if w.chunked {
-			w.writeChunk(w.stage)
+			w.writeChunk(first[:n])
 		} else {
-			_, _ = w.c.bw.Write(w.stage)
+			_, _ = w.c.bw.Write(first[:n])
 		}
 	}
-	w.stage = w.stage[:0]
+	w.stage = first[:0]
 }
 
 func (w *response) writeChunk(p []byte) {
@@ -174,7 +183,7 @@ func (w *response) FlushError() error {
 		w.WriteHeader(http.StatusOK)
 	}
 	if w.staging {
-		w.unstage(true)
+		w.unstage(true, nil)
 	}
 	if !w.head {
 		w.writeHead(nil)
@@ -244,7 +253,9 @@ func (w *response) writeHead(first []byte) {
 		w.close = true
 	}
 	if !w.noBody {
-		if _, ok := w.h["Content-Type"]; !ok && len(first) > 0 {
+		// Not for an encoded body, whose bytes say nothing of its type (net/http, issue 31753).
+		ce := w.h["Content-Encoding"]
+		if _, ok := w.h["Content-Type"]; !ok && len(first) > 0 && (len(ce) == 0 || ce[0] == "") {
 			w.h["Content-Type"] = []string{http.DetectContentType(first)}
 		}
 		// A declared trailer needs chunking.
@@ -291,7 +302,7 @@ func (w *response) finish() bool {
 		w.WriteHeader(http.StatusOK)
 	}
 	if w.staging {
-		w.unstage(false)
+		w.unstage(false, nil)
 	}
 	if !w.head {
 		if w.length < 0 && !w.noBody {
