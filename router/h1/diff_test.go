@@ -280,6 +280,21 @@ func TestAnswersAsNetHTTP(t *testing.T) {
 		}},
 		{name: "head, nothing written", steps: one(head(""), "HEAD"),
 			h: func(w http.ResponseWriter, r *http.Request, note func(string)) {}},
+		{name: "head, small body written", steps: one(head(""), "HEAD"),
+			h: func(w http.ResponseWriter, r *http.Request, note func(string)) { noteWrite(w, "hello", note) }},
+		{name: "head, large body written", steps: one(head(""), "HEAD"),
+			h: func(w http.ResponseWriter, r *http.Request, note func(string)) { noteWrite(w, big, note) }},
+		{name: "head, flushed", steps: one(head(""), "HEAD"),
+			h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+				noteWrite(w, "<html>", note)
+				w.(http.Flusher).Flush()
+				noteWrite(w, "more", note)
+			}},
+		{name: "head, content length set, more written", steps: one(head(""), "HEAD"),
+			h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+				w.Header().Set("Content-Length", "3")
+				noteWrite(w, "hello", note)
+			}},
 		{name: "head, content length set", steps: one(head(""), "HEAD"),
 			h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
 				w.Header().Set("Content-Length", "1234")

@@ -29,7 +29,8 @@ type response struct {
 	h       http.Header
 	status  int  // 0 until WriteHeader
 	head    bool // the head is in the write buffer
-	noBody  bool // HEAD, or a status without a body: writes are dropped
+	noBody  bool // a status without a body: writes fail
+	isHead  bool // a HEAD request: the body is staged and sniffed as for GET, never sent
 	chunked bool
 	length  int64 // the declared or computed Content-Length; -1 when unknown
 	written int64
@@ -43,6 +44,7 @@ func (w *response) reset(req *http.Request) {
 	w.req = req
 	clear(w.h)
 	w.status, w.head, w.noBody, w.chunked, w.length, w.written, w.staging = 0, false, false, false, -1, 0, false
+	w.isHead = req.Method == http.MethodHead
 	w.stage = w.stage[:0]
 	w.close = req.Close
 	w.err = nil
@@ -70,7 +72,7 @@ func (w *response) WriteHeader(code int) {
 		return
 	}
 	w.status = code
-	w.noBody = w.req.Method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified
+	w.noBody = code == http.StatusNoContent || code == http.StatusNotModified
 	if code == http.StatusNoContent || code == http.StatusNotModified {
 		delete(w.h, "Content-Length")
 		delete(w.h, "Transfer-Encoding")
@@ -100,9 +102,6 @@ func (w *response) Write(p []byte) (int, error) {
 		return 0, w.err
 	}
 	if w.noBody {
-		if w.req.Method == http.MethodHead && w.status != http.StatusNoContent && w.status != http.StatusNotModified {
-			return len(p), nil
-		}
 		return 0, http.ErrBodyNotAllowed
 	}
 	if w.staging {
@@ -119,6 +118,9 @@ func (w *response) Write(p []byte) (int, error) {
 		w.writeHead(p)
 	}
 	w.written += int64(len(p))
+	if w.isHead {
+		return len(p), nil
+	}
 	if w.chunked {
 		w.writeChunk(p)
 	} else {
@@ -138,9 +140,16 @@ func (w *response) Write(p []byte) (int, error) {
 func (w *response) unstage(chunked bool, next []byte) {
 	w.staging = false
 	n := len(w.stage)
-	if chunked {
+	switch {
+	case w.isHead:
+		// Never chunked; the length is known when the handler ended within the stage and
+		// wrote something (net/http's rule for HEAD).
+		if !chunked && n > 0 {
+			w.length = int64(n)
+		}
+	case chunked:
 		w.chunked = true
-	} else {
+	default:
 		w.length = int64(n)
 	}
 	first := w.stage
@@ -150,9 +159,11 @@ func (w *response) unstage(chunked bool, next []byte) {
 	w.writeHead(first)
 	if n > 0 {
 		w.written += int64(n)
-		if w.chunked {
+		switch {
+		case w.isHead:
+		case w.chunked:
 			w.writeChunk(first[:n])
-		} else {
+		default:
 			_, _ = w.c.bw.Write(first[:n])
 		}
 	}
@@ -259,7 +270,7 @@ func (w *response) writeHead(first []byte) {
 			w.h["Content-Type"] = []string{http.DetectContentType(first)}
 		}
 		// A declared trailer needs chunking.
-		if len(w.h["Trailer"]) > 0 && w.length < 0 {
+		if len(w.h["Trailer"]) > 0 && w.length < 0 && !w.isHead {
 			w.chunked = true
 		}
 	}
@@ -281,7 +292,7 @@ func (w *response) writeHead(first []byte) {
 		_, _ = bw.WriteString("Content-Length: ")
 		_, _ = bw.Write(strconv.AppendInt(b[:0], w.length, 10))
 		_, _ = bw.WriteString("\r\n")
-	case !w.noBody:
+	case !w.noBody && !w.isHead:
 		w.close = true // no length and no chunking: the body ends with the connection
 	}
 	if _, ok := w.h["Date"]; !ok {
@@ -315,7 +326,7 @@ func (w *response) finish() bool {
 	}
 	w.flush()
 	keep := w.err == nil && !w.close
-	if w.length >= 0 && !w.noBody && w.written < w.length {
+	if w.length >= 0 && !w.noBody && !w.isHead && w.written < w.length {
 		keep = false // the answer is short of its declared length: the client must see it end
 	}
 	if b, ok := w.req.Body.(*body); ok && keep {
