@@ -331,6 +331,11 @@ func TestAnswersAsNetHTTP(t *testing.T) {
 		{name: "http.Error", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
 			http.Error(w, "no such thing", http.StatusNotFound)
 		}},
+		{name: "declared trailer, small body", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+			w.Header().Set("Trailer", "X-Sum, X-Other")
+			noteWrite(w, "body", note)
+			w.Header().Set("X-Sum", "42")
+		}},
 		{name: "declared trailer, large body", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
 			w.Header().Add("Trailer", "X-Sum")
 			noteWrite(w, big, note)

@@ -3,6 +3,7 @@ package h1
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,7 +67,7 @@ func (w *response) WriteHeader(code int) {
 			return // only with Hijack, which the loop does not offer
 		}
 		w.writeStatus(code)
-		w.writeFields()
+		w.writeFields(nil)
 		_, _ = w.c.bw.WriteString("\r\n")
 		w.flush()
 		return
@@ -231,13 +232,16 @@ func (w *response) writeStatus(code int) {
 	_, _ = bw.WriteString("\r\n")
 }
 
-// writeFields writes the handler's header fields but those the loop writes itself, as
-// net/http does: invalid names left out, line breaks in values made spaces.
-func (w *response) writeFields() {
+// writeFields writes the handler's header fields but those the loop writes itself and the
+// trailers, as net/http does: invalid names left out, line breaks in values made spaces.
+func (w *response) writeFields(trailers []string) {
 	bw := w.c.bw
 	for k, vs := range w.h {
 		switch k {
 		case "Content-Length", "Transfer-Encoding", "Connection", "Trailer":
+			continue
+		}
+		if slices.Contains(trailers, k) {
 			continue
 		}
 		if strings.HasPrefix(k, http.TrailerPrefix) || !httpguts.ValidHeaderFieldName(k) {
@@ -275,7 +279,14 @@ func (w *response) writeHead(first []byte) {
 		}
 	}
 	w.writeStatus(w.status)
-	w.writeFields()
+	// A head written when the handler has returned would otherwise carry the values of the
+	// declared trailers, which the handler sets after its body (net/http sends the header as
+	// it was at WriteHeader).
+	var trailers []string
+	if w.chunked {
+		trailers = w.declaredTrailers()
+	}
+	w.writeFields(trailers)
 	bw := w.c.bw
 	switch {
 	case w.chunked:
@@ -313,7 +324,8 @@ func (w *response) finish() bool {
 		w.WriteHeader(http.StatusOK)
 	}
 	if w.staging {
-		w.unstage(false, nil)
+		// Declared trailers need chunking, even for a body that fits the stage (net/http).
+		w.unstage(len(w.h["Trailer"]) > 0, nil)
 	}
 	if !w.head {
 		if w.length < 0 && !w.noBody {
@@ -352,11 +364,8 @@ func (w *response) writeTrailers() {
 			_, _ = bw.WriteString("\r\n")
 		}
 	}
-	for _, decl := range w.h["Trailer"] {
-		for _, k := range strings.Split(decl, ",") {
-			k = http.CanonicalHeaderKey(strings.TrimSpace(k))
-			write(k, w.h[k])
-		}
+	for _, k := range w.declaredTrailers() {
+		write(k, w.h[k])
 	}
 	for k, vs := range w.h {
 		if strings.HasPrefix(k, http.TrailerPrefix) {
@@ -364,6 +373,19 @@ func (w *response) writeTrailers() {
 		}
 	}
 	_, _ = bw.WriteString("\r\n")
+}
+
+// declaredTrailers lists the keys the Trailer header declares.
+func (w *response) declaredTrailers() []string {
+	var keys []string
+	for _, decl := range w.h["Trailer"] {
+		for _, k := range strings.Split(decl, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				keys = append(keys, http.CanonicalHeaderKey(k))
+			}
+		}
+	}
+	return keys
 }
 
 // date is the Date header's value, formatted once a second per connection.
