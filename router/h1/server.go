@@ -432,6 +432,10 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			keep = false
+			// What the handler had written goes out before the connection closes, as with
+			// net/http's final flush: the client sees an answer cut short, not none at all
+			// (which a client may take for a request never served and retry).
+			_ = c.bw.Flush()
 			if p != http.ErrAbortHandler {
 				buf := make([]byte, 64<<10)
 				buf = buf[:runtime.Stack(buf, false)]
