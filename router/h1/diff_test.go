@@ -6,10 +6,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"reflect"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // A diffCase is raw bytes sent to an h1.Server and to a net/http server with the same handler;
@@ -397,6 +399,26 @@ func TestAnswersAsNetHTTP(t *testing.T) {
 			h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
 				_, _ = io.CopyN(io.Discard, r.Body, 1000)
 				noteWrite(w, "read 1000", note)
+			}},
+		{name: "body unread, over the discard limit", steps: one(
+			"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 300000\r\n\r\n"+strings.Repeat("x", 300000), "POST"),
+			h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+				noteWrite(w, "read nothing", note)
+			}},
+		{name: "body unread, exactly the discard limit", steps: one(
+			"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 262144\r\n\r\n"+strings.Repeat("x", 262144), "POST"),
+			h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+				noteWrite(w, "read nothing", note)
+			}},
+		{name: "body read deadline", steps: one(
+			"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nhalf", "POST"),
+			h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+				if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
+					note("deadline: " + err.Error())
+				}
+				b, err := io.ReadAll(r.Body)
+				note(fmt.Sprintf("read %q deadline exceeded %v", b, errors.Is(err, os.ErrDeadlineExceeded)))
+				w.WriteHeader(http.StatusRequestTimeout)
 			}},
 	})
 }

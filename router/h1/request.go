@@ -287,12 +287,20 @@ func (b *body) Close() error {
 	return nil
 }
 
-// discard reads what the handler left of the body, up to max bytes; it reports whether the
+// discardable reports whether discard can end the body cleanly: no read error, and less than
+// max left (net/http closes a connection with maxPostHandlerReadBytes or more unread).
+func (b *body) discardable(max int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err == nil && b.left < max
+}
+
+// discard reads what the handler left of the body, if discardable; it reports whether the
 // body ended cleanly (the connection can carry another request).
 func (b *body) discard(max int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.err != nil || b.left > max {
+	if b.err != nil || b.left >= max {
 		return false
 	}
 	n, err := b.c.br.Discard(int(b.left))

@@ -267,6 +267,11 @@ func (w *response) writeHead(first []byte) {
 	if v := w.h["Connection"]; len(v) > 0 && httpguts.HeaderValuesContainsToken(v, "close") {
 		w.close = true
 	}
+	// A request body that cannot be discarded after the handler closes the connection; the
+	// answer says so, as net/http's does (it decides when it writes the head, as here).
+	if b, ok := w.req.Body.(*body); ok && !b.discardable(postHandlerDiscard) {
+		w.close = true
+	}
 	if !w.noBody {
 		// Not for an encoded body, whose bytes say nothing of its type (net/http, issue 31753).
 		ce := w.h["Content-Encoding"]
