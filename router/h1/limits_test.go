@@ -2,8 +2,10 @@ package h1
 
 import (
 	"io"
+	"log"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -203,5 +205,61 @@ func TestBodyThenNextRequest(t *testing.T) {
 		if _, body := c.mustRead("POST"); body != want {
 			t.Fatalf("answer %q, want %q", body, want)
 		}
+	}
+}
+
+// syncBuffer is an io.Writer for a log that the test reads while the server may write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestPanicKeepsServing: a handler's panic closes its connection only; a panic other than
+// http.ErrAbortHandler is logged with its stack.
+func TestPanicKeepsServing(t *testing.T) {
+	var logBuf syncBuffer
+	_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/abort":
+			panic(http.ErrAbortHandler)
+		case "/boom":
+			panic("boom")
+		}
+		_, _ = io.WriteString(w, "ok")
+	}), func(s *Server) { s.ErrorLog = log.New(&logBuf, "", 0) })
+
+	other := dial(t, addr) // a keep-alive connection open across the panics
+	other.send(get)
+	other.mustRead("GET")
+	for _, path := range []string{"/abort", "/boom"} {
+		c := dial(t, addr)
+		c.send("GET " + path + " HTTP/1.1\r\nHost: a\r\n\r\n")
+		if b := c.waitClosed(); len(b) != 0 {
+			t.Fatalf("%s answered %q", path, b)
+		}
+		other.send(get)
+		if _, body := other.mustRead("GET"); body != "ok" {
+			t.Fatalf("after %s: %q", path, body)
+		}
+	}
+	logged := logBuf.String()
+	if !strings.Contains(logged, "panic serving") || !strings.Contains(logged, "boom") ||
+		!strings.Contains(logged, "goroutine") {
+		t.Fatalf("the panic is not logged with its stack: %q", logged)
+	}
+	if strings.Count(logged, "panic serving") != 1 {
+		t.Fatalf("ErrAbortHandler logged too: %q", logged)
 	}
 }
