@@ -125,3 +125,26 @@ func serverChecks(head []byte) error {
 	}
 	return nil
 }
+
+// FuzzPeekHead: bytes that hold a whole request head for net/http hold one for the loop too,
+// or are handed over at once; the loop never waits for more than net/http needs.
+func FuzzPeekHead(f *testing.F) {
+	for _, s := range parseSeeds {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte("GET / HTTP/1.1\nHost: h\n\n"))
+	f.Add([]byte("GET / HTTP/1.1\r\nHost: h\n\r\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if _, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(in))); err != nil {
+			return
+		}
+		// At the end of in the reader says EOF: a loop that wants more bytes fails.
+		head, err := peekHead(bufio.NewReaderSize(bytes.NewReader(in), bufSize))
+		if err != nil {
+			t.Fatalf("net/http reads a request from %q, the loop waits for more: %v", in, err)
+		}
+		if head != nil && !bytes.HasPrefix(in, head) {
+			t.Fatalf("head %q is not a prefix of %q", head, in)
+		}
+	})
+}
