@@ -29,6 +29,11 @@
 //   - The request's context is the connection's: it ends when the client hangs up or the
 //     connection closes, not when the handler returns.
 //   - Hijacking is not offered (upgrades go to net/http).
+//   - The head of an answer is written from the handler's header map as it is when the head
+//     goes out (at the first Flush, past 2048 bytes of body, or when the handler returns), not
+//     as it was at WriteHeader: a header set after the first Write of a short body is sent
+//     (net/http would drop it), which spares a copy of the map per request. Declared trailers
+//     are left out of the head.
 package h1
 
 import (
