@@ -31,6 +31,9 @@ func TestHandOffAsNetHTTP(t *testing.T) {
 		{name: "head over MaxHeaderBytes", h: echo, steps: one(
 			"GET / HTTP/1.1\r\nHost: example.com\r\nX: "+strings.Repeat("v", 16<<10)+"\r\n\r\n", "GET"),
 			set: func(s *http.Server) { s.MaxHeaderBytes = 1 << 10 }},
+		{name: "3 KiB head, MaxHeaderBytes 1 KiB", h: echo, steps: one(
+			"GET / HTTP/1.1\r\nHost: example.com\r\nX: "+strings.Repeat("v", 3<<10)+"\r\n\r\n", "GET"),
+			set: func(s *http.Server) { s.MaxHeaderBytes = 1 << 10 }}, // net/http allows 4 KiB more
 		{name: "absolute form", h: echo, steps: one("GET http://other/x HTTP/1.1\r\nHost: example.com\r\n\r\n", "GET")},
 		{name: "OPTIONS *", h: echo, steps: one("OPTIONS * HTTP/1.1\r\nHost: example.com\r\n\r\n", "OPTIONS")},
 		{name: "no Host", h: echo, steps: one("GET / HTTP/1.1\r\nX: y\r\n\r\n", "GET")},

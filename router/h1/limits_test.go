@@ -62,6 +62,13 @@ func TestReadHeaderTimeout(t *testing.T) {
 	if b := trickle.waitClosed(); len(b) != 0 {
 		t.Fatalf("trickled head answered %q", b)
 	}
+
+	// Over the loop's buffer: net/http reads the rest, under the same limit.
+	long := dial(t, addr)
+	long.send("GET / HTTP/1.1\r\nHost: example.com\r\nX: " + strings.Repeat("v", bufSize))
+	if b := long.waitClosed(); len(b) != 0 {
+		t.Fatalf("stalled long head answered %q", b)
+	}
 	if n := served.Load(); n != 1 {
 		t.Fatalf("handler served %d requests, want 1", n)
 	}
