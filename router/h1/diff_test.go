@@ -397,6 +397,23 @@ func TestAnswersAsNetHTTP(t *testing.T) {
 				"GET /3 HTTP/1.1\r\nHost: c\r\n\r\n",
 			read: []string{"GET", "POST", "GET"},
 		}}},
+		{name: "close then pipelined", h: echo, steps: []step{{
+			send: "GET /1 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\nGET /2 HTTP/1.1\r\nHost: a\r\n\r\n",
+			read: []string{"GET", "GET"},
+		}}},
+		{name: "body closed unread, small", steps: one(
+			"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n0123456789", "POST"),
+			h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+				_ = r.Body.Close()
+				_, err := r.Body.Read(make([]byte, 1))
+				note(fmt.Sprintf("read after close: %v", err))
+			}},
+		{name: "body closed unread, over the discard limit", steps: one(
+			"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 300000\r\n\r\n"+strings.Repeat("x", 300000), "POST"),
+			h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+				_ = r.Body.Close()
+				noteWrite(w, "closed", note)
+			}},
 		{name: "body echoed", h: echo, steps: one(
 			"PUT /up HTTP/1.1\r\nHost: a\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("x", 100000), "PUT")},
 		{name: "body partly read, rest under the discard limit", steps: one(
