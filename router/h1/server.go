@@ -139,7 +139,9 @@ func (s *Server) Serve(ln net.Listener) error {
 		if s.sem != nil {
 			select {
 			case s.sem <- struct{}{}:
-			case <-s.done:
+			case <-s.handoff.done:
+				// Shutdown or Close began (stop closes the hand-off listener): return now, as
+				// net/http's Serve does, not when the last connection is gone.
 				return http.ErrServerClosed
 			}
 		}

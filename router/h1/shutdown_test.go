@@ -123,3 +123,25 @@ func TestClose(t *testing.T) {
 		t.Fatalf("Serve after Close returned %v", err)
 	}
 }
+
+// TestShutdownAtMaxConns: Serve returns as soon as Shutdown begins, even while it waits for a
+// place under MaxConns.
+func TestShutdownAtMaxConns(t *testing.T) {
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	s, addr, serveErr := startH1(t, blockingHandler(started, release), func(s *Server) { s.MaxConns = 1 })
+	busy := dial(t, addr)
+	busy.send("GET /slow HTTP/1.1\r\nHost: example.com\r\n\r\n")
+	wait(t, started, "slow request")
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(context.Background()) }()
+	if err := wait(t, serveErr, "Serve's return"); !errors.Is(err, http.ErrServerClosed) {
+		t.Fatalf("Serve returned %v", err)
+	}
+	close(release)
+	if resp, body := busy.mustRead("GET"); body != "done /slow" || !resp.Close {
+		t.Fatalf("in-flight answer %q, Connection: close %v", body, resp.Close)
+	}
+	if err := wait(t, shut, "Shutdown's return"); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+}
