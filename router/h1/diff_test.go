@@ -26,10 +26,12 @@ type diffCase struct {
 	set func(*http.Server)
 }
 
-// step writes send, then reads one answer per method in read (1xx answers count).
+// step writes send (then half-closes the connection if closeWrite), then reads one answer per
+// method in read (1xx answers count).
 type step struct {
-	send string
-	read []string
+	send       string
+	closeWrite bool
+	read       []string
 }
 
 const get = "GET / HTTP/1.1\r\nHost: example.com\r\n\r\n"
@@ -68,6 +70,9 @@ func (c diffCase) run(t *testing.T, addr string, notes chan string) outcome {
 		go func() {
 			defer close(wrote)
 			_, _ = io.WriteString(cl.nc, st.send)
+			if st.closeWrite {
+				_ = cl.nc.(*net.TCPConn).CloseWrite()
+			}
 		}()
 		for _, m := range st.read {
 			resp, b, err := cl.read(m)
@@ -83,7 +88,7 @@ func (c diffCase) run(t *testing.T, addr string, notes chan string) outcome {
 		}
 		<-wrote
 	}
-	if out.Err == "" && (len(out.Answers) == 0 || out.Answers[len(out.Answers)-1].BodyErr == "") {
+	if out.Err == "" && !steps[len(steps)-1].closeWrite && (len(out.Answers) == 0 || out.Answers[len(out.Answers)-1].BodyErr == "") {
 		// A connection the server closed may refuse the write too.
 		if _, err := io.WriteString(cl.nc, "GET /probe HTTP/1.1\r\nHost: example.com\r\n\r\n"); err == nil {
 			_, b, err := cl.read("GET")

@@ -50,6 +50,15 @@ func TestHandOffAsNetHTTP(t *testing.T) {
 		{name: "bare LF ending", h: echo, steps: one("GET / HTTP/1.1\r\nHost: a\r\n\n", "GET")},
 		{name: "HTTP/2 preface", h: echo, steps: one("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "GET")},
 		{name: "HTTP/1.2", h: echo, steps: one("GET / HTTP/1.2\r\nHost: a\r\n\r\n", "GET")},
+		{name: "head cut by the client", h: echo, steps: []step{
+			{send: "GET / HTTP/1.1\r\nHost: a\r\n", closeWrite: true, read: []string{"GET"}},
+		}},
+		{name: "request then half-close", h: echo, steps: []step{
+			{send: get, closeWrite: true, read: []string{"GET", "GET"}},
+		}},
+		{name: "request line cut by the client", h: echo, steps: []step{
+			{send: "GET / HTT", closeWrite: true, read: []string{"GET"}},
+		}},
 		{name: "plain then chunked", h: echo, steps: []step{
 			{send: get, read: []string{"GET"}},
 			{send: chunked, read: []string{"POST"}},

@@ -27,8 +27,12 @@ func (c *conn) readRequest() (*http.Request, int) {
 	switch {
 	case err != nil && c.br.Buffered() == 0:
 		return nil, readFailed
+	case err == io.EOF:
+		// A head cut short by the client's end of input: net/http answers it (400) from the
+		// same bytes.
+		return nil, readOther
 	case err != nil:
-		// A head cut short by a hang-up or a timeout: nothing to answer (net/http answers
+		// A head cut short by a reset or a timeout: nothing to answer (net/http answers
 		// nothing either).
 		return nil, readFailed
 	case head == nil:
