@@ -15,7 +15,15 @@ func TestHandOffAsNetHTTP(t *testing.T) {
 	chunked := "POST /c HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n\r\n" +
 		"5\r\nhello\r\n7\r\n, world\r\n0\r\n\r\n"
 	bigHead := "GET /big HTTP/1.1\r\nHost: example.com\r\nX: " + strings.Repeat("v", 6<<10) + "\r\n\r\n"
+	// sized is a GET head of n bytes exactly.
+	sized := func(n int) string {
+		h := "GET / HTTP/1.1\r\nHost: example.com\r\nX: "
+		return h + strings.Repeat("v", n-len(h)-4) + "\r\n\r\n"
+	}
 	runDiff(t, []diffCase{
+		{name: "head of 4096 bytes", h: echo, steps: one(sized(bufSize)+get, "GET", "GET")},
+		{name: "head of 4097 bytes", h: echo, steps: one(sized(bufSize+1)+get, "GET", "GET")},
+		{name: "head of 4096 bytes after another", h: echo, steps: one(get+sized(bufSize)+get, "GET", "GET", "GET")},
 		{name: "HTTP/1.0", h: echo, steps: one("GET /old HTTP/1.0\r\nHost: example.com\r\n\r\n", "GET")},
 		{name: "HTTP/1.0 keep-alive", h: echo, steps: []step{
 			{send: "GET /old HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", read: []string{"GET"}},
@@ -123,5 +131,46 @@ func TestUpgrade(t *testing.T) {
 	}
 	if rest, _ := io.ReadAll(bufio.NewReader(c.br)); len(rest) != 0 {
 		t.Fatalf("after the upgraded stream: %q", rest)
+	}
+}
+
+// TestWhoServes: plain requests are the loop's, the rest net/http's (the comparisons with
+// net/http pass either way, so this holds the loop to its share).
+func TestWhoServes(t *testing.T) {
+	_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if _, ok := w.(*response); ok {
+			_, _ = io.WriteString(w, "loop")
+		} else {
+			_, _ = io.WriteString(w, "net/http")
+		}
+	}), nil)
+	head := func(n int) string {
+		h := "GET / HTTP/1.1\r\nHost: example.com\r\nX: "
+		return h + strings.Repeat("v", n-len(h)-4) + "\r\n\r\n"
+	}
+	for _, c := range []struct{ req, want string }{
+		{get, "loop"},
+		{"POST /p?q HTTP/1.1\r\nHost: a:1\r\nContent-Length: 3\r\nConnection: keep-alive\r\n\r\nabc", "loop"},
+		{"HEAD / HTTP/1.1\r\nHost: a\r\n\r\n", "loop"},
+		{head(bufSize), "loop"},
+		{head(bufSize + 1), "net/http"},
+		{"GET / HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\n\r\n", "net/http"},
+		{"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "net/http"},
+		{"GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n", "net/http"},
+		{"GET / HTTP/1.1\r\nHost: a\r\nTrailer: X\r\n\r\n", "net/http"},
+		{"GET / HTTP/1.1\nHost: a\n\n", "net/http"},
+	} {
+		cl := dial(t, addr)
+		cl.send(c.req)
+		method := strings.Fields(c.req)[0]
+		if _, body := cl.mustRead(method); body != c.want && !(method == "HEAD" && body == "") {
+			t.Errorf("%q served by %s, want %s", c.req, body, c.want)
+		}
+		// The connection stays with whoever took it.
+		cl.send(get)
+		if _, body := cl.mustRead("GET"); body != c.want {
+			t.Errorf("after %q: next request served by %s, want %s", c.req, body, c.want)
+		}
 	}
 }
