@@ -20,7 +20,7 @@ var quietLog = log.New(io.Discard, "", 0)
 // startH1 serves h with an h1.Server on a fresh 127.0.0.1 listener; set, when not nil, sets
 // the server's fields first. The server is closed when the test ends; serveErr receives what
 // Serve returned.
-func startH1(t *testing.T, h http.Handler, set func(*Server)) (s *Server, addr string, serveErr <-chan error) {
+func startH1(t testing.TB, h http.Handler, set func(*Server)) (s *Server, addr string, serveErr <-chan error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -37,7 +37,7 @@ func startH1(t *testing.T, h http.Handler, set func(*Server)) (s *Server, addr s
 }
 
 // startStd serves h with a plain net/http server, the reference the loop is held to.
-func startStd(t *testing.T, h http.Handler, set func(*http.Server)) string {
+func startStd(t testing.TB, h http.Handler, set func(*http.Server)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

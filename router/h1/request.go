@@ -278,7 +278,11 @@ func (b *body) Read(p []byte) (int, error) {
 	case err == io.EOF:
 		err = io.ErrUnexpectedEOF
 	}
-	if err != nil && err != io.EOF {
+	// A read error is sticky and closes the connection with a Connection: close; the client's
+	// end of input mid-body is not kept: net/http's body takes it for the body's end when it
+	// decides on the answer's head (no Connection: close), and the connection closes anyway
+	// when discard finds the rest missing.
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
 		b.err = err
 	}
 	return n, err
