@@ -393,9 +393,12 @@ func (c *conn) serve() {
 			if c.s.closing.Load() {
 				return
 			}
-			if c.br.Buffered() == 0 {
+			// Idle until 4 bytes of the next request are in, as net/http's server waits: an
+			// end of input before them closes the connection without an answer, one after
+			// them is a cut head that net/http answers (400).
+			if c.br.Buffered() < 4 {
 				c.setState(stateIdle, c.s.clock.Load())
-				if _, err := c.br.Peek(1); err != nil {
+				if _, err := c.br.Peek(4); err != nil {
 					return
 				}
 			}
