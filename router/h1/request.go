@@ -30,12 +30,20 @@ func (c *conn) readRequest() (*http.Request, int) {
 		return nil, readAgain
 	case err != nil && c.br.Buffered() == 0:
 		return nil, readFailed
+	case err == io.EOF && c.served && c.br.Buffered() < 4:
+		// The end of input before 4 bytes of a keep-alive request: net/http's server closes
+		// without an answer (it waits for 4 bytes between requests).
+		return nil, readFailed
+	case err == io.EOF:
+		// A head cut short by the client's end of input: net/http answers it (400) from the
+		// same bytes.
+		return nil, readOther
 	case err != nil:
-		// A head cut short by a hang-up or a timeout: nothing to answer (net/http answers
+		// A head cut short by a reset or a timeout: nothing to answer (net/http answers
 		// nothing either).
 		return nil, readFailed
 	case head == nil:
-		return nil, readOther // longer than the buffer
+		return nil, readOther // longer than the buffer, or bare LFs
 	}
 	if c.tmpl == nil {
 		c.tmpl = (&http.Request{}).WithContext(c.ctx)
@@ -55,7 +63,8 @@ func (c *conn) readRequest() (*http.Request, int) {
 }
 
 // peekHead returns the head (request line to the empty line, included) at the start of br's
-// buffer, reading more while it is incomplete; nil, nil when it does not fit in the buffer.
+// buffer, reading more while it is incomplete; nil, nil when it is net/http's to read: it does
+// not fit in the buffer, or it ends in an empty line with a bare LF, which net/http accepts.
 func peekHead(br *bufio.Reader) ([]byte, error) {
 	n := 1
 	for {
@@ -66,6 +75,11 @@ func peekHead(br *bufio.Reader) ([]byte, error) {
 		if i := bytes.Index(buf, crlfcrlf); i >= 0 {
 			return buf[:i+len(crlfcrlf)], nil
 		}
+		// Without this a head whose lines end in bare LFs would wait for a CRLFCRLF that is not
+		// coming, until the client gives up or ReadHeaderTimeout cuts it; net/http answers it.
+		if bytes.Contains(buf, lflf) || bytes.Contains(buf, lfcrlf) {
+			return nil, nil
+		}
 		if len(buf) >= br.Size() {
 			return nil, nil
 		}
@@ -73,7 +87,11 @@ func peekHead(br *bufio.Reader) ([]byte, error) {
 	}
 }
 
-var crlfcrlf = []byte("\r\n\r\n")
+var (
+	crlfcrlf = []byte("\r\n\r\n")
+	lflf     = []byte("\n\n")
+	lfcrlf   = []byte("\n\r\n")
+)
 
 // parseRequest parses a complete head into a request for the loop, or returns nil when the
 // request is not plain (package comment) or net/http would refuse it: net/http then reads it
@@ -346,7 +364,11 @@ func (b *body) Read(p []byte) (int, error) {
 	case err == io.EOF:
 		err = io.ErrUnexpectedEOF
 	}
-	if err != nil && err != io.EOF {
+	// A read error is sticky and closes the connection with a Connection: close; the client's
+	// end of input mid-body is not kept: net/http's body takes it for the body's end when it
+	// decides on the answer's head (no Connection: close), and the connection closes anyway
+	// when discard finds the rest missing.
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
 		b.err = err
 	}
 	return n, err
@@ -359,12 +381,20 @@ func (b *body) Close() error {
 	return nil
 }
 
-// discard reads what the handler left of the body, up to max bytes; it reports whether the
+// discardable reports whether discard can end the body cleanly: no read error, and less than
+// max left (net/http closes a connection with maxPostHandlerReadBytes or more unread).
+func (b *body) discardable(max int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err == nil && b.left < max
+}
+
+// discard reads what the handler left of the body, if discardable; it reports whether the
 // body ended cleanly (the connection can carry another request).
 func (b *body) discard(max int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.err != nil || b.left > max {
+	if b.err != nil || b.left >= max {
 		return false
 	}
 	n, err := b.c.br.Discard(int(b.left))

@@ -3,6 +3,7 @@ package h1
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,9 @@ import (
 // the answer is chunked.
 const stageMax = 2048
 
+// sniffLen is how much of a body http.DetectContentType reads.
+const sniffLen = 512
+
 // postHandlerDiscard is how much of a request body the handler left unread is read off the
 // connection to keep it (net/http's maxPostHandlerReadBytes); beyond it the connection closes.
 const postHandlerDiscard = 256 << 10
@@ -26,7 +30,8 @@ type response struct {
 	h       http.Header
 	status  int  // 0 until WriteHeader
 	head    bool // the head is in the write buffer
-	noBody  bool // HEAD, or a status without a body: writes are dropped
+	noBody  bool // a status without a body: writes fail
+	isHead  bool // a HEAD request: the body is staged and sniffed as for GET, never sent
 	chunked bool
 	length  int64 // the declared or computed Content-Length; -1 when unknown
 	written int64
@@ -40,6 +45,7 @@ func (w *response) reset(req *http.Request) {
 	w.req = req
 	clear(w.h)
 	w.status, w.head, w.noBody, w.chunked, w.length, w.written, w.staging = 0, false, false, false, -1, 0, false
+	w.isHead = req.Method == http.MethodHead
 	w.stage = w.stage[:0]
 	w.close = req.Close
 	w.err = nil
@@ -61,17 +67,18 @@ func (w *response) WriteHeader(code int) {
 			return // only with Hijack, which the loop does not offer
 		}
 		w.writeStatus(code)
-		w.writeFields()
+		w.writeFields(nil)
 		_, _ = w.c.bw.WriteString("\r\n")
 		w.flush()
 		return
 	}
 	w.status = code
-	w.noBody = w.req.Method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified
+	w.noBody = code == http.StatusNoContent || code == http.StatusNotModified
 	if code == http.StatusNoContent || code == http.StatusNotModified {
 		delete(w.h, "Content-Length")
 		delete(w.h, "Transfer-Encoding")
-		if code == http.StatusNoContent {
+		// net/http's suppressedHeaders: a 304 loses its Content-Type, a 204 keeps it.
+		if code == http.StatusNotModified {
 			delete(w.h, "Content-Type")
 		}
 	}
@@ -96,9 +103,6 @@ func (w *response) Write(p []byte) (int, error) {
 		return 0, w.err
 	}
 	if w.noBody {
-		if w.req.Method == http.MethodHead && w.status != http.StatusNoContent && w.status != http.StatusNotModified {
-			return len(p), nil
-		}
 		return 0, http.ErrBodyNotAllowed
 	}
 	if w.staging {
@@ -115,6 +119,9 @@ func (w *response) Write(p []byte) (int, error) {
 		w.writeHead(p)
 	}
 	w.written += int64(len(p))
+	if w.isHead {
+		return len(p), nil
+	}
 	if w.chunked {
 		w.writeChunk(p)
 	} else {
@@ -129,42 +136,39 @@ func (w *response) Write(p []byte) (int, error) {
 }
 
 // unstage ends staging: with chunked, the answer is chunked from here on; without, the staged
-// bytes are the whole body. next is what the handler writes next, for the Content-Type sniff
-// when nothing was staged.
+// bytes are the whole body. next is the write that overflows the stage, if any: net/http sniffs
+// the Content-Type from the first bytes it sends, which are the stage's and then next's.
 func (w *response) unstage(chunked bool, next []byte) {
 	w.staging = false
-	if chunked {
+	n := len(w.stage)
+	switch {
+	case w.isHead:
+		// Never chunked; the length is known when the handler ended within the stage and
+		// wrote something (net/http's rule for HEAD).
+		if !chunked && n > 0 {
+			w.length = int64(n)
+		}
+	case chunked:
 		w.chunked = true
-	} else {
-		w.length = int64(len(w.stage))
+	default:
+		w.length = int64(n)
 	}
-	if len(w.stage) > 0 {
-		next = w.stage
+	first := w.stage
+	if n < sniffLen && len(next) > 0 {
+		first = append(first, next[:min(len(next), sniffLen-n)]...)
 	}
-	w.writeHead(next)
-	if len(w.stage) > 0 {
-		w.written += int64(len(w.stage))
-		if w.chunked {
-			w.writeChunk(w.stage)
-		} else {
-			_, _ = w.c.bw.Write(w.stage)
+	w.writeHead(first)
+	if n > 0 {
+		w.written += int64(n)
+		switch {
+		case w.isHead:
+		case w.chunked:
+			w.writeChunk(first[:n])
+		default:
+			_, _ = w.c.bw.Write(first[:n])
 		}
 	}
-	w.stage = w.stage[:0]
-}
-
-// hasTrailers reports trailers declared (Trailer) or set (http.TrailerPrefix): an answer with
-// them is chunked, as net/http's is, to carry them.
-func (w *response) hasTrailers() bool {
-	if len(w.h["Trailer"]) > 0 {
-		return true
-	}
-	for k := range w.h {
-		if strings.HasPrefix(k, http.TrailerPrefix) {
-			return true
-		}
-	}
-	return false
+	w.stage = first[:0]
 }
 
 func (w *response) writeChunk(p []byte) {
@@ -226,13 +230,16 @@ func (w *response) writeStatus(code int) {
 	_, _ = bw.WriteString("\r\n")
 }
 
-// writeFields writes the handler's header fields but those the loop writes itself, as
-// net/http does: invalid names left out, line breaks in values made spaces.
-func (w *response) writeFields() {
+// writeFields writes the handler's header fields but those the loop writes itself and the
+// trailers, as net/http does: invalid names left out, line breaks in values made spaces.
+func (w *response) writeFields(trailers []string) {
 	bw := w.c.bw
 	for k, vs := range w.h {
 		switch k {
 		case "Content-Length", "Transfer-Encoding", "Connection", "Trailer":
+			continue
+		}
+		if slices.Contains(trailers, k) {
 			continue
 		}
 		if strings.HasPrefix(k, http.TrailerPrefix) || !httpguts.ValidHeaderFieldName(k) {
@@ -258,17 +265,31 @@ func (w *response) writeHead(first []byte) {
 	if v := w.h["Connection"]; len(v) > 0 && httpguts.HeaderValuesContainsToken(v, "close") {
 		w.close = true
 	}
+	// A request body that cannot be discarded after the handler closes the connection; the
+	// answer says so, as net/http's does (it decides when it writes the head, as here).
+	if b, ok := w.req.Body.(*body); ok && !b.discardable(postHandlerDiscard) {
+		w.close = true
+	}
 	if !w.noBody {
-		if _, ok := w.h["Content-Type"]; !ok && len(first) > 0 {
+		// Not for an encoded body, whose bytes say nothing of its type (net/http, issue 31753).
+		ce := w.h["Content-Encoding"]
+		if _, ok := w.h["Content-Type"]; !ok && len(first) > 0 && (len(ce) == 0 || ce[0] == "") {
 			w.h["Content-Type"] = []string{http.DetectContentType(first)}
 		}
 		// A declared trailer needs chunking.
-		if len(w.h["Trailer"]) > 0 && w.length < 0 {
+		if len(w.h["Trailer"]) > 0 && w.length < 0 && !w.isHead {
 			w.chunked = true
 		}
 	}
 	w.writeStatus(w.status)
-	w.writeFields()
+	// A head written when the handler has returned would otherwise carry the values of the
+	// declared trailers, which the handler sets after its body (net/http sends the header as
+	// it was at WriteHeader).
+	var trailers []string
+	if w.chunked {
+		trailers = w.declaredTrailers()
+	}
+	w.writeFields(trailers)
 	bw := w.c.bw
 	switch {
 	case w.chunked:
@@ -284,7 +305,7 @@ func (w *response) writeHead(first []byte) {
 		_, _ = bw.WriteString("Content-Length: ")
 		_, _ = bw.Write(strconv.AppendInt(bw.AvailableBuffer(), w.length, 10))
 		_, _ = bw.WriteString("\r\n")
-	case !w.noBody:
+	case !w.noBody && !w.isHead:
 		w.close = true // no length and no chunking: the body ends with the connection
 	}
 	if _, ok := w.h["Date"]; !ok {
@@ -305,7 +326,8 @@ func (w *response) finish() bool {
 		w.WriteHeader(http.StatusOK)
 	}
 	if w.staging {
-		w.unstage(w.hasTrailers(), nil)
+		// Declared trailers need chunking, even for a body that fits the stage (net/http).
+		w.unstage(len(w.h["Trailer"]) > 0, nil)
 	}
 	if !w.head {
 		if w.length < 0 && !w.noBody {
@@ -318,7 +340,7 @@ func (w *response) finish() bool {
 	}
 	w.flush()
 	keep := w.err == nil && !w.close
-	if w.length >= 0 && !w.noBody && w.written < w.length {
+	if w.length >= 0 && !w.noBody && !w.isHead && w.written < w.length {
 		keep = false // the answer is short of its declared length: the client must see it end
 	}
 	if b, ok := w.req.Body.(*body); ok && keep {
@@ -344,11 +366,8 @@ func (w *response) writeTrailers() {
 			_, _ = bw.WriteString("\r\n")
 		}
 	}
-	for _, decl := range w.h["Trailer"] {
-		for _, k := range strings.Split(decl, ",") {
-			k = http.CanonicalHeaderKey(strings.TrimSpace(k))
-			write(k, w.h[k])
-		}
+	for _, k := range w.declaredTrailers() {
+		write(k, w.h[k])
 	}
 	for k, vs := range w.h {
 		if strings.HasPrefix(k, http.TrailerPrefix) {
@@ -356,6 +375,19 @@ func (w *response) writeTrailers() {
 		}
 	}
 	_, _ = bw.WriteString("\r\n")
+}
+
+// declaredTrailers lists the keys the Trailer header declares.
+func (w *response) declaredTrailers() []string {
+	var keys []string
+	for _, decl := range w.h["Trailer"] {
+		for _, k := range strings.Split(decl, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				keys = append(keys, http.CanonicalHeaderKey(k))
+			}
+		}
+	}
+	return keys
 }
 
 // date is the Date header's value, formatted once a second per connection.

@@ -32,6 +32,11 @@
 //   - The request's context is the connection's: it ends when the client hangs up or the
 //     connection closes, not when the handler returns.
 //   - Hijacking is not offered (upgrades go to net/http).
+//   - The head of an answer is written from the handler's header map as it is when the head
+//     goes out (at the first Flush, past 2048 bytes of body, or when the handler returns), not
+//     as it was at WriteHeader: a header set after the first Write of a short body is sent
+//     (net/http would drop it), which spares a copy of the map per request. Declared trailers
+//     are left out of the head.
 package h1
 
 import (
@@ -141,7 +146,9 @@ func (s *Server) Serve(ln net.Listener) error {
 		if s.sem != nil {
 			select {
 			case s.sem <- struct{}{}:
-			case <-s.done:
+			case <-s.handoff.done:
+				// Shutdown or Close began (stop closes the hand-off listener): return now, as
+				// net/http's Serve does, not when the last connection is gone.
 				return http.ErrServerClosed
 			}
 		}
@@ -214,7 +221,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// Close closes the listeners and every connection at once.
+// Close closes the listeners and every connection at once, and ends the contexts of the
+// requests in flight (as net/http's background read does when the connection closes).
 func (s *Server) Close() error {
 	s.init()
 	s.stop()
@@ -260,7 +268,7 @@ const (
 func (s *Server) sweep() {
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
-	var busy []*conn
+	var busy, waiting []*conn
 	for {
 		select {
 		case <-s.done:
@@ -268,7 +276,7 @@ func (s *Server) sweep() {
 		case now := <-t.C:
 			ns := now.UnixNano()
 			s.clock.Store(ns)
-			busy = busy[:0]
+			busy, waiting = busy[:0], waiting[:0]
 			s.mu.Lock()
 			for c := range s.conns {
 				since := ns - c.since.Load()
@@ -287,12 +295,25 @@ func (s *Server) sweep() {
 					if since > int64(sweepEvery) && c.rc != nil {
 						busy = append(busy, c)
 					}
+					continue
+				}
+				// A connection waiting for a request (idle, or in its head) for more than a
+				// sweep is looked at once per wait: in raw mode an end of input that came
+				// with the last bytes read brings no readiness of its own (serveRaw).
+				if since > int64(sweepEvery) && c.rc != nil && !c.peeked.Load() {
+					waiting = append(waiting, c)
 				}
 			}
 			s.mu.Unlock()
 			for _, c := range busy {
 				if c.hungUp() {
 					c.cancel()
+				}
+			}
+			for _, c := range waiting {
+				c.peeked.Store(true)
+				if c.hungUp() {
+					c.kick()
 				}
 			}
 		}
@@ -305,6 +326,8 @@ type conn struct {
 	nc     net.Conn
 	rc     syscall.RawConn // the socket (raw reads, the sweep's MSG_PEEK); nil when not a socket
 	closed atomic.Bool     // closeAsync ran
+	peeked atomic.Bool     // the sweep looked for a hang-up in the current wait
+	kicked atomic.Bool     // the sweep ended the wait with a past read deadline (kick)
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	ctx    context.Context
@@ -325,6 +348,8 @@ type conn struct {
 	pending *http.Request
 
 	tmpl *http.Request // an empty request with the connection's context: parseRequest copies it
+
+	served bool // a request was served: the next one is a keep-alive request
 }
 
 // closeAsync closes the connection from another goroutine (the sweep, Shutdown, Close)
@@ -360,6 +385,15 @@ func (s *Server) newConn(nc net.Conn) *conn {
 func (c *conn) setState(st int32, now int64) {
 	c.since.Store(now)
 	c.state.Store(st)
+	c.peeked.Store(false)
+}
+
+// kick ends the connection's wait for readiness (a read deadline in the past), for serveRaw
+// to read again: the sweep saw the client's end of input, which came with the bytes last read
+// and so will bring no readiness of its own.
+func (c *conn) kick() {
+	c.kicked.Store(true)
+	_ = c.nc.SetReadDeadline(time.Unix(1, 0))
 }
 
 // forget takes c off the sweep's list.
@@ -433,10 +467,15 @@ func (c *conn) serve() {
 		if !c.serveRequest(req) || c.s.closing.Load() {
 			return
 		}
-		if c.br.Buffered() == 0 {
+		c.served = true
+		if c.br.Buffered() < 4 {
 			c.setState(stateIdle, c.s.clock.Load())
+			// Idle until 4 bytes of the next request are in, as net/http's server waits: an
+			// end of input before them closes the connection without an answer, one after
+			// them is a cut head that net/http answers (400). Raw mode applies the same rule
+			// in readRequest.
 			if c.rc == nil {
-				if _, err := c.br.Peek(1); err != nil {
+				if _, err := c.br.Peek(4); err != nil {
 					return
 				}
 			}
@@ -454,9 +493,20 @@ func (c *conn) serve() {
 // requests finds nothing (EAGAIN) and costs a system call per request. Inside one RawConn.Read
 // nothing is forgotten: after a short read (the socket drained) the callback can wait for the
 // next readiness at once, and the next request's bytes are read by one system call.
+//
+// What it gives up: an end of input that arrives with a request's last bytes is not seen when
+// the callback waits after serving that request (its readiness was the one that woke the
+// read). The sweep finds such a connection within two sweeps (a MSG_PEEK once per wait longer
+// than a sweep) and kicks it: serveRaw reads again and sees the end, as net/http would have
+// at once.
 func (c *conn) serveRaw() (int, *http.Request) {
 	c.drained, c.exit, c.pending = false, readFailed, nil
 	err := c.rc.Read(c.onReadable)
+	for err != nil && c.kicked.Swap(false) {
+		_ = c.nc.SetReadDeadline(time.Time{})
+		c.drained = false
+		err = c.rc.Read(c.onReadable)
+	}
 	c.raw = false
 	if err != nil {
 		return readFailed, nil
@@ -497,6 +547,7 @@ func (c *conn) onReadable(fd uintptr) bool {
 			c.raw = false
 			return true
 		}
+		c.served = true
 		c.setState(stateIdle, c.s.clock.Load())
 	}
 }
@@ -549,6 +600,10 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			keep = false
+			// What the handler had written goes out before the connection closes, as with
+			// net/http's final flush: the client sees an answer cut short, not none at all
+			// (which a client may take for a request never served and retry).
+			_ = c.bw.Flush()
 			if p != http.ErrAbortHandler {
 				buf := make([]byte, 64<<10)
 				buf = buf[:runtime.Stack(buf, false)]
@@ -615,12 +670,27 @@ func (c *replayConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
+// CloseWrite passes net/http's half-close on (closeWriteAndWait, after an answer such as 431
+// that leaves the request unread): without it net/http closes at once, and the unread bytes
+// make the kernel reset the connection, which can lose the answer on its way to the client.
+func (c *replayConn) CloseWrite() error { return closeWrite(c.Conn) }
+
+func closeWrite(nc net.Conn) error {
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // limitConn gives back its place under Server.MaxConns when closed, once.
 type limitConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
 }
+
+// CloseWrite passes a half-close on (replayConn.CloseWrite).
+func (c *limitConn) CloseWrite() error { return closeWrite(c.Conn) }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()

@@ -1,0 +1,272 @@
+package h1
+
+import (
+	"io"
+	"log"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countHandler answers "ok" and counts its requests.
+func countHandler(n *atomic.Int32) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		_, _ = io.WriteString(w, "ok")
+	})
+}
+
+// TestReadHeaderTimeout: a head that does not end in time is cut, whether it stalls or
+// trickles in; the handler never sees it.
+func TestReadHeaderTimeout(t *testing.T) {
+	var served atomic.Int32
+	_, addr, _ := startH1(t, countHandler(&served), func(s *Server) { s.ReadHeaderTimeout = 300 * time.Millisecond })
+
+	stalled := dial(t, addr)
+	stalled.send("GET / HTTP/1.1\r\nHost: example.com\r\n")
+	if b := stalled.waitClosed(); len(b) != 0 {
+		t.Fatalf("stalled head answered %q", b)
+	}
+
+	// A keep-alive connection: the second head stalls.
+	second := dial(t, addr)
+	second.send(get)
+	if _, body := second.mustRead("GET"); body != "ok" {
+		t.Fatalf("first request: %q", body)
+	}
+	second.send("GET / HTTP/1.1\r\n")
+	if b := second.waitClosed(); len(b) != 0 {
+		t.Fatalf("stalled second head answered %q", b)
+	}
+
+	// A byte every 20 ms of a head that would take a minute to arrive (under the 4 KiB buffer).
+	trickle := dial(t, addr)
+	head := "GET / HTTP/1.1\r\nHost: example.com\r\nX: " + strings.Repeat("v", 3000) + "\r\n\r\n"
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for i := 0; i < len(head); i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if _, err := trickle.nc.Write([]byte{head[i]}); err != nil {
+				return
+			}
+		}
+	}()
+	if b := trickle.waitClosed(); len(b) != 0 {
+		t.Fatalf("trickled head answered %q", b)
+	}
+
+	// Over the loop's buffer: net/http reads the rest, under the same limit.
+	long := dial(t, addr)
+	long.send("GET / HTTP/1.1\r\nHost: example.com\r\nX: " + strings.Repeat("v", bufSize))
+	if b := long.waitClosed(); len(b) != 0 {
+		t.Fatalf("stalled long head answered %q", b)
+	}
+	if n := served.Load(); n != 1 {
+		t.Fatalf("handler served %d requests, want 1", n)
+	}
+}
+
+// TestIdleTimeout: a keep-alive connection that sends nothing more is closed.
+func TestIdleTimeout(t *testing.T) {
+	var served atomic.Int32
+	_, addr, _ := startH1(t, countHandler(&served), func(s *Server) { s.IdleTimeout = 300 * time.Millisecond })
+	c := dial(t, addr)
+	c.send(get)
+	if resp, body := c.mustRead("GET"); body != "ok" || resp.Close {
+		t.Fatalf("answer %q close %v", body, resp.Close)
+	}
+	if b := c.waitClosed(); len(b) != 0 {
+		t.Fatalf("idle connection sent %q", b)
+	}
+}
+
+// TestMaxConns: beyond MaxConns a connection is not served until another one closes, one the
+// loop serves or one it handed to net/http.
+func TestMaxConns(t *testing.T) {
+	var served atomic.Int32
+	s, addr, _ := startH1(t, countHandler(&served), func(s *Server) { s.MaxConns = 2 })
+
+	plain := dial(t, addr)
+	plain.send(get)
+	plain.mustRead("GET")
+	handed := dial(t, addr) // chunked: net/http serves it, keep-alive
+	handed.send("POST / HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+	handed.mustRead("POST")
+	if n := len(s.sem); n != 2 {
+		t.Fatalf("%d places taken, want 2", n)
+	}
+
+	third := dial(t, addr)
+	third.send(get)
+	answered := make(chan string, 1)
+	go func() {
+		_, b, err := third.read("GET")
+		if err != nil {
+			answered <- err.Error()
+			return
+		}
+		answered <- string(b)
+	}()
+	// Not a measure: the third connection must not be served while two are open. A wrong
+	// server fails this at once; a right one cannot.
+	select {
+	case b := <-answered:
+		t.Fatalf("third connection served while two were open: %q", b)
+	case <-time.After(300 * time.Millisecond):
+	}
+	_ = handed.nc.Close() // net/http's connection gives its place back
+	if b := wait(t, answered, "answer on the third connection"); b != "ok" {
+		t.Fatalf("third connection: %q", b)
+	}
+
+	fourth := dial(t, addr)
+	fourth.send(get)
+	go func() {
+		_, b, err := fourth.read("GET")
+		if err != nil {
+			answered <- err.Error()
+			return
+		}
+		answered <- string(b)
+	}()
+	select {
+	case b := <-answered:
+		t.Fatalf("fourth connection served while two were open: %q", b)
+	case <-time.After(300 * time.Millisecond):
+	}
+	_ = plain.nc.Close() // the loop's connection gives its place back
+	if b := wait(t, answered, "answer on the fourth connection"); b != "ok" {
+		t.Fatalf("fourth connection: %q", b)
+	}
+}
+
+// TestHangUpCancelsContext: a client that goes away while its request is served ends the
+// request's context (the sweep's MSG_PEEK), without a byte read off the connection.
+func TestHangUpCancelsContext(t *testing.T) {
+	started, ended := make(chan struct{}, 1), make(chan error, 1)
+	_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-r.Context().Done()
+		ended <- r.Context().Err()
+	}), nil)
+	c := dial(t, addr)
+	c.send(get)
+	wait(t, started, "request")
+	_ = c.nc.Close()
+	if err := wait(t, ended, "end of the request's context"); err == nil {
+		t.Fatal("context ended without an error")
+	}
+}
+
+// TestPipelinedNotHangUp: bytes of a pipelined request waiting behind a slow one are not a
+// hang-up; the slow request's context stays alive and both are answered in order.
+func TestPipelinedNotHangUp(t *testing.T) {
+	release, started := make(chan struct{}), make(chan struct{}, 1)
+	s, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			started <- struct{}{}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				http.Error(w, "context ended", http.StatusInternalServerError)
+				return
+			}
+		}
+		_, _ = io.WriteString(w, r.URL.Path)
+	}), nil)
+	c := dial(t, addr)
+	c.send("GET /slow HTTP/1.1\r\nHost: a\r\n\r\nGET /next HTTP/1.1\r\nHost: a\r\n\r\n")
+	// Three sweeps later at least two looked at the busy connection.
+	wait(t, started, "slow request")
+	since := s.clock.Load()
+	eventually(t, "three sweeps", func() bool { return s.clock.Load()-since >= int64(3*sweepEvery) })
+	close(release)
+	for _, want := range []string{"/slow", "/next"} {
+		if _, body := c.mustRead("GET"); body != want {
+			t.Fatalf("answer %q, want %q", body, want)
+		}
+	}
+}
+
+// TestBodyThenNextRequest: the rest of a body the handler read in part is discarded and the
+// requests after it, sent at once, are read in step.
+func TestBodyThenNextRequest(t *testing.T) {
+	_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := make([]byte, 3)
+		n, _ := io.ReadFull(r.Body, b)
+		_, _ = io.WriteString(w, r.URL.Path+":"+string(b[:n]))
+	}), nil)
+	c := dial(t, addr)
+	c.send("POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n0123456789")
+	c.send("POST /b HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nxy")
+	c.send(get)
+	for _, want := range []string{"/a:012", "/b:xy", "/:"} {
+		if _, body := c.mustRead("POST"); body != want {
+			t.Fatalf("answer %q, want %q", body, want)
+		}
+	}
+}
+
+// syncBuffer is an io.Writer for a log that the test reads while the server may write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestPanicKeepsServing: a handler's panic closes its connection only; a panic other than
+// http.ErrAbortHandler is logged with its stack.
+func TestPanicKeepsServing(t *testing.T) {
+	var logBuf syncBuffer
+	_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/abort":
+			panic(http.ErrAbortHandler)
+		case "/boom":
+			panic("boom")
+		}
+		_, _ = io.WriteString(w, "ok")
+	}), func(s *Server) { s.ErrorLog = log.New(&logBuf, "", 0) })
+
+	other := dial(t, addr) // a keep-alive connection open across the panics
+	other.send(get)
+	other.mustRead("GET")
+	for _, path := range []string{"/abort", "/boom"} {
+		c := dial(t, addr)
+		c.send("GET " + path + " HTTP/1.1\r\nHost: a\r\n\r\n")
+		if b := c.waitClosed(); len(b) != 0 {
+			t.Fatalf("%s answered %q", path, b)
+		}
+		other.send(get)
+		if _, body := other.mustRead("GET"); body != "ok" {
+			t.Fatalf("after %s: %q", path, body)
+		}
+	}
+	logged := logBuf.String()
+	if !strings.Contains(logged, "panic serving") || !strings.Contains(logged, "boom") ||
+		!strings.Contains(logged, "goroutine") {
+		t.Fatalf("the panic is not logged with its stack: %q", logged)
+	}
+	if strings.Count(logged, "panic serving") != 1 {
+		t.Fatalf("ErrAbortHandler logged too: %q", logged)
+	}
+}
