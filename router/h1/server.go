@@ -31,6 +31,9 @@
 //     pending on the connection: the request's context ends up to 400 ms after the hang-up.
 //   - The request's context is the connection's: it ends when the client hangs up or the
 //     connection closes, not when the handler returns.
+//   - A client's end of input (a half-close) that arrives together with a request's last
+//     bytes is seen by the sweep, so the connection closes (or the cut head is answered) up
+//     to 400 ms later rather than at once (serveRaw).
 //   - Hijacking is not offered (upgrades go to net/http).
 //   - The head of an answer is written from the handler's header map as it is when the head
 //     goes out (at the first Flush, past 2048 bytes of body, or when the handler returns), not
