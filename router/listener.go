@@ -152,3 +152,12 @@ func opName(err error, op string) error {
 	}
 	return err
 }
+
+// CloseWrite half-closes the connection, as net/http's server does before it closes one it
+// answered with an error (so that the client reads the answer rather than a reset).
+func (c *quietConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
