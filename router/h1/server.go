@@ -295,7 +295,9 @@ func (s *Server) sweep() {
 						c.closeAsync()
 					}
 				case stateActive:
-					if since > int64(sweepEvery) && c.rc != nil {
+					// since is the sweep clock's reading before the state began: more than
+					// 1.5 sweeps ago means it has lasted a full sweep (ticks jitter).
+					if since > int64(sweepEvery*3/2) && c.rc != nil {
 						busy = append(busy, c)
 					}
 					continue
@@ -303,7 +305,7 @@ func (s *Server) sweep() {
 				// A connection waiting for a request (idle, or in its head) for more than a
 				// sweep is looked at once per wait: in raw mode an end of input that came
 				// with the last bytes read brings no readiness of its own (serveRaw).
-				if since > int64(sweepEvery) && c.rc != nil && !c.peeked.Load() {
+				if since > int64(sweepEvery*3/2) && c.rc != nil && !c.peeked.Load() {
 					waiting = append(waiting, c)
 				}
 			}
@@ -433,10 +435,10 @@ func (c *conn) serve() {
 		c.br = bufio.NewReaderSize(src, bufSize)
 	}
 	if v, ok := bufWriters.Get().(*bufio.Writer); ok {
-		v.Reset(c.nc)
+		v.Reset(sink{c})
 		c.bw = v
 	} else {
-		c.bw = bufio.NewWriterSize(c.nc, bufSize)
+		c.bw = bufio.NewWriterSize(sink{c}, bufSize)
 	}
 	c.w.c = c
 	c.w.h = make(http.Header, 8)
@@ -553,6 +555,18 @@ func (c *conn) onReadable(fd uintptr) bool {
 		c.served = true
 		c.setState(stateIdle, c.s.clock.Load())
 	}
+}
+
+// sink is what the connection's write buffer writes to: the connection, until closeAsync
+// (the socket itself closes only when a read in progress on it ends, which in raw mode is when
+// the handler returns; its answer must not go out after Close).
+type sink struct{ c *conn }
+
+func (s sink) Write(p []byte) (int, error) {
+	if s.c.closed.Load() {
+		return 0, net.ErrClosed
+	}
+	return s.c.nc.Write(p)
 }
 
 // source is what the connection's read buffer reads from: the socket raw inside serveRaw's
