@@ -104,47 +104,30 @@ func TestMaxConns(t *testing.T) {
 		t.Fatalf("%d places taken, want 2", n)
 	}
 
-	third := dial(t, addr)
-	third.send(get)
-	answered := make(chan string, 1)
-	go func() {
-		_, b, err := third.read("GET")
-		if err != nil {
-			answered <- err.Error()
-			return
+	// net/http's connection gives its place back, then the loop's.
+	for i, holder := range []*client{handed, plain} {
+		waiting := dial(t, addr)
+		waiting.send(get)
+		answered := make(chan string, 1)
+		go func() {
+			_, b, err := waiting.read("GET")
+			if err != nil {
+				answered <- err.Error()
+				return
+			}
+			answered <- string(b)
+		}()
+		// Not a measure: the connection must not be served while two are open. A wrong
+		// server fails this at once; a right one cannot.
+		select {
+		case b := <-answered:
+			t.Fatalf("connection %d served while two were open: %q", i+3, b)
+		case <-time.After(300 * time.Millisecond):
 		}
-		answered <- string(b)
-	}()
-	// Not a measure: the third connection must not be served while two are open. A wrong
-	// server fails this at once; a right one cannot.
-	select {
-	case b := <-answered:
-		t.Fatalf("third connection served while two were open: %q", b)
-	case <-time.After(300 * time.Millisecond):
-	}
-	_ = handed.nc.Close() // net/http's connection gives its place back
-	if b := wait(t, answered, "answer on the third connection"); b != "ok" {
-		t.Fatalf("third connection: %q", b)
-	}
-
-	fourth := dial(t, addr)
-	fourth.send(get)
-	go func() {
-		_, b, err := fourth.read("GET")
-		if err != nil {
-			answered <- err.Error()
-			return
+		_ = holder.nc.Close()
+		if b := wait(t, answered, "answer once a place is free"); b != "ok" {
+			t.Fatalf("connection %d: %q", i+3, b)
 		}
-		answered <- string(b)
-	}()
-	select {
-	case b := <-answered:
-		t.Fatalf("fourth connection served while two were open: %q", b)
-	case <-time.After(300 * time.Millisecond):
-	}
-	_ = plain.nc.Close() // the loop's connection gives its place back
-	if b := wait(t, answered, "answer on the fourth connection"); b != "ok" {
-		t.Fatalf("fourth connection: %q", b)
 	}
 }
 
