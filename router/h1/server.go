@@ -507,8 +507,13 @@ func (c *conn) serve() {
 func (c *conn) serveRaw() (int, *http.Request) {
 	c.drained, c.exit, c.pending = false, readFailed, nil
 	err := c.rc.Read(c.onReadable)
-	for err != nil && c.kicked.Swap(false) {
+	// A kick's past deadline is cleared whatever ended the read: the connection may go on to
+	// a request with a body, read the usual way.
+	for c.kicked.Swap(false) {
 		_ = c.nc.SetReadDeadline(time.Time{})
+		if err == nil {
+			break
+		}
 		c.drained = false
 		err = c.rc.Read(c.onReadable)
 	}
