@@ -42,7 +42,7 @@ run: build ## Start the local deployment (PostgreSQL, directory, cell-a, cell-b,
 # FUZZTIME is a count of executions (a few seconds per target here): a duration such as 5s
 # makes Go 1.26's fuzz coordinator fail now and then with a bare "context deadline exceeded"
 # and no failing input when the machine is busy (go.dev/issue/75804, fixed in Go 1.27).
-FUZZ_PACKAGES := ./router/hop ./cell/design ./cell/compile
+FUZZ_PACKAGES := ./router/hop ./router/h1 ./cell/design ./cell/compile
 FUZZTIME ?= 10000x
 
 # The tests' events go through bin/testsummary: package lines, failed tests' output, the skipped
