@@ -12,8 +12,10 @@ import (
 	"slidecells/router/internal/rawio"
 )
 
-// quietConn is a client connection of the public listener. While a handler runs, net/http's
-// server keeps a one-byte read pending on the connection (its "background read") so that it
+// quietConn is a client connection of the public listener (router/h1 wraps every accepted
+// connection in one; its loop writes through it, and reads raw itself in its raw mode). On a
+// connection handed to net/http's server: while a handler runs, net/http's server keeps a
+// one-byte read pending on the connection (its "background read") so that it
 // notices a client that hangs up; it starts that read right after clearing the read deadline
 // (SetReadDeadline with the zero time) and ends it with a deadline in the past when the
 // handler returns. net.Conn.Read tries the read system call first, which on nearly every
