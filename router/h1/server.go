@@ -632,10 +632,24 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 				c.s.logf("http: panic serving %v: %v\n%s", c.remote, p, buf)
 			}
 		}
+		closeBody(req)
 		w.req = nil
 	}()
 	c.s.Handler.ServeHTTP(w, req)
+	// The body is closed before the answer goes out (finish's discard reads on regardless): a
+	// goroutine the handler leaves reading it (net/http's Transport writes a request body on one
+	// of its own, which can outlive the round trip) must fail from here on, as with net/http's
+	// server, not read the connection's buffer, which holds the next request, or once the
+	// connection is closed another connection's from the pool (or a nil reader: a panic).
+	closeBody(req)
 	return w.finish() && c.ctx.Err() == nil
+}
+
+// closeBody closes a body of the loop's own; once closed, reads fail.
+func closeBody(req *http.Request) {
+	if b, ok := req.Body.(*body); ok {
+		_ = b.Close()
+	}
 }
 
 // handoffListener is the net/http server's listener: the connections the loop hands over.
