@@ -345,6 +345,11 @@ func (w *response) finish() bool {
 	}
 	if b, ok := w.req.Body.(*body); ok && keep {
 		_ = w.c.nc.SetReadDeadline(time.Time{}) // the body-rate rule's, if it set one
+		// The rest of the body must come within ReadHeaderTimeout, as the next head must:
+		// nothing else bounds the discard (the deadline is gone, the sweep only watches an
+		// active connection for a hang-up), so a client that declares more than it sends would
+		// hold the connection and its goroutine for ever.
+		w.c.setState(stateHead, w.c.s.clock.Load())
 		keep = b.discard(postHandlerDiscard)
 	}
 	return keep

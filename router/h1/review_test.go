@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 )
 
 // TestBodyClosedWhenHandlerReturns: a request body read after the handler returned (what an
@@ -40,5 +41,29 @@ func TestBodyClosedWhenHandlerReturns(t *testing.T) {
 	}()
 	if n != 0 || !errors.Is(err, http.ErrBodyReadAfterClose) {
 		t.Fatalf("a read after the handler returned gave %d bytes, %v; want 0, %v", n, err, http.ErrBodyReadAfterClose)
+	}
+}
+
+// TestUnreadBodyMustArrive: a body the handler left unread is read off the connection after the
+// answer (to keep it), but a client that declared more than it sends must not hold the
+// connection and its goroutine for ever: the rest must come within ReadHeaderTimeout, like a
+// head, whether or not the handler had put a read deadline of its own (the body-rate rule's).
+func TestUnreadBodyMustArrive(t *testing.T) {
+	for _, deadline := range []bool{false, true} {
+		_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if deadline {
+				_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(time.Millisecond))
+			}
+			_, _ = io.WriteString(w, "no thanks")
+		}), func(s *Server) { s.ReadHeaderTimeout = 300 * time.Millisecond })
+
+		c := dial(t, addr)
+		c.send("POST / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 1000\r\n\r\n0123456789")
+		if _, body := c.mustRead("POST"); body != "no thanks" {
+			t.Fatalf("answer %q", body)
+		}
+		if b := c.waitClosed(); len(b) != 0 {
+			t.Fatalf("deadline %v: after the answer: %q", deadline, b)
+		}
 	}
 }
