@@ -35,6 +35,8 @@
 //     bytes is seen by the sweep, so the connection closes (or the cut head is answered) up
 //     to 400 ms later rather than at once (serveRaw).
 //   - Hijacking is not offered (upgrades go to net/http).
+//   - What the handler left unread of a body is read off after the answer within
+//     ReadHeaderTimeout (like the next head), not without a bound.
 //   - The head of an answer is written from the handler's header map as it is when the head
 //     goes out (at the first Flush, past 2048 bytes of body, or when the handler returns), not
 //     as it was at WriteHeader: a header set after the first Write of a short body is sent
