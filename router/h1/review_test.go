@@ -67,3 +67,26 @@ func TestUnreadBodyMustArrive(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleReadDeadline: a read deadline left on the connection by a request's handler (the
+// body-rate rule's, which a transport's goroutine can set as the handler returns) must not cut
+// the keep-alive connection later: net/http's server sets the read deadline anew for every
+// request, and the loop's waits have none of their own (the sweep times them).
+func TestStaleReadDeadline(t *testing.T) {
+	_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/leave" {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
+		}
+		_, _ = io.WriteString(w, r.URL.Path)
+	}), nil)
+
+	c := dial(t, addr)
+	c.send("GET /leave HTTP/1.1\r\nHost: example.com\r\n\r\n")
+	if _, body := c.mustRead("GET"); body != "/leave" {
+		t.Fatalf("first answer %q", body)
+	}
+	c.send("GET /next HTTP/1.1\r\nHost: example.com\r\n\r\n")
+	if _, body := c.mustRead("GET"); body != "/next" {
+		t.Fatalf("second answer %q", body)
+	}
+}

@@ -510,8 +510,12 @@ func (c *conn) serveRaw() (int, *http.Request) {
 	c.drained, c.exit, c.pending = false, readFailed, nil
 	err := c.rc.Read(c.onReadable)
 	// A kick's past deadline is cleared whatever ended the read: the connection may go on to
-	// a request with a body, read the usual way.
-	for c.kicked.Swap(false) {
+	// a request with a body, read the usual way. A deadline that ended the wait without a kick
+	// is cleared too, and the wait goes on: a handler left it on the connection (the body-rate
+	// rule's, which a transport's goroutine can set as the handler returns), and the loop's
+	// waits have none of their own (the sweep times them). net/http's server sets the read
+	// deadline anew for every request, so there too a stale one never cuts the connection.
+	for kicked := c.kicked.Swap(false); kicked || errors.Is(err, os.ErrDeadlineExceeded); kicked = c.kicked.Swap(false) {
 		_ = c.nc.SetReadDeadline(time.Time{})
 		if err == nil {
 			break
