@@ -90,3 +90,18 @@ func TestStaleReadDeadline(t *testing.T) {
 		t.Fatalf("second answer %q", body)
 	}
 }
+
+// TestHeadAfterBodyTimesOut: the head of a request that follows one with a body must arrive
+// within ReadHeaderTimeout too, even when its first bytes came with that body (the connection
+// is not left as busy, which only a hang-up ends).
+func TestHeadAfterBodyTimesOut(t *testing.T) {
+	_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(w, r.Body)
+	}), func(s *Server) { s.ReadHeaderTimeout = 300 * time.Millisecond })
+	c := dial(t, addr)
+	c.send("POST / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 5\r\n\r\nhelloGET / HTTP/1.1\r\n")
+	c.mustRead("POST")
+	if b := c.waitClosed(); len(b) != 0 {
+		t.Fatalf("after the answer: %q", b)
+	}
+}

@@ -486,6 +486,10 @@ func (c *conn) serve() {
 					return
 				}
 			}
+		} else {
+			// The next head has begun (it came with this request's body): ReadHeaderTimeout
+			// applies from here, or a head that never ends would hold a busy connection.
+			c.setState(stateHead, c.s.clock.Load())
 		}
 	}
 }
