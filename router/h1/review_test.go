@@ -1,8 +1,10 @@
 package h1
 
 import (
+	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -103,5 +105,35 @@ func TestHeadAfterBodyTimesOut(t *testing.T) {
 	c.mustRead("POST")
 	if b := c.waitClosed(); len(b) != 0 {
 		t.Fatalf("after the answer: %q", b)
+	}
+}
+
+// TestAcceptedDuringShutdown: a connection accepted just before Shutdown closed the listener,
+// but not yet registered when Shutdown looked for connections, must not be served after
+// Shutdown returned, unwatched by the sweep (net/http's Shutdown waits for its Serve loops).
+func TestAcceptedDuringShutdown(t *testing.T) {
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	s, addr, serveErr := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "served")
+	}), func(s *Server) {
+		s.ReadHeaderTimeout = 300 * time.Millisecond
+		s.WrapConn = func(nc net.Conn) net.Conn {
+			close(entered) // one connection only
+			<-proceed
+			return nc
+		}
+	})
+	c := dial(t, addr)
+	wait(t, entered, "the accept")
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	close(proceed)
+	c.send(get)
+	if b := c.waitClosed(); len(b) != 0 {
+		t.Fatalf("a connection accepted before Shutdown was served after it: %q", b)
+	}
+	if err := wait(t, serveErr, "Serve's return"); !errors.Is(err, http.ErrServerClosed) {
+		t.Fatalf("Serve returned %v", err)
 	}
 }

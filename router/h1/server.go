@@ -174,7 +174,11 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		backoff = 0
-		go s.serveConn(s.newConn(nc))
+		c := s.newConn(nc)
+		if c == nil {
+			return http.ErrServerClosed
+		}
+		go s.serveConn(c)
 	}
 }
 
@@ -369,6 +373,8 @@ func (c *conn) closeAsync() {
 	}
 }
 
+// newConn registers an accepted connection with the sweep; nil (the connection closed) when
+// the server is closing.
 func (s *Server) newConn(nc net.Conn) *conn {
 	var rc syscall.RawConn
 	if sc, ok := nc.(syscall.Conn); ok {
@@ -384,6 +390,15 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.setState(stateHead, time.Now().UnixNano())
 	s.mu.Lock()
+	if s.closing.Load() {
+		// Shutdown or Close began after the accept (stop sets closing under s.mu): they may be
+		// done looking for connections and the sweep may have stopped, so this one would be
+		// served unwatched after they returned. It is closed instead (nil).
+		s.mu.Unlock()
+		c.cancel()
+		_ = nc.Close()
+		return nil
+	}
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 	return c
