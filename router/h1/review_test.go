@@ -137,3 +137,26 @@ func TestAcceptedDuringShutdown(t *testing.T) {
 		t.Fatalf("Serve returned %v", err)
 	}
 }
+
+// TestTimeoutsAfterShutdownDeadline: when Shutdown gives up (its context ends), the connections
+// left are still under the server's timeouts, as net/http's keep their deadlines: a head that
+// never ends is still cut.
+func TestTimeoutsAfterShutdownDeadline(t *testing.T) {
+	s, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}),
+		func(s *Server) { s.ReadHeaderTimeout = 300 * time.Millisecond })
+	c := dial(t, addr)
+	c.send("GET / HTTP/1.1\r\n")
+	eventually(t, "the connection registered", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.conns) == 1
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Shutdown returned %v, want context.Canceled", err)
+	}
+	if b := c.waitClosed(); len(b) != 0 {
+		t.Fatalf("the cut head was answered %q", b)
+	}
+}

@@ -220,7 +220,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			s.finish()
+			// The sweep goes on (it stops once the last connection is gone): the connections
+			// left keep their timeouts, as net/http's keep their deadlines.
 			return ctx.Err()
 		case <-t.C:
 		}
@@ -287,6 +288,12 @@ func (s *Server) sweep() {
 			s.clock.Store(ns)
 			busy, waiting = busy[:0], waiting[:0]
 			s.mu.Lock()
+			if s.closing.Load() && len(s.conns) == 0 {
+				// Shut down, and no connection is left to watch (none is added once closing).
+				s.mu.Unlock()
+				s.finish()
+				return
+			}
 			for c := range s.conns {
 				since := ns - c.since.Load()
 				switch c.state.Load() {
