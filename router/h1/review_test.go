@@ -160,3 +160,21 @@ func TestTimeoutsAfterShutdownDeadline(t *testing.T) {
 		t.Fatalf("the cut head was answered %q", b)
 	}
 }
+
+// TestPanicWhileBodyRead: a handler that panics while a goroutine of its own waits on the body
+// (the client sends no more of it) has its connection closed at once, as net/http's server
+// does, not once the client sends more.
+func TestPanicWhileBodyRead(t *testing.T) {
+	reading := make(chan struct{})
+	_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		go func() {
+			close(reading)
+			_, _ = io.Copy(io.Discard, r.Body)
+		}()
+		<-reading
+		panic(http.ErrAbortHandler)
+	}), nil)
+	c := dial(t, addr)
+	c.send("POST / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 1000\r\n\r\nhalf")
+	c.waitClosed()
+}

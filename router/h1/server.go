@@ -658,6 +658,13 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 			// net/http's final flush: the client sees an answer cut short, not none at all
 			// (which a client may take for a request never served and retry).
 			_ = c.bw.Flush()
+			if _, ok := req.Body.(*body); ok {
+				// The connection is done for. Closed now, it ends a read of the body that a
+				// goroutine of the handler's may have in progress, which closeBody waits for,
+				// as net/http's server closes it. (A request with a body is never served in raw
+				// mode, whose read this Close would wait for instead.)
+				_ = c.nc.Close()
+			}
 			if p != http.ErrAbortHandler {
 				buf := make([]byte, 64<<10)
 				buf = buf[:runtime.Stack(buf, false)]
