@@ -23,7 +23,7 @@ const sniffLen = 512
 // connection to keep it (net/http's maxPostHandlerReadBytes); beyond it the connection closes.
 const postHandlerDiscard = 256 << 10
 
-// response is the http.ResponseWriter of the loop, one per connection, reset per request.
+// response is the http.ResponseWriter of the loop, one per request.
 type response struct {
 	c       *conn
 	req     *http.Request
@@ -43,7 +43,6 @@ type response struct {
 
 func (w *response) reset(req *http.Request) {
 	w.req = req
-	clear(w.h)
 	w.status, w.head, w.noBody, w.chunked, w.length, w.written, w.staging = 0, false, false, false, -1, 0, false
 	w.isHead = req.Method == http.MethodHead
 	w.stage = w.stage[:0]

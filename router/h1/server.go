@@ -353,7 +353,7 @@ type conn struct {
 	remote string
 	state  atomic.Int32
 	since  atomic.Int64 // unix nanoseconds when the state began (the sweep's clock)
-	w      response
+	stage  []byte       // the answers' staging buffer, kept from request to request
 
 	dateSec int64 // the second dateBuf was formatted for
 	dateBuf []byte
@@ -464,8 +464,6 @@ func (c *conn) serve() {
 	} else {
 		c.bw = bufio.NewWriterSize(sink{c}, bufSize)
 	}
-	c.w.c = c
-	c.w.h = make(http.Header, 8)
 	handedOff := false
 	defer func() {
 		c.forget()
@@ -649,8 +647,12 @@ func (s *Server) serveConn(c *conn) {
 // serveRequest runs the handler and finishes the answer; it reports whether the connection
 // may carry another request.
 func (c *conn) serveRequest(req *http.Request) (keep bool) {
-	w := &c.w
+	// A response of its own per request, header map included, as net/http's: a goroutine the
+	// handler leaves behind that writes or sets headers late reaches a finished response, never
+	// the next request's answer (another user's, behind a proxy that shares connections).
+	w := &response{c: c, h: make(http.Header, 8), stage: c.stage[:0]}
 	w.reset(req)
+	defer func() { c.stage = w.stage[:0] }()
 	defer func() {
 		if p := recover(); p != nil {
 			keep = false
