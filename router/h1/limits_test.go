@@ -5,10 +5,11 @@ import (
 	"log"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"slidecells/shared/testenv"
 )
 
 // countHandler answers "ok" and counts its requests.
@@ -198,28 +199,10 @@ func TestBodyThenNextRequest(t *testing.T) {
 	}
 }
 
-// syncBuffer is an io.Writer for a log that the test reads while the server may write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // TestPanicKeepsServing: a handler's panic closes its connection only; a panic other than
 // http.ErrAbortHandler is logged with its stack.
 func TestPanicKeepsServing(t *testing.T) {
-	var logBuf syncBuffer
+	var logBuf testenv.Buffer
 	_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/abort":
