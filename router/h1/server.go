@@ -178,7 +178,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		if c == nil {
 			return http.ErrServerClosed
 		}
-		go s.serveConn(c)
+		go c.serve()
 	}
 }
 
@@ -490,11 +490,9 @@ func (c *conn) serve() {
 			handedOff = c.handOff()
 			return
 		}
-		c.setState(stateActive, c.s.clock.Load())
-		if !c.serveRequest(req) || c.s.closing.Load() {
+		if !c.serveOne(req) {
 			return
 		}
-		c.served = true
 		if c.br.Buffered() < 4 {
 			c.setState(stateIdle, c.s.clock.Load())
 			// Idle until 4 bytes of the next request are in, as net/http's server waits: an
@@ -557,6 +555,7 @@ func (c *conn) serveRaw() (int, *http.Request) {
 }
 
 // onReadable is serveRaw's callback: it returns false to wait for the socket to be readable.
+// Reads through source are raw from here until serveRaw returns.
 func (c *conn) onReadable(fd uintptr) bool {
 	c.fd, c.raw = fd, true
 	for {
@@ -573,23 +572,29 @@ func (c *conn) onReadable(fd uintptr) bool {
 			return false
 		case readFailed, readOther:
 			c.exit = outcome
-			c.raw = false
 			return true
 		}
 		if req.Body != http.NoBody {
 			c.exit, c.pending = readPlain, req
-			c.raw = false
 			return true
 		}
-		c.setState(stateActive, c.s.clock.Load())
-		if !c.serveRequest(req) || c.s.closing.Load() {
+		if !c.serveOne(req) {
 			c.exit = readFailed
-			c.raw = false
 			return true
 		}
-		c.served = true
 		c.setState(stateIdle, c.s.clock.Load())
 	}
+}
+
+// serveOne serves a request whose head was read; it reports whether the connection may carry
+// another.
+func (c *conn) serveOne(req *http.Request) bool {
+	c.setState(stateActive, c.s.clock.Load())
+	if !c.serveRequest(req) || c.s.closing.Load() {
+		return false
+	}
+	c.served = true
+	return true
 }
 
 // sink is what the connection's write buffer writes to: the connection, until closeAsync
@@ -638,10 +643,6 @@ func (c *conn) handOff() bool {
 	case <-c.s.handoff.done:
 		return false
 	}
-}
-
-func (s *Server) serveConn(c *conn) {
-	c.serve()
 }
 
 // serveRequest runs the handler and finishes the answer; it reports whether the connection
