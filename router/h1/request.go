@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -141,8 +142,9 @@ func parseRequest(tmpl *http.Request, head []byte) *http.Request {
 		if k, ok = canonicalKey(k, ok); !ok { // also an obsolete line folding and "Key :"
 			return nil
 		}
-		v = trimOWS(v)
-		if !validValue(v) {
+		// Spaces and tabs only: a CR left in the value is net/http's to refuse.
+		v = strings.Trim(v, " \t")
+		if !httpguts.ValidHeaderFieldValue(v) {
 			return nil
 		}
 		switch k {
@@ -152,11 +154,12 @@ func parseRequest(tmpl *http.Request, head []byte) *http.Request {
 			continue
 		case "Content-Length":
 			lengths++
-			cl, ok := parseLength(v)
-			if !ok {
+			// Digits only (no sign, no spaces), as net/http's parseContentLength.
+			cl, err := strconv.ParseUint(v, 10, 63)
+			if err != nil {
 				return nil
 			}
-			contentLength = cl
+			contentLength = int64(cl)
 		case "Transfer-Encoding", "Upgrade", "Expect", "Trailer", "Http2-Settings":
 			return nil
 		case "Connection":
@@ -288,42 +291,7 @@ func visible(s string) bool {
 	return true
 }
 
-// validValue is httpguts.ValidHeaderFieldValue: no control bytes but the tab.
-func validValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if b := v[i]; (b < ' ' && b != '\t') || b == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// trimOWS trims spaces and tabs around a header value, as textproto does.
-func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
-}
-
-// parseLength parses a Content-Length: 1 to 18 digits.
-func parseLength(v string) (int64, bool) {
-	if len(v) == 0 || len(v) > 18 {
-		return 0, false
-	}
-	var n int64
-	for i := 0; i < len(v); i++ {
-		if v[i] < '0' || v[i] > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(v[i]-'0')
-	}
-	return n, true
-}
-
+// containsFold reports whether sub occurs in s, ASCII case ignored.
 func containsFold(s, sub string) bool {
 	for i := 0; i+len(sub) <= len(s); i++ {
 		if strings.EqualFold(s[i:i+len(sub)], sub) {

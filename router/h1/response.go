@@ -3,6 +3,7 @@ package h1
 import (
 	"fmt"
 	"net/http"
+	"net/textproto"
 	"slices"
 	"strconv"
 	"strings"
@@ -245,7 +246,7 @@ func (w *response) writeFields(trailers []string) {
 			continue
 		}
 		for _, v := range vs {
-			v = trimOWS(oneLine(v))
+			v = textproto.TrimString(oneLine(v))
 			_, _ = bw.WriteString(k)
 			_, _ = bw.WriteString(": ")
 			_, _ = bw.WriteString(v)
@@ -295,7 +296,7 @@ func (w *response) writeHead(first []byte) {
 		if t := w.h["Trailer"]; len(t) > 0 {
 			for _, v := range t {
 				_, _ = bw.WriteString("Trailer: ")
-				_, _ = bw.WriteString(trimOWS(oneLine(v)))
+				_, _ = bw.WriteString(textproto.TrimString(oneLine(v)))
 				_, _ = bw.WriteString("\r\n")
 			}
 		}
@@ -366,7 +367,7 @@ func (w *response) writeTrailers() {
 		for _, v := range vs {
 			_, _ = bw.WriteString(k)
 			_, _ = bw.WriteString(": ")
-			_, _ = bw.WriteString(trimOWS(oneLine(v)))
+			_, _ = bw.WriteString(textproto.TrimString(oneLine(v)))
 			_, _ = bw.WriteString("\r\n")
 		}
 	}
