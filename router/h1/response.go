@@ -1,6 +1,7 @@
 package h1
 
 import (
+	"bufio"
 	"fmt"
 	"net/http"
 	"net/textproto"
@@ -42,13 +43,10 @@ type response struct {
 	err     error  // a write to the client failed
 }
 
-func (w *response) reset(req *http.Request) {
-	w.req = req
-	w.status, w.head, w.noBody, w.chunked, w.length, w.written, w.staging = 0, false, false, false, -1, 0, false
-	w.isHead = req.Method == http.MethodHead
-	w.stage = w.stage[:0]
-	w.close = req.Close
-	w.err = nil
+// newResponse is the answer to req on c, with a header map of its own and c's staging buffer.
+func newResponse(c *conn, req *http.Request) *response {
+	return &response{c: c, req: req, h: make(http.Header, 8), stage: c.stage[:0], length: -1,
+		isHead: req.Method == http.MethodHead, close: req.Close}
 }
 
 func (w *response) Header() http.Header { return w.h }
@@ -246,13 +244,18 @@ func (w *response) writeFields(trailers []string) {
 			continue
 		}
 		for _, v := range vs {
-			v = textproto.TrimString(oneLine(v))
-			_, _ = bw.WriteString(k)
-			_, _ = bw.WriteString(": ")
-			_, _ = bw.WriteString(v)
-			_, _ = bw.WriteString("\r\n")
+			writeField(bw, k, v)
 		}
 	}
+}
+
+// writeField writes one header or trailer line, as net/http does: line breaks in the value
+// made spaces, the value trimmed.
+func writeField(bw *bufio.Writer, k, v string) {
+	_, _ = bw.WriteString(k)
+	_, _ = bw.WriteString(": ")
+	_, _ = bw.WriteString(textproto.TrimString(oneLine(v)))
+	_, _ = bw.WriteString("\r\n")
 }
 
 // writeHead writes the final answer's head into the write buffer. first is the body's first
@@ -293,12 +296,8 @@ func (w *response) writeHead(first []byte) {
 	bw := w.c.bw
 	switch {
 	case w.chunked:
-		if t := w.h["Trailer"]; len(t) > 0 {
-			for _, v := range t {
-				_, _ = bw.WriteString("Trailer: ")
-				_, _ = bw.WriteString(textproto.TrimString(oneLine(v)))
-				_, _ = bw.WriteString("\r\n")
-			}
+		for _, v := range w.h["Trailer"] {
+			writeField(bw, "Trailer", v)
 		}
 		_, _ = bw.WriteString("Transfer-Encoding: chunked\r\n")
 	case w.length >= 0:
@@ -365,10 +364,7 @@ func (w *response) writeTrailers() {
 			return
 		}
 		for _, v := range vs {
-			_, _ = bw.WriteString(k)
-			_, _ = bw.WriteString(": ")
-			_, _ = bw.WriteString(textproto.TrimString(oneLine(v)))
-			_, _ = bw.WriteString("\r\n")
+			writeField(bw, k, v)
 		}
 	}
 	for _, k := range w.declaredTrailers() {

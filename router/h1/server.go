@@ -651,8 +651,7 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 	// A response of its own per request, header map included, as net/http's: a goroutine the
 	// handler leaves behind that writes or sets headers late reaches a finished response, never
 	// the next request's answer (another user's, behind a proxy that shares connections).
-	w := &response{c: c, h: make(http.Header, 8), stage: c.stage[:0]}
-	w.reset(req)
+	w := newResponse(c, req)
 	defer func() { c.stage = w.stage[:0] }()
 	defer func() {
 		if p := recover(); p != nil {
