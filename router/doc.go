@@ -107,7 +107,8 @@
 // handed over with the bytes already read. Its connections read and write with raw system
 // calls (router/internal/rawio, quietConn). It bounds what one client can hold:
 // headers within ReadHeaderTimeout, idle keep-alive connections closed after IdleTimeout (both
-// enforced by a sweep every 200 ms on the loop's connections, so up to 400 ms late), at
+// enforced by a sweep every 200 ms on the loop's connections, so up to 400 ms late), a client
+// that stops reading its answer disconnected after SendTimeout (one write not taken), at
 // most MaxConns open connections. A request body must keep pace (Config.BodyTimeout,
 // BodyMinRate): the router moves the connection's read deadline forward as bytes arrive, and a
 // body that falls behind ends the request with 408 and closes the connection. Such a cut is

@@ -34,9 +34,18 @@ import (
 //
 // All reads and writes (up to rawio.MaxWrite) are raw system calls through RawConn (package
 // rawio says why), with net.Conn's semantics: deadlines, EOF, errors as *net.OpError.
+//
+// The send timeout: a write the client does not take within sendTimeout (its socket buffer
+// stays full: the client stopped reading, or reads slower than one write per sendTimeout)
+// fails with a timeout, and the server then closes the connection. Without it a client that
+// asks for a large answer and never reads would hold the connection, its goroutine, the
+// request's place among the cell's requests in flight and the cell's own connection for ever.
+// The deadline is set only once a write finds the buffer full, so a write the socket takes at
+// once (nearly all of them) costs nothing more.
 type quietConn struct {
 	net.Conn
-	rc syscall.RawConn
+	rc          syscall.RawConn
+	sendTimeout time.Duration
 	// armed: SetReadDeadline(zero) came last, so a one-byte read now is the background read.
 	// The background read runs on a goroutine of its own; the handler ends it with
 	// SetReadDeadline, hence the atomic.
@@ -53,9 +62,11 @@ type quietConn struct {
 	wp       []byte
 	wn       int
 	writeErr error
+	blocked  bool // the write in flight found the socket's buffer full and set the deadline
 }
 
-func newQuietConn(c net.Conn) net.Conn {
+// newQuietConn wraps c (a TCP connection) with the send timeout (see quietConn).
+func newQuietConn(c net.Conn, sendTimeout time.Duration) net.Conn {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return c
@@ -64,7 +75,7 @@ func newQuietConn(c net.Conn) net.Conn {
 	if err != nil {
 		return c
 	}
-	q := &quietConn{Conn: c, rc: rc}
+	q := &quietConn{Conn: c, rc: rc, sendTimeout: sendTimeout}
 	q.readFn, q.writeFn = q.rawRead, q.rawWrite
 	return q
 }
@@ -117,27 +128,54 @@ func (c *quietConn) rawRead(fd uintptr) bool {
 }
 
 // Write writes through the raw connection (rawio), waiting for room when the socket's buffer
-// is full; writes larger than rawio.MaxWrite go through net.Conn.
+// is full, at most sendTimeout per write; writes larger than rawio.MaxWrite go through
+// net.Conn, rawio.MaxWrite bytes per sendTimeout.
 func (c *quietConn) Write(p []byte) (int, error) {
 	if len(p) > rawio.MaxWrite {
-		return c.Conn.Write(p)
+		return c.writeLarge(p)
 	}
-	c.wp, c.wn, c.writeErr = p, 0, nil
+	c.wp, c.wn, c.writeErr, c.blocked = p, 0, nil, false
 	err := c.rc.Write(c.writeFn)
 	n := c.wn
 	c.wp = nil
+	if c.blocked {
+		_ = c.Conn.SetWriteDeadline(time.Time{})
+	}
 	if err != nil {
 		return n, opName(err, "write")
 	}
 	return n, c.writeErr
 }
 
-// rawWrite is the RawConn.Write callback.
+// writeLarge writes p through net.Conn in pieces of rawio.MaxWrite, each within sendTimeout.
+func (c *quietConn) writeLarge(p []byte) (int, error) {
+	defer c.Conn.SetWriteDeadline(time.Time{})
+	done := 0
+	for done < len(p) {
+		end := min(done+rawio.MaxWrite, len(p))
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.sendTimeout))
+		n, err := c.Conn.Write(p[done:end])
+		done += n
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// rawWrite is the RawConn.Write callback. The first time the socket's buffer is full it sets
+// the write deadline (sendTimeout from now) that the wait for room then keeps; Write clears it.
+// (SetWriteDeadline only takes a reference on the descriptor, never its write lock, which
+// RawConn.Write holds here.)
 func (c *quietConn) rawWrite(fd uintptr) bool {
 	n, err := rawio.Write(fd, c.wp[c.wn:])
 	c.wn += n
 	switch {
 	case err == syscall.EAGAIN:
+		if !c.blocked {
+			c.blocked = true
+			_ = c.Conn.SetWriteDeadline(time.Now().Add(c.sendTimeout))
+		}
 		return false
 	case err != nil:
 		c.writeErr = &net.OpError{Op: "write", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("write", err)}

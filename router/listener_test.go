@@ -31,7 +31,7 @@ func TestPublicListenerConnectionsAreQuiet(t *testing.T) {
 	}()
 	c, err := ln.Accept()
 	if err == nil {
-		c = newQuietConn(c)
+		c = newQuietConn(c, DefaultSendTimeout)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func TestPipelinedRequestsAreAnsweredInOrder(t *testing.T) {
 
 func TestQuietConnReadsEOFAndErrors(t *testing.T) {
 	server, client := tcpPair(t)
-	q := newQuietConn(server).(*quietConn)
+	q := newQuietConn(server, DefaultSendTimeout).(*quietConn)
 	if _, err := io.WriteString(client, "x"); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package router
 
 import (
 	"log"
+	"net"
 	"net/http"
 	"time"
 
@@ -22,6 +23,10 @@ const (
 	// timeouts above and the body rate), so a flood of held connections cannot exhaust the
 	// router's memory or file descriptors.
 	DefaultMaxConns = 4096
+	// DefaultSendTimeout bounds one write of an answer to a client (at most the proxy's 32 KiB
+	// copy buffer): a client that takes nothing of it for this long (it stopped reading) is
+	// disconnected, which ends the request and frees its place at the cell.
+	DefaultSendTimeout = 30 * time.Second
 	// DefaultBodyTimeout is the grace a request body gets before DefaultBodyMinRate applies.
 	DefaultBodyTimeout = 10 * time.Second
 	// DefaultBodyMinRate is the slowest average a request body may arrive at after the grace
@@ -36,6 +41,7 @@ const (
 type ServerConfig struct {
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
+	SendTimeout       time.Duration
 	MaxConns          int
 	// ErrorLog receives the server's own complaints (panics, accept errors); nil is the log
 	// package's default logger.
@@ -49,6 +55,9 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = DefaultIdleTimeout
 	}
+	if c.SendTimeout <= 0 {
+		c.SendTimeout = DefaultSendTimeout
+	}
 	if c.MaxConns <= 0 {
 		c.MaxConns = DefaultMaxConns
 	}
@@ -57,7 +66,8 @@ func (c ServerConfig) withDefaults() ServerConfig {
 
 // NewPublicServer is the server of the router's public listener (package router/h1: its own
 // HTTP/1.1 loop for plain requests, net/http's server for the rest): headers within
-// ReadHeaderTimeout and 64 KiB, idle keep-alive connections closed after IdleTimeout, at most
+// ReadHeaderTimeout and 64 KiB, idle keep-alive connections closed after IdleTimeout, a
+// client that stops reading its answer disconnected after SendTimeout (quietConn), at most
 // MaxConns connections open (beyond it new ones wait in the kernel's accept queue until one
 // closes, so a flood of held connections cannot exhaust the router's memory or file
 // descriptors). Request bodies are bounded by the Router itself (Config.BodyTimeout and
@@ -72,7 +82,7 @@ func NewPublicServer(h http.Handler, c ServerConfig) *h1.Server {
 		IdleTimeout:       c.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		MaxConns:          c.MaxConns,
-		WrapConn:          newQuietConn,
+		WrapConn:          func(nc net.Conn) net.Conn { return newQuietConn(nc, c.SendTimeout) },
 		ErrorLog:          c.ErrorLog,
 	}
 }

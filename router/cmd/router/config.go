@@ -50,6 +50,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	s.Server = router.ServerConfig{
 		ReadHeaderTimeout: l.PositiveDuration("ROUTER_READ_HEADER_TIMEOUT", router.DefaultReadHeaderTimeout),
 		IdleTimeout:       l.PositiveDuration("ROUTER_IDLE_TIMEOUT", router.DefaultIdleTimeout),
+		SendTimeout:       l.PositiveDuration("ROUTER_SEND_TIMEOUT", router.DefaultSendTimeout),
 		MaxConns:          l.Int("ROUTER_MAX_CONNS", router.DefaultMaxConns, 16, 1_000_000),
 	}
 	s.DirectoryURL = l.String("DIRECTORY_DATABASE_URL", "", true)

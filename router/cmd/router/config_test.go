@@ -24,7 +24,7 @@ func TestDefaults(t *testing.T) {
 		c.CellsRefresh != router.DefaultCellsRefresh || c.MaxRetryBody != router.DefaultMaxRetryBody || !c.Cache.Revalidate ||
 		c.BodyTimeout != router.DefaultBodyTimeout || c.BodyMinRate != router.DefaultBodyMinRate ||
 		s.Server.IdleTimeout != router.DefaultIdleTimeout || s.Server.MaxConns != router.DefaultMaxConns ||
-		s.Server.ReadHeaderTimeout != router.DefaultReadHeaderTimeout {
+		s.Server.ReadHeaderTimeout != router.DefaultReadHeaderTimeout || s.Server.SendTimeout != router.DefaultSendTimeout {
 		t.Errorf("defaults: %+v", s)
 	}
 	if !s.UnknownHashKeyDerived || len(c.UnknownHashKey) == 0 {
@@ -46,6 +46,7 @@ func TestSettingsAreRead(t *testing.T) {
 		"ROUTER_PLACEMENT_REVALIDATE": "false",
 		"ROUTER_INTERNAL_ADDR":        "127.0.0.1:9999",
 		"ROUTER_IDLE_TIMEOUT":         "5s",
+		"ROUTER_SEND_TIMEOUT":         "7s",
 		"ROUTER_MAX_CONNS":            "100",
 		"ROUTER_BODY_TIMEOUT":         "3s",
 		"ROUTER_BODY_MIN_RATE":        "1000",
@@ -58,6 +59,7 @@ func TestSettingsAreRead(t *testing.T) {
 		c.CellTimeout != time.Second || c.BreakerFailures != 3 || c.BreakerOpenTimeout != 2*time.Second ||
 		string(c.UnknownHashKey) != "0123456789abcdef" || s.UnknownHashKeyDerived ||
 		s.InternalAddr != "127.0.0.1:9999" || s.Server.IdleTimeout != 5*time.Second || s.Server.MaxConns != 100 ||
+		s.Server.SendTimeout != 7*time.Second ||
 		c.BodyTimeout != 3*time.Second || c.BodyMinRate != 1000 {
 		t.Errorf("settings: %+v", s)
 	}
