@@ -14,6 +14,7 @@ import (
 
 	"slidecells/router/placement"
 	"slidecells/shared/cellproto"
+	"slidecells/shared/ids"
 	"slidecells/shared/problem"
 	"slidecells/shared/testenv"
 )
@@ -268,6 +269,75 @@ func TestInFlightBoundShedsLoad(t *testing.T) {
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
 	for _, want := range []string{`router_shed_total{cell="cell-a"} 1`, `router_cell_in_flight{cell="cell-a"} 0`, `router_cell_breaker_state{cell="cell-a"} 0`} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+// TestWorkspaceShareOfACell: a workspace with MaxInFlightPerWorkspace requests held by its slow
+// cell gets 429 RATE_LIMITED (Retry-After, X-RateLimit-Scope: workspace) for its next one at
+// once, counted in router_workspace_shed_total and never sent to the cell; another workspace on
+// the same cell still reaches it; once the held requests finish the workspace is served again
+// and nothing of the count is left.
+func TestWorkspaceShareOfACell(t *testing.T) {
+	t.Parallel()
+	const share = 3
+	b := setup(t, func(c *Config) { c.MaxInFlightPerWorkspace = share })
+	wsC := ids.New(ids.Workspace) // a second workspace on cell-a
+	b.dir.place(wsC, "cell-a", 1)
+	b.a.host(wsC, 1)
+	b.a.mu.Lock()
+	b.a.block, b.a.entered = make(chan struct{}), make(chan struct{}, share+1)
+	b.a.mu.Unlock()
+	var wg sync.WaitGroup
+	statuses := make(chan int, share+1)
+	for range share {
+		wg.Go(func() { statuses <- b.get(t, "/api/v1/workspaces/"+b.wsA).status })
+	}
+	for range share {
+		<-b.a.entered
+	}
+	a := b.get(t, "/api/v1/workspaces/"+b.wsA+"/projects")
+	a.wantProblem(t, http.StatusTooManyRequests, problem.RateLimited)
+	if a.header.Get("Retry-After") != "1" || a.header.Get("X-RateLimit-Scope") != "workspace" {
+		t.Errorf("refused answer headers %v", a.header)
+	}
+	if n := b.a.hits.Load(); n != share {
+		t.Errorf("cell-a received %d requests, want the %d held (the refused one must not reach it)", n, share)
+	}
+	// The other tenant of the cell is not refused: its request reaches the cell.
+	wg.Go(func() { statuses <- b.get(t, "/api/v1/workspaces/"+wsC).status })
+	select {
+	case <-b.a.entered:
+	case <-time.After(time.Minute):
+		t.Fatal("another workspace's request did not reach the cell")
+	}
+	if got := b.rt.share.inFlight(b.wsA); got != share {
+		t.Errorf("%d of the workspace's requests counted in flight, want %d", got, share)
+	}
+	close(b.a.block)
+	waitGroup(t, &wg, time.Minute)
+	close(statuses)
+	for st := range statuses {
+		if st != http.StatusOK {
+			t.Errorf("held request answered %d", st)
+		}
+	}
+	b.a.mu.Lock()
+	b.a.block = nil
+	b.a.mu.Unlock()
+	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
+	if n := b.rt.share.len(); n != 0 {
+		t.Errorf("%d workspaces still counted after every request ended", n)
+	}
+	res, err := testClient.Get(b.ops.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	for _, want := range []string{`router_workspace_shed_total{cell="cell-a"} 1`, `router_shed_total{cell="cell-a"} 0`, `router_cell_in_flight{cell="cell-a"} 0`} {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("metrics lack %s", want)
 		}

@@ -24,6 +24,7 @@ type metrics struct {
 	misdirects *prometheus.CounterVec
 	dirErrors  *prometheus.CounterVec
 	shed       *prometheus.CounterVec
+	wsShed     *prometheus.CounterVec
 	noCell     [6]prometheus.Counter // requests answered before a cell was picked
 }
 
@@ -32,6 +33,7 @@ type cellMetrics struct {
 	requests [6]prometheus.Counter // by status class, see class
 	latency  prometheus.Observer
 	shed     prometheus.Counter
+	wsShed   prometheus.Counter
 }
 
 var classes = [6]string{"1xx", "2xx", "3xx", "4xx", "5xx", "other"}
@@ -70,6 +72,10 @@ func newMetrics(rt *Router) *metrics {
 			Name: "router_shed_total",
 			Help: "Requests shed with 503 CELL_OVERLOADED because the cell had ROUTER_MAX_IN_FLIGHT_PER_CELL requests in flight.",
 		}, []string{"cell"}),
+		wsShed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "router_workspace_shed_total",
+			Help: "Requests refused with 429 RATE_LIMITED (X-RateLimit-Scope: workspace) because their workspace had ROUTER_MAX_IN_FLIGHT_PER_WORKSPACE requests in flight to the cell.",
+		}, []string{"cell"}),
 		dirErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "router_directory_errors_total",
 			Help: "Failed directory reads by kind (placement, cells).",
@@ -85,7 +91,7 @@ func newMetrics(rt *Router) *metrics {
 		Name: "router_placement_cache_entries",
 		Help: "Placements held in the cache now (not counting cached not-found answers); at most ROUTER_PLACEMENT_CACHE_SIZE.",
 	}, func() float64 { return float64(rt.cache.Len()) })
-	m.reg.MustRegister(m.requests, m.latency, m.cacheVec, m.misdirects, m.dirErrors, m.shed, entries,
+	m.reg.MustRegister(m.requests, m.latency, m.cacheVec, m.misdirects, m.dirErrors, m.shed, m.wsShed, entries,
 		rt.cellCollector(),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -99,6 +105,7 @@ func (m *metrics) forCell(id string) cellMetrics {
 	}
 	cm.latency = m.latency.WithLabelValues(id)
 	cm.shed = m.shed.WithLabelValues(id)
+	cm.wsShed = m.wsShed.WithLabelValues(id)
 	return cm
 }
 
@@ -109,6 +116,7 @@ func (m *metrics) forgetCell(id string) {
 	}
 	m.latency.DeleteLabelValues(id)
 	m.shed.DeleteLabelValues(id)
+	m.wsShed.DeleteLabelValues(id)
 }
 
 func (m *metrics) request(c *cell, status int) {

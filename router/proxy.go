@@ -84,6 +84,12 @@ var (
 	noUA       = []string{""}
 )
 
+// headerRateLimitScope names the limit a 429 is about, as the cells' own 429s do
+// (cell/ratelimit.ScopeHeader); a workspace over its share of its cell is scope "workspace".
+const headerRateLimitScope = "X-Ratelimit-Scope"
+
+var scopeWorkspace = []string{"workspace"}
+
 // errMisdirected is returned by ModifyResponse to stop the ReverseProxy from copying a 421.
 var errMisdirected = errors.New("router: cell answered 421")
 
@@ -129,6 +135,19 @@ func (rt *Router) try(x *exchange, r *http.Request, a *attempt) {
 	} else if rej := c.admit(); rej != nil {
 		a.rejected = rej
 		return
+	}
+	// One workspace's share of the cell first, so that a workspace over it takes no place in
+	// the cell's bound.
+	if a.workspace {
+		if !rt.share.acquire(x.ws, rt.cfg.MaxInFlightPerWorkspace) {
+			c.m.wsShed.Inc()
+			e := problem.New(problem.RateLimited, "the workspace has too many requests in flight at once; retry shortly")
+			e.RetryAfter, e.Retryable = 1, true
+			e.Header = http.Header{headerRateLimitScope: scopeWorkspace}
+			a.rejected = e
+			return
+		}
+		defer rt.share.release(x.ws)
 	}
 	// Back-pressure: beyond the bound, shed at once rather than queue into seconds of latency.
 	// Not a breaker failure: the cell did nothing wrong.

@@ -39,6 +39,7 @@ const (
 	DefaultCellsRefresh            = 10 * time.Second
 	DefaultMaxRetryBody            = 1 << 20
 	DefaultMaxInFlightPerCell      = 1024
+	DefaultMaxInFlightPerWorkspace = DefaultMaxInFlightPerCell / 4
 )
 
 // Config configures a Router. Zero values take the Default… constants; Placements and Cells
@@ -91,6 +92,15 @@ type Config struct {
 	// and Retry-After: 1, without touching the cell, and counted in router_shed_total: a cell
 	// that slows down gets a bounded queue, not every client's connection.
 	MaxInFlightPerCell int
+	// MaxInFlightPerWorkspace bounds one workspace's share of that: beyond it the workspace's
+	// next request is refused at once with 429 RATE_LIMITED, Retry-After: 1 and
+	// X-RateLimit-Scope: workspace, without touching the cell, and counted in
+	// router_workspace_shed_total. One tenant that floods its cell with slow requests (long
+	// screenshots, large answers read slowly) thus cannot fill the cell's bound and leave the
+	// cell's other tenants with 503. Only requests that reach the cell count (not the time a
+	// body takes to arrive), so a stranger who names someone else's workspace cannot hold its
+	// share: the cell refuses them at once.
+	MaxInFlightPerWorkspace int
 
 	// BodyTimeout and BodyMinRate bound how long a client may take to send a request body:
 	// its n-th byte must arrive within BodyTimeout + n/BodyMinRate (bytes per second) of the
@@ -150,6 +160,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxInFlightPerCell <= 0 {
 		c.MaxInFlightPerCell = DefaultMaxInFlightPerCell
 	}
+	if c.MaxInFlightPerWorkspace <= 0 {
+		c.MaxInFlightPerWorkspace = DefaultMaxInFlightPerWorkspace
+	}
 	if c.BodyTimeout <= 0 {
 		c.BodyTimeout = DefaultBodyTimeout
 	}
@@ -195,6 +208,7 @@ type Router struct {
 	lastForce atomic.Int64 // unix nanos of the last on-demand cell reread
 	rr        atomic.Uint64
 	buffers   bufferPool
+	share     *workspaceShare // requests in flight per workspace (MaxInFlightPerWorkspace)
 
 	ctx       context.Context // ends at Close: the background work's
 	cancel    context.CancelFunc
@@ -214,7 +228,7 @@ func New(ctx context.Context, cfg Config) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := &Router{cfg: cfg, log: cfg.Logger, cache: cache}
+	rt := &Router{cfg: cfg, log: cfg.Logger, cache: cache, share: newWorkspaceShare()}
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
 	rt.cells.Store(&cellSet{byID: map[string]*cell{}})
 	rt.m = newMetrics(rt)

@@ -39,10 +39,15 @@ func queries(t *testing.T) (qs []Query, recorded []string) {
 		t.Fatal(err)
 	}
 	var titles []string
+	// Grafana lists a dashboard by its title, which CELLS.md ("Monitoring") names.
+	names := map[string]string{"cell.json": "Slidecells / Cell", "fleet.json": "Slidecells / Fleet", "renderers.json": "Slidecells / Renderers"}
 	for _, p := range paths {
-		_, dq, err := DashboardQueries(p)
+		title, dq, err := DashboardQueries(p)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if want := names[filepath.Base(p)]; title != want {
+			t.Errorf("%s is titled %q, want %q", p, title, want)
 		}
 		if len(dq) == 0 {
 			t.Errorf("%s has no query", p)

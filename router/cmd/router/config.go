@@ -81,6 +81,7 @@ func loadSettings(getenv func(string) string) (settings, error) {
 	c.CellsRefresh = l.PositiveDuration("ROUTER_CELLS_REFRESH", router.DefaultCellsRefresh)
 	c.MaxRetryBody = int64(l.Int("ROUTER_MAX_RETRY_BODY", router.DefaultMaxRetryBody, 1, 64<<20))
 	c.MaxInFlightPerCell = l.Int("ROUTER_MAX_IN_FLIGHT_PER_CELL", router.DefaultMaxInFlightPerCell, 1, 1_000_000)
+	c.MaxInFlightPerWorkspace = l.Int("ROUTER_MAX_IN_FLIGHT_PER_WORKSPACE", router.DefaultMaxInFlightPerWorkspace, 1, 1_000_000)
 	c.BodyTimeout = l.PositiveDuration("ROUTER_BODY_TIMEOUT", router.DefaultBodyTimeout)
 	c.BodyMinRate = int64(l.Int("ROUTER_BODY_MIN_RATE", router.DefaultBodyMinRate, 1, 1<<30))
 

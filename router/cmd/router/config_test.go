@@ -23,6 +23,7 @@ func TestDefaults(t *testing.T) {
 		c.CellTimeout != router.DefaultCellTimeout || c.BreakerFailures != router.DefaultBreakerFailures ||
 		c.CellsRefresh != router.DefaultCellsRefresh || c.MaxRetryBody != router.DefaultMaxRetryBody || !c.Cache.Revalidate ||
 		c.BodyTimeout != router.DefaultBodyTimeout || c.BodyMinRate != router.DefaultBodyMinRate ||
+		c.MaxInFlightPerCell != router.DefaultMaxInFlightPerCell || c.MaxInFlightPerWorkspace != router.DefaultMaxInFlightPerWorkspace ||
 		s.Server.IdleTimeout != router.DefaultIdleTimeout || s.Server.MaxConns != router.DefaultMaxConns ||
 		s.Server.ReadHeaderTimeout != router.DefaultReadHeaderTimeout || s.Server.SendTimeout != router.DefaultSendTimeout {
 		t.Errorf("defaults: %+v", s)
@@ -35,21 +36,23 @@ func TestDefaults(t *testing.T) {
 func TestSettingsAreRead(t *testing.T) {
 	t.Parallel()
 	s, err := loadSettings(env(map[string]string{
-		"DIRECTORY_DATABASE_URL":      "postgres://dir",
-		"ROUTER_LISTEN_ADDR":          "127.0.0.1:0",
-		"ROUTER_PLACEMENT_TTL":        "1s",
-		"ROUTER_PLACEMENT_MAX_STALE":  "6s",
-		"ROUTER_CELL_TIMEOUT":         "1s",
-		"ROUTER_BREAKER_FAILURES":     "3",
-		"ROUTER_BREAKER_OPEN_TIMEOUT": "2s",
-		"ROUTER_UNKNOWN_HASH_KEY":     "0123456789abcdef",
-		"ROUTER_PLACEMENT_REVALIDATE": "false",
-		"ROUTER_INTERNAL_ADDR":        "127.0.0.1:9999",
-		"ROUTER_IDLE_TIMEOUT":         "5s",
-		"ROUTER_SEND_TIMEOUT":         "7s",
-		"ROUTER_MAX_CONNS":            "100",
-		"ROUTER_BODY_TIMEOUT":         "3s",
-		"ROUTER_BODY_MIN_RATE":        "1000",
+		"DIRECTORY_DATABASE_URL":             "postgres://dir",
+		"ROUTER_LISTEN_ADDR":                 "127.0.0.1:0",
+		"ROUTER_PLACEMENT_TTL":               "1s",
+		"ROUTER_PLACEMENT_MAX_STALE":         "6s",
+		"ROUTER_CELL_TIMEOUT":                "1s",
+		"ROUTER_BREAKER_FAILURES":            "3",
+		"ROUTER_BREAKER_OPEN_TIMEOUT":        "2s",
+		"ROUTER_UNKNOWN_HASH_KEY":            "0123456789abcdef",
+		"ROUTER_PLACEMENT_REVALIDATE":        "false",
+		"ROUTER_INTERNAL_ADDR":               "127.0.0.1:9999",
+		"ROUTER_IDLE_TIMEOUT":                "5s",
+		"ROUTER_SEND_TIMEOUT":                "7s",
+		"ROUTER_MAX_IN_FLIGHT_PER_CELL":      "500",
+		"ROUTER_MAX_IN_FLIGHT_PER_WORKSPACE": "50",
+		"ROUTER_MAX_CONNS":                   "100",
+		"ROUTER_BODY_TIMEOUT":                "3s",
+		"ROUTER_BODY_MIN_RATE":               "1000",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +62,7 @@ func TestSettingsAreRead(t *testing.T) {
 		c.CellTimeout != time.Second || c.BreakerFailures != 3 || c.BreakerOpenTimeout != 2*time.Second ||
 		string(c.UnknownHashKey) != "0123456789abcdef" || s.UnknownHashKeyDerived ||
 		s.InternalAddr != "127.0.0.1:9999" || s.Server.IdleTimeout != 5*time.Second || s.Server.MaxConns != 100 ||
-		s.Server.SendTimeout != 7*time.Second ||
+		s.Server.SendTimeout != 7*time.Second || c.MaxInFlightPerCell != 500 || c.MaxInFlightPerWorkspace != 50 ||
 		c.BodyTimeout != 3*time.Second || c.BodyMinRate != 1000 {
 		t.Errorf("settings: %+v", s)
 	}
