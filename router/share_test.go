@@ -43,3 +43,19 @@ func TestWorkspaceShareNeverExceedsItsBound(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWorkspaceShare is one request's acquire and release, from every processor at once
+// (workspaces spread over the shards).
+func BenchmarkWorkspaceShare(b *testing.B) {
+	s := newWorkspaceShare()
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		ws := "ws_" + string(rune('a'+next.Add(1)%26))
+		for pb.Next() {
+			if s.acquire(ws, 1<<20) {
+				s.release(ws)
+			}
+		}
+	})
+}
