@@ -25,6 +25,7 @@ type result struct {
 	p999          time.Duration // fixed-rate phase only
 	errors        int64
 	cpuPerReq     time.Duration // CPU of the serving process per request; 0 when unknown
+	sysPerReq     time.Duration // the part of cpuPerReq spent in the kernel
 	backendPerReq time.Duration // CPU of the backend per request
 	rounds        int
 	connections   int

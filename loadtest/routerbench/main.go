@@ -101,7 +101,7 @@ type target struct {
 	name string
 	url  string
 	kind string // direct, router, bare, nginx
-	cpu  func() time.Duration
+	cpu  func() cpuTime
 }
 
 // tempDir makes the run's temp dir (configs, logs), readable by nginx's workers, which drop to
@@ -150,7 +150,7 @@ func run(ctx context.Context, o options) error {
 	defer lean.stop()
 
 	targets := []target{
-		{name: "direct (backend)", kind: "direct", url: be.url + "/api/v1/system/version", cpu: be.cpu},
+		{name: "direct (backend)", kind: "direct", url: be.url + "/api/v1/system/version", cpu: func() cpuTime { return cpuTime{user: be.cpu()} }},
 		{name: "router, route without workspace", kind: "router", url: rt.url + "/api/v1/system/version", cpu: selfCPU},
 		{name: "router, workspace route (cached placement)", kind: "router", url: rt.url + "/api/v1/workspaces/" + rt.ws, cpu: selfCPU},
 		{name: "bare ReverseProxy, http.Transport", kind: "bare", url: bare.url + "/api/v1/system/version", cpu: selfCPU},
@@ -259,7 +259,8 @@ func saturate(ctx context.Context, o options, targets []target, be *backend) ([]
 			}
 			if n := r.rps * o.duration.Seconds(); n > 0 {
 				if !(inProcessLoad && inProcess) {
-					r.cpuPerReq = (cpu1 - cpu0) / time.Duration(n)
+					r.cpuPerReq = (cpu1.total() - cpu0.total()) / time.Duration(n)
+					r.sysPerReq = (cpu1.sys - cpu0.sys) / time.Duration(n)
 				}
 				r.backendPerReq = (be1 - be0) / time.Duration(n)
 			}
@@ -350,6 +351,7 @@ func median(name string, rs []result) result {
 		p50:           time.Duration(pick(func(r result) float64 { return float64(r.p50) })),
 		p99:           time.Duration(pick(func(r result) float64 { return float64(r.p99) })),
 		cpuPerReq:     time.Duration(pick(func(r result) float64 { return float64(r.cpuPerReq) })),
+		sysPerReq:     time.Duration(pick(func(r result) float64 { return float64(r.sysPerReq) })),
 		backendPerReq: time.Duration(pick(func(r result) float64 { return float64(r.backendPerReq) })),
 		p999:          time.Duration(pick(func(r result) float64 { return float64(r.p999) })),
 		errors:        int64(pick(func(r result) float64 { return float64(r.errors) })),

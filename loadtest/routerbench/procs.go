@@ -96,7 +96,7 @@ func startBackend() (*backend, error) {
 	}
 	addr := strings.TrimSpace(line)
 	pid := g.Pid()
-	return &backend{addr: addr, url: "http://" + addr, stop: stop, cpu: func() time.Duration { return procCPU(pid) }}, nil
+	return &backend{addr: addr, url: "http://" + addr, stop: stop, cpu: func() time.Duration { return procCPU(pid).total() }}, nil
 }
 
 // staticDirectory places the benchmark workspace on the one benchmark cell.
@@ -115,7 +115,7 @@ func (d staticDirectory) Cells(context.Context) ([]router.Cell, error) {
 
 type served struct {
 	url, ws string
-	cpu     func() time.Duration
+	cpu     func() cpuTime
 	stop    func()
 }
 
@@ -265,10 +265,10 @@ func startNginx(bin, dir, backendAddr string, accessLog bool) (*served, error) {
 	// SIGQUIT: nginx's graceful shutdown; its workers go with the process group if it hangs.
 	stop := func() { _ = g.Stop(syscall.SIGQUIT, 5*time.Second) }
 	master := g.Pid()
-	cpu := func() time.Duration {
+	cpu := func() cpuTime {
 		total := procCPU(master)
 		for _, pid := range children(master) {
-			total += procCPU(pid)
+			total = total.plus(procCPU(pid))
 		}
 		return total
 	}
@@ -310,27 +310,35 @@ func check(u string, headers ...string) error {
 	return nil
 }
 
-// selfCPU is the user+system CPU time of this process (the in-process router or bare proxy).
-func selfCPU() time.Duration {
+// cpuTime is a process's CPU time as the kernel accounts it: in user space and in the kernel
+// (system calls, and the network stack's work done on their behalf).
+type cpuTime struct{ user, sys time.Duration }
+
+func (c cpuTime) total() time.Duration { return c.user + c.sys }
+
+func (c cpuTime) plus(d cpuTime) cpuTime { return cpuTime{c.user + d.user, c.sys + d.sys} }
+
+// selfCPU is the CPU time of this process (the in-process router or bare proxy).
+func selfCPU() cpuTime {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return cpuTime{}
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return cpuTime{time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())}
 }
 
 // clockTick is Linux's USER_HZ, the unit of /proc/<pid>/stat times.
 const clockTick = 10 * time.Millisecond
 
-// procCPU is the user+system CPU time of another process, from /proc.
-func procCPU(pid int) time.Duration {
+// procCPU is the CPU time of another process, from /proc.
+func procCPU(pid int) cpuTime {
 	f := statFields(pid)
 	if len(f) < 15 {
-		return 0
+		return cpuTime{}
 	}
 	u, _ := strconv.ParseInt(f[13], 10, 64)
 	s, _ := strconv.ParseInt(f[14], 10, 64)
-	return time.Duration(u+s) * clockTick
+	return cpuTime{time.Duration(u) * clockTick, time.Duration(s) * clockTick}
 }
 
 // statFields splits /proc/<pid>/stat, whose second field (the command) may hold spaces.

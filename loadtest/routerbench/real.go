@@ -76,14 +76,14 @@ func runReal(ctx context.Context, o options) error {
 		}
 		defer other.stop()
 		pid := other.pid
-		targets = append(targets, target{name: "router (" + o.routerBin + ")", kind: "router", url: other.url, cpu: func() time.Duration { return procCPU(pid) }})
+		targets = append(targets, target{name: "router (" + o.routerBin + ")", kind: "router", url: other.url, cpu: func() cpuTime { return procCPU(pid) }})
 	}
 
 	path := "/api/v1/projects"
 	o.headers = []string{"Authorization: Bearer " + demo.PAT, "X-Workspace-ID: " + demo.WorkspaceA}
 	routerPid, cellPid := st.Router.Pid(), cell.Pid()
 	targets = append([]target{
-		{name: "router (make run's binary)", kind: "router", url: st.RouterURL + path, cpu: func() time.Duration { return procCPU(routerPid) }},
+		{name: "router (make run's binary)", kind: "router", url: st.RouterURL + path, cpu: func() cpuTime { return procCPU(routerPid) }},
 		{name: "nginx in front of the same cell", kind: "nginx", url: ng.url + path, cpu: ng.cpu},
 	}, targets...)
 	for i := 2; i < len(targets); i++ {
@@ -104,7 +104,7 @@ func runReal(ctx context.Context, o options) error {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	cellCPU := func() time.Duration { return procCPU(cellPid) }
+	cellCPU := func() time.Duration { return procCPU(cellPid).total() }
 	pgCPU := func() time.Duration { return postgresCPU() }
 
 	loadBefore := loadAverage()
@@ -130,7 +130,8 @@ func runReal(ctx context.Context, o options) error {
 				return fmt.Errorf("%s: %w", t.name, err)
 			}
 			if n := r.rps * o.duration.Seconds(); n > 0 {
-				r.cpuPerReq = (cpu1 - cpu0) / time.Duration(n)
+				r.cpuPerReq = (cpu1.total() - cpu0.total()) / time.Duration(n)
+				r.sysPerReq = (cpu1.sys - cpu0.sys) / time.Duration(n)
 				r.backendPerReq = (cell1 - cell0) / time.Duration(n)
 				pgPer[t.name] = append(pgPer[t.name], (pg1-pg0)/time.Duration(n))
 			}
@@ -146,7 +147,7 @@ func runReal(ctx context.Context, o options) error {
 func printReal(w io.Writer, o options, generator string, targets []target, runs map[string][]result, pgPer map[string][]time.Duration) {
 	fmt.Fprintf(w, "\nReal authenticated path: GET /api/v1/projects (X-Workspace-ID) with a personal access token (the demo data of make run), %d connections, closed loop from %s, %v per load after %v warm-up, %d rounds, router and nginx alternating.\n\n",
 		o.connections, generator, o.duration, o.warmup, max(1, o.rounds))
-	fmt.Fprintln(w, "| target | req/s | p50 | p99 | proxy CPU per request | cell CPU per request | PostgreSQL CPU per request | errors |")
+	fmt.Fprintln(w, "| target | req/s | p50 | p99 | proxy CPU per request (of it in the kernel) | cell CPU per request | PostgreSQL CPU per request | errors |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
 	med := map[string]result{}
 	for _, t := range targets {
@@ -158,7 +159,7 @@ func printReal(w io.Writer, o options, generator string, targets []target, runs 
 		if len(pg) > 0 {
 			pgMed = pg[len(pg)/2]
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s | %s | %s | %d |\n", t.name, m.rps, ms(m.p50), ms(m.p99), us(m.cpuPerReq), us(m.backendPerReq), us(pgMed), m.errors)
+		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s | %s | %s | %d |\n", t.name, m.rps, ms(m.p50), ms(m.p99), cpuCell(m), us(m.backendPerReq), us(pgMed), m.errors)
 	}
 	fmt.Fprintln(w)
 	ng := runs[targets[1].name]
@@ -238,9 +239,9 @@ func postgresCPU() time.Duration {
 	var total time.Duration
 	for _, pid := range children(os.Getpid()) {
 		if f := statFields(pid); len(f) > 1 && strings.HasSuffix(f[1], "(postgres)") {
-			total += procCPU(pid)
+			total += procCPU(pid).total()
 			for _, c := range children(pid) {
-				total += procCPU(c)
+				total += procCPU(c).total()
 			}
 		}
 	}

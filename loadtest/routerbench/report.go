@@ -28,10 +28,10 @@ func printReport(w io.Writer, o options, generator string, satBy [][]result, fix
 func printSaturation(w io.Writer, o options, generator string, sat []result) {
 	fmt.Fprintf(w, "Saturation: closed loop from %s, %v per load after %v warm-up, median of %d rounds.\n\n",
 		generator, o.duration, o.warmup, o.rounds)
-	fmt.Fprintln(w, "| target | req/s | p50 | p99 | proxy CPU per request | GC share of proxy CPU | backend CPU per request | errors |")
+	fmt.Fprintln(w, "| target | req/s | p50 | p99 | proxy CPU per request (of it in the kernel) | GC share of proxy CPU | backend CPU per request | errors |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range sat {
-		proxy := us(r.cpuPerReq)
+		proxy := cpuCell(r)
 		if strings.HasPrefix(r.name, "direct") {
 			proxy = "–"
 		}
@@ -102,6 +102,14 @@ func find(rs []result, prefix string) *result {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
+
+// cpuCell is a proxy's CPU per request and, in brackets, the part spent in the kernel.
+func cpuCell(r result) string {
+	if r.cpuPerReq <= 0 {
+		return us(r.cpuPerReq)
+	}
+	return fmt.Sprintf("%s (%.1f sys)", us(r.cpuPerReq), float64(r.sysPerReq)/float64(time.Microsecond))
+}
 
 func us(d time.Duration) string {
 	if d <= 0 {
