@@ -5,7 +5,10 @@
 //   - direct: a tiny Go backend (a stand-in for a cell's GET /api/v1/system/version);
 //   - router (any cell): the router, in process, in front of that backend, on a route without a
 //     workspace;
-//   - router (workspace): the same, on /api/v1/workspaces/{id} with the placement cached;
+//   - router (workspace): the same, on /api/v1/workspaces/{id} with the placement cached,
+//     each request to the next of -workspaces (16) workspaces placed on the one cell, as many
+//     tenants' requests would be (one workspace alone gets at most the router's
+//     ROUTER_MAX_IN_FLIGHT_PER_WORKSPACE, 256, in flight: more is a 429);
 //   - bare ReverseProxy, http.Transport: an httputil.ReverseProxy with nothing else, over the
 //     standard transport: the floor for a Go proxy built the textbook way;
 //   - bare ReverseProxy, router's transport: the same over the router's transport (router/hop),
@@ -14,7 +17,7 @@
 //     run with its own configuration, pid and log files in a temporary directory.
 //
 // It prints a markdown table per connection count (req/s, p50, p99, CPU per request of the
-// proxy and of the backend, and the garbage collector's share of the in-process proxy's CPU,
+// proxy (with the part spent in the kernel) and of the backend, and the garbage collector's share of the in-process proxy's CPU,
 // from runtime/metrics: /cpu/classes/gc/total over the CPU its Go code used, /cpu/classes/total
 // minus /cpu/classes/idle)
 // and the figures the router is held to (issue #23): router throughput as a fraction of nginx's
@@ -34,7 +37,9 @@
 //
 // The backend runs as a child process (this binary, re-executed), so that the router and the
 // backend do not share a Go scheduler, as in production. Load comes from wrk when it is on PATH,
-// else from a built-in closed-loop Go generator with exact percentiles. Both the router and
+// else from a built-in closed-loop Go generator with exact percentiles. wrk always runs with a
+// small script that sends each request to the next of the target's paths (formatted once per
+// thread); nginx gets the workspace route's paths, so wrk does the same work for every target. Both the router and
 // nginx write an access log line per request to a file, as they would in production.
 //
 // Each round loads the targets in the order of the round before rotated by one, so that no

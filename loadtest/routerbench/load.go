@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -37,9 +38,10 @@ type result struct {
 	ratios []float64
 }
 
-// generator produces load against one URL for a while and measures it.
+// generator produces load against URLs of one server for a while (each request goes to the
+// next URL) and measures it.
 type generator interface {
-	run(ctx context.Context, url string, d time.Duration) (result, error)
+	run(ctx context.Context, urls []string, d time.Duration) (result, error)
 	name() string
 	// inProcess reports whether the load is generated in this process, which then also
 	// shows in the in-process router's CPU time.
@@ -76,19 +78,61 @@ var (
 
 func (w wrk) inProcess() bool { return false }
 
-func (w wrk) run(ctx context.Context, url string, d time.Duration) (result, error) {
+func (w wrk) run(ctx context.Context, urls []string, d time.Duration) (result, error) {
 	secs := max(1, int(d.Round(time.Second)/time.Second))
+	script, err := wrkScript(urls)
+	if err != nil {
+		return result{}, err
+	}
+	defer os.Remove(script)
 	args := []string{"-t", strconv.Itoa(min(w.threads, w.connections)),
-		"-c", strconv.Itoa(w.connections), "-d", strconv.Itoa(secs) + "s", "--latency"}
+		"-c", strconv.Itoa(w.connections), "-d", strconv.Itoa(secs) + "s", "--latency", "-s", script}
 	for _, h := range w.headers {
 		args = append(args, "-H", h)
 	}
-	cmd := exec.CommandContext(ctx, w.path, append(args, url)...)
+	cmd := exec.CommandContext(ctx, w.path, append(args, urls[0])...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return result{}, fmt.Errorf("wrk: %w: %s", err, out)
 	}
 	return parseWrk(string(out))
+}
+
+// wrkScript writes the wrk script that sends each request to the next of urls' paths (all on
+// one server), the requests formatted once per thread. Every target gets one, a single path
+// included, so that wrk does the same work per request whatever it loads.
+func wrkScript(urls []string) (string, error) {
+	var b strings.Builder
+	b.WriteString("-- routerbench: each request goes to the next path.\nlocal paths = {")
+	for i, u := range urls {
+		p, err := url.Parse(u)
+		if err != nil {
+			return "", err
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(p.RequestURI()))
+	}
+	b.WriteString(`}
+local requests, n = {}, 0
+function init(args)
+  for i, p in ipairs(paths) do requests[i] = wrk.format(nil, p) end
+end
+function request()
+  n = n % #requests + 1
+  return requests[n]
+end
+`)
+	f, err := os.CreateTemp("", "routerbench-*.lua")
+	if err != nil {
+		return "", err
+	}
+	_, err = f.WriteString(b.String())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return f.Name(), err
 }
 
 func parseWrk(out string) (result, error) {
@@ -137,7 +181,7 @@ func (g *goLoad) name() string { return "the built-in Go generator (exact percen
 
 func (g *goLoad) inProcess() bool { return true }
 
-func (g *goLoad) run(ctx context.Context, url string, d time.Duration) (result, error) {
+func (g *goLoad) run(ctx context.Context, urls []string, d time.Duration) (result, error) {
 	tr := &http.Transport{MaxIdleConnsPerHost: g.connections, MaxConnsPerHost: g.connections, DisableCompression: true}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
@@ -148,6 +192,7 @@ func (g *goLoad) run(ctx context.Context, url string, d time.Duration) (result, 
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range g.connections {
+		url := urls[i%len(urls)]
 		wg.Go(func() {
 			own := make([]time.Duration, 0, 1<<16)
 			for ctx.Err() == nil {
@@ -178,7 +223,7 @@ func (g *goLoad) run(ctx context.Context, url string, d time.Duration) (result, 
 	elapsed := time.Since(start)
 	all := slices.Concat(lat...)
 	if len(all) == 0 {
-		return result{}, fmt.Errorf("no request completed against %s", url)
+		return result{}, fmt.Errorf("no request completed against %s", urls[0])
 	}
 	slices.Sort(all)
 	pct := func(p float64) time.Duration { return all[min(len(all)-1, int(p*float64(len(all))))] }

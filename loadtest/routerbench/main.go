@@ -37,6 +37,7 @@ type options struct {
 	real        bool
 	bin         string
 	routerBin   string
+	workspaces  int // the workspace route's load is spread over this many workspaces
 }
 
 func main() {
@@ -60,6 +61,7 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "measure only the proxies whose name matches this regular expression (nginx is always measured)")
 	flag.BoolVar(&o.real, "real", false, "measure the real authenticated path instead: make run's router binary and nginx in front of the same cell (needs -bin)")
 	flag.StringVar(&o.bin, "bin", "bin", "-real: folder of the built binaries (make build)")
+	flag.IntVar(&o.workspaces, "workspaces", 16, "spread the workspace route's requests over this many workspaces (placed on the one cell), as many tenants' would be; one workspace alone holds at most the router's ROUTER_MAX_IN_FLIGHT_PER_WORKSPACE (256) requests in flight")
 	flag.StringVar(&o.routerBin, "router-bin", "", "-real: another router binary (e.g. an older build) measured in the same rounds, in front of the same cell")
 	flag.Parse()
 	for _, f := range strings.Split(*conns, ",") {
@@ -95,11 +97,11 @@ func main() {
 	}
 }
 
-// target is one thing to load: a URL and how to read the CPU time of the process serving it
-// (the proxy; for direct, the backend).
+// target is one thing to load: its URLs (each request goes to the next) and how to read the
+// CPU time of the process serving it (the proxy; for direct, the backend).
 type target struct {
 	name string
-	url  string
+	urls []string
 	kind string // direct, router, bare, nginx
 	cpu  func() cpuTime
 }
@@ -132,7 +134,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer be.stop()
 
-	rt, err := startRouter(ctx, be.url, dir, o.accessLog)
+	rt, err := startRouter(ctx, be.url, dir, o.accessLog, max(1, o.workspaces))
 	if err != nil {
 		return fmt.Errorf("router: %w", err)
 	}
@@ -149,12 +151,20 @@ func run(ctx context.Context, o options) error {
 	}
 	defer lean.stop()
 
+	version := func(base string) []string { return []string{base + "/api/v1/system/version"} }
+	workspaces := func(base string) []string {
+		var urls []string
+		for _, ws := range rt.wss {
+			urls = append(urls, base+"/api/v1/workspaces/"+ws)
+		}
+		return urls
+	}
 	targets := []target{
-		{name: "direct (backend)", kind: "direct", url: be.url + "/api/v1/system/version", cpu: func() cpuTime { return cpuTime{user: be.cpu()} }},
-		{name: "router, route without workspace", kind: "router", url: rt.url + "/api/v1/system/version", cpu: selfCPU},
-		{name: "router, workspace route (cached placement)", kind: "router", url: rt.url + "/api/v1/workspaces/" + rt.ws, cpu: selfCPU},
-		{name: "bare ReverseProxy, http.Transport", kind: "bare", url: bare.url + "/api/v1/system/version", cpu: selfCPU},
-		{name: "bare ReverseProxy, router's transport", kind: "bare", url: lean.url + "/api/v1/system/version", cpu: selfCPU},
+		{name: "direct (backend)", kind: "direct", urls: version(be.url), cpu: func() cpuTime { return cpuTime{user: be.cpu()} }},
+		{name: "router, route without workspace", kind: "router", urls: version(rt.url), cpu: selfCPU},
+		{name: "router, workspace route (cached placement)", kind: "router", urls: workspaces(rt.url), cpu: selfCPU},
+		{name: "bare ReverseProxy, http.Transport", kind: "bare", urls: version(bare.url), cpu: selfCPU},
+		{name: "bare ReverseProxy, router's transport", kind: "bare", urls: version(lean.url), cpu: selfCPU},
 	}
 	if o.only != "" {
 		re, err := regexp.Compile(o.only)
@@ -172,11 +182,13 @@ func run(ctx context.Context, o options) error {
 				return fmt.Errorf("nginx: %w", err)
 			}
 			defer ng.stop()
-			targets = append(targets, target{name: "nginx (reference proxy)", kind: "nginx", url: ng.url + "/api/v1/system/version", cpu: ng.cpu})
+			// nginx proxies every path alike; it gets the workspace route's paths, so that the
+			// load generator does the same work for it as for the router's busiest target.
+			targets = append(targets, target{name: "nginx (reference proxy)", kind: "nginx", urls: workspaces(ng.url), cpu: ng.cpu})
 		}
 	}
 	for _, t := range targets {
-		if err := check(t.url); err != nil {
+		if err := check(t.urls[0]); err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
 	}
@@ -202,7 +214,7 @@ func run(ctx context.Context, o options) error {
 					return ctx.Err()
 				}
 				fmt.Fprintf(os.Stderr, "fixed rate, round %d, %s: %d req/s for %v…\n", round+1, t.name, o.rate, o.duration)
-				r, err := fixedRateInChild(ctx, t.url, o)
+				r, err := fixedRateInChild(ctx, t.urls[0], o)
 				if err != nil {
 					return fmt.Errorf("%s: %w", t.name, err)
 				}
@@ -235,7 +247,7 @@ func saturate(ctx context.Context, o options, targets []target, be *backend) ([]
 				round+1, o.rounds, t.name, o.warmup, o.duration, o.connections)
 			if o.warmup > 0 {
 				// A failed warm-up (nothing got through) says nothing the measured load will not.
-				_, _ = gen.run(ctx, t.url, o.warmup)
+				_, _ = gen.run(ctx, t.urls, o.warmup)
 			}
 			stopProfile := func() {}
 			if o.cpuProfile != "" && round == o.rounds-1 && (t.kind == "router" || t.kind == "bare") {
@@ -248,7 +260,7 @@ func saturate(ctx context.Context, o options, targets []target, be *backend) ([]
 			}
 			inProcess := t.kind == "router" || t.kind == "bare"
 			cpu0, be0, gc0 := t.cpu(), be.cpu(), readGCCPU()
-			r, err := gen.run(ctx, t.url, o.duration)
+			r, err := gen.run(ctx, t.urls, o.duration)
 			cpu1, be1, gc1 := t.cpu(), be.cpu(), readGCCPU()
 			stopProfile()
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,10 +101,13 @@ func startBackend() (*backend, error) {
 }
 
 // staticDirectory places the benchmark workspace on the one benchmark cell.
-type staticDirectory struct{ url, ws string }
+type staticDirectory struct {
+	url string
+	wss []string
+}
 
 func (d staticDirectory) Placement(_ context.Context, ws string) (placement.Placement, error) {
-	if ws != d.ws {
+	if !slices.Contains(d.wss, ws) {
 		return placement.Placement{}, placement.ErrNotFound
 	}
 	return placement.Placement{CellID: "cell-bench", Epoch: 1}, nil
@@ -114,17 +118,21 @@ func (d staticDirectory) Cells(context.Context) ([]router.Cell, error) {
 }
 
 type served struct {
-	url, ws string
-	cpu     func() cpuTime
-	stop    func()
+	url  string
+	wss  []string // the workspaces placed on the benchmark cell (the router only)
+	cpu  func() cpuTime
+	stop func()
 }
 
 // startRouter runs the router in this process, configured as in production (default settings,
 // probes and breaker on) except for its directory, with the production logger (JSON,
 // redacting) writing to a file instead of stderr.
-func startRouter(ctx context.Context, backendURL, dir string, accessLog bool) (*served, error) {
-	ws := ids.New(ids.Workspace)
-	src := staticDirectory{url: backendURL, ws: ws}
+func startRouter(ctx context.Context, backendURL, dir string, accessLog bool, workspaces int) (*served, error) {
+	var wss []string
+	for range workspaces {
+		wss = append(wss, ids.New(ids.Workspace))
+	}
+	src := staticDirectory{url: backendURL, wss: wss}
 	cfg := router.Config{Placements: src, Cells: src}
 	if accessLog {
 		f, err := os.Create(filepath.Join(dir, "router-access.log"))
@@ -151,7 +159,7 @@ func startRouter(ctx context.Context, backendURL, dir string, accessLog bool) (*
 	srv := router.NewPublicServer(rt.Handler(), router.ServerConfig{ErrorLog: log.New(io.Discard, "", 0)})
 	addr := ln.Addr().String()
 	go func() { _ = srv.Serve(ln) }()
-	return &served{url: "http://" + addr, ws: ws, cpu: selfCPU, stop: func() {
+	return &served{url: "http://" + addr, wss: wss, cpu: selfCPU, stop: func() {
 		_ = srv.Close()
 		rt.Close()
 	}}, nil

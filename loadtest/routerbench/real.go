@@ -76,25 +76,25 @@ func runReal(ctx context.Context, o options) error {
 		}
 		defer other.stop()
 		pid := other.pid
-		targets = append(targets, target{name: "router (" + o.routerBin + ")", kind: "router", url: other.url, cpu: func() cpuTime { return procCPU(pid) }})
+		targets = append(targets, target{name: "router (" + o.routerBin + ")", kind: "router", urls: []string{other.url}, cpu: func() cpuTime { return procCPU(pid) }})
 	}
 
 	path := "/api/v1/projects"
 	o.headers = []string{"Authorization: Bearer " + demo.PAT, "X-Workspace-ID: " + demo.WorkspaceA}
 	routerPid, cellPid := st.Router.Pid(), cell.Pid()
 	targets = append([]target{
-		{name: "router (make run's binary)", kind: "router", url: st.RouterURL + path, cpu: func() cpuTime { return procCPU(routerPid) }},
-		{name: "nginx in front of the same cell", kind: "nginx", url: ng.url + path, cpu: ng.cpu},
+		{name: "router (make run's binary)", kind: "router", urls: []string{st.RouterURL + path}, cpu: func() cpuTime { return procCPU(routerPid) }},
+		{name: "nginx in front of the same cell", kind: "nginx", urls: []string{ng.url + path}, cpu: ng.cpu},
 	}, targets...)
 	for i := 2; i < len(targets); i++ {
-		targets[i].url += path
+		targets[i].urls[0] += path
 	}
 	fmt.Fprintf(os.Stderr, "router pid %d, cell pid %d\n", routerPid, cellPid)
 	for _, t := range targets {
 		// The router takes the cell once its first probe passed: a few seconds at most.
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			err := check(t.url, o.headers...)
+			err := check(t.urls[0], o.headers...)
 			if err == nil {
 				break
 			}
@@ -121,10 +121,10 @@ func runReal(ctx context.Context, o options) error {
 			fmt.Fprintf(os.Stderr, "round %d/%d, %s: warm-up %v, load %v at %d connections…\n",
 				round+1, max(1, o.rounds), t.name, o.warmup, o.duration, o.connections)
 			if o.warmup > 0 {
-				_, _ = gen.run(ctx, t.url, o.warmup)
+				_, _ = gen.run(ctx, t.urls, o.warmup)
 			}
 			cpu0, cell0, pg0 := t.cpu(), cellCPU(), pgCPU()
-			r, err := gen.run(ctx, t.url, o.duration)
+			r, err := gen.run(ctx, t.urls, o.duration)
 			cpu1, cell1, pg1 := t.cpu(), cellCPU(), pgCPU()
 			if err != nil {
 				return fmt.Errorf("%s: %w", t.name, err)
