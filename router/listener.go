@@ -35,13 +35,21 @@ import (
 // All reads and writes (up to rawio.MaxWrite) are raw system calls through RawConn (package
 // rawio says why), with net.Conn's semantics: deadlines, EOF, errors as *net.OpError.
 //
-// The send timeout: a write the client does not take within sendTimeout (its socket buffer
-// stays full: the client stopped reading, or reads slower than one write per sendTimeout)
-// fails with a timeout, and the server then closes the connection. Without it a client that
-// asks for a large answer and never reads would hold the connection, its goroutine, the
-// request's place among the cell's requests in flight and the cell's own connection for ever.
-// The deadline is set only once a write finds the buffer full, so a write the socket takes at
-// once (nearly all of them) costs nothing more.
+// The send timeout: a write that waits for room in the socket's buffer for sendTimeout while
+// the client takes less than minSendProgress bytes of the answer fails with a timeout (the
+// client stopped reading, or reads slower than about one proxy write, 32 KiB, per
+// sendTimeout), and the server then closes the connection. Without it a client that asks for
+// a large answer and never reads would hold the connection, its goroutine, the request's place
+// among the cell's requests in flight and the cell's own connection for ever. The deadline is
+// set only once a write finds the buffer full, so a write the socket takes at once (nearly all
+// of them) costs nothing more.
+//
+// Why the progress check: the kernel wakes a writer waiting for room only once a third of the
+// socket's send buffer is free again, and that buffer grows to megabytes (autotuning,
+// net.ipv4.tcp_wmem), so a deadline on the wait alone would cut a client that reads steadily
+// at tens of KiB/s (4 MiB / 3 per 30 s). When the deadline passes, the bytes the client
+// acknowledged meanwhile (written minus the send queue, rawio.Queued) decide: at least
+// minSendProgress and the wait goes on for another sendTimeout.
 type quietConn struct {
 	net.Conn
 	rc          syscall.RawConn
@@ -63,7 +71,14 @@ type quietConn struct {
 	wn       int
 	writeErr error
 	blocked  bool // the write in flight found the socket's buffer full and set the deadline
+
+	sent int64 // bytes the socket took from our writes, all told
+	mark int64 // sent minus the send queue when the send deadline was set; -1: unknown
 }
+
+// minSendProgress is what a client must take of its answer per sendTimeout while the router
+// waits to write more: the proxy's copy buffer, one write of a large answer.
+const minSendProgress = copyBufferSize
 
 // newQuietConn wraps c (a TCP connection) with the send timeout (see quietConn).
 func newQuietConn(c net.Conn, sendTimeout time.Duration) net.Conn {
@@ -136,6 +151,9 @@ func (c *quietConn) Write(p []byte) (int, error) {
 	}
 	c.wp, c.wn, c.writeErr, c.blocked = p, 0, nil, false
 	err := c.rc.Write(c.writeFn)
+	for err != nil && c.blocked && c.progressed(err) {
+		err = c.rc.Write(c.writeFn)
+	}
 	n := c.wn
 	c.wp = nil
 	if c.blocked {
@@ -147,15 +165,23 @@ func (c *quietConn) Write(p []byte) (int, error) {
 	return n, c.writeErr
 }
 
-// writeLarge writes p through net.Conn in pieces of rawio.MaxWrite, each within sendTimeout.
+// writeLarge writes p through net.Conn in pieces of rawio.MaxWrite, each within sendTimeout
+// unless the client keeps taking minSendProgress per sendTimeout (progressed).
 func (c *quietConn) writeLarge(p []byte) (int, error) {
 	defer c.Conn.SetWriteDeadline(time.Time{})
 	done := 0
 	for done < len(p) {
 		end := min(done+rawio.MaxWrite, len(p))
+		c.mark = c.acked()
 		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.sendTimeout))
 		n, err := c.Conn.Write(p[done:end])
 		done += n
+		c.sent += int64(n)
+		for err != nil && done < end && c.progressed(err) {
+			n, err = c.Conn.Write(p[done:end])
+			done += n
+			c.sent += int64(n)
+		}
 		if err != nil {
 			return done, err
 		}
@@ -163,17 +189,52 @@ func (c *quietConn) writeLarge(p []byte) (int, error) {
 	return done, nil
 }
 
+// progressed reports whether err is the send deadline passing while the client took at least
+// minSendProgress bytes since it was set; if so it sets the next one, sendTimeout from now.
+func (c *quietConn) progressed(err error) bool {
+	if !errors.Is(err, os.ErrDeadlineExceeded) || c.mark < 0 {
+		return false
+	}
+	now := c.acked()
+	if now < 0 || now-c.mark < minSendProgress {
+		return false
+	}
+	c.mark = now
+	return c.Conn.SetWriteDeadline(time.Now().Add(c.sendTimeout)) == nil
+}
+
+// acked is how much of what was written the client acknowledged (sent minus the send queue);
+// -1 when that cannot be told.
+func (c *quietConn) acked() int64 {
+	n := int64(-1)
+	if err := c.rc.Control(func(fd uintptr) { n = c.ackedFd(fd) }); err != nil {
+		return -1
+	}
+	return n
+}
+
+func (c *quietConn) ackedFd(fd uintptr) int64 {
+	q, err := rawio.Queued(fd)
+	if err != nil {
+		return -1
+	}
+	return c.sent - int64(q)
+}
+
 // rawWrite is the RawConn.Write callback. The first time the socket's buffer is full it sets
-// the write deadline (sendTimeout from now) that the wait for room then keeps; Write clears it.
+// the write deadline (sendTimeout from now) that the wait for room then keeps, and notes what
+// the client has acknowledged so far (progressed); Write clears it.
 // (SetWriteDeadline only takes a reference on the descriptor, never its write lock, which
 // RawConn.Write holds here.)
 func (c *quietConn) rawWrite(fd uintptr) bool {
 	n, err := rawio.Write(fd, c.wp[c.wn:])
 	c.wn += n
+	c.sent += int64(n)
 	switch {
 	case err == syscall.EAGAIN:
 		if !c.blocked {
 			c.blocked = true
+			c.mark = c.ackedFd(fd)
 			_ = c.Conn.SetWriteDeadline(time.Now().Add(c.sendTimeout))
 		}
 		return false

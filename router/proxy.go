@@ -40,6 +40,11 @@ type attempt struct {
 	owningHint  string              // the cell's X-Owning-Cell on a 421, for logs only
 	err         error               // transport failure; nothing was written to the client
 
+	// share is the workspace share holding a place for this attempt (shareWS's), until the
+	// cell's answer begins or the attempt ends (releaseShare); nil when none is held.
+	share   *workspaceShare
+	shareWS string
+
 	// Header values, kept here so that setting them allocates nothing.
 	reqIDHeader [1]string
 	traceHeader [1]string
@@ -137,7 +142,10 @@ func (rt *Router) try(x *exchange, r *http.Request, a *attempt) {
 		return
 	}
 	// One workspace's share of the cell first, so that a workspace over it takes no place in
-	// the cell's bound.
+	// the cell's bound. The place is held until the cell's answer begins (modifyResponse), not
+	// while the answer is copied: the client sets that pace, and the client may be a stranger
+	// (the router does not authenticate), who would otherwise hold the workspace's share by
+	// not reading answers (public routes, refusals) that name it.
 	if a.workspace {
 		if !rt.share.acquire(x.ws, rt.cfg.MaxInFlightPerWorkspace) {
 			c.m.wsShed.Inc()
@@ -147,7 +155,8 @@ func (rt *Router) try(x *exchange, r *http.Request, a *attempt) {
 			a.rejected = e
 			return
 		}
-		defer rt.share.release(x.ws)
+		a.share, a.shareWS = rt.share, x.ws
+		defer a.releaseShare()
 	}
 	// Back-pressure: beyond the bound, shed at once rather than queue into seconds of latency.
 	// Not a breaker failure: the cell did nothing wrong.
@@ -187,6 +196,14 @@ func (rt *Router) try(x *exchange, r *http.Request, a *attempt) {
 	a.out = &x.rec
 	a.reqIDHeader[0] = a.reqID
 	proxy.ServeHTTP(&x.rec, r.WithContext(a))
+}
+
+// releaseShare gives the attempt's place in its workspace's share back, once.
+func (a *attempt) releaseShare() {
+	if a.share != nil {
+		a.share.release(a.shareWS)
+		a.share, a.shareWS = nil, ""
+	}
 }
 
 // newProxy builds the ReverseProxy of one cell.
@@ -245,6 +262,7 @@ func (c *cell) rewriteTo(pr *httputil.ProxyRequest, target *url.URL) {
 
 func (c *cell) modifyResponse(res *http.Response) error {
 	a := attemptOf(res.Request.Context())
+	a.releaseShare() // the cell has answered; the copy is the client's pace (try)
 	if a.workspace && res.StatusCode == http.StatusMisdirectedRequest {
 		a.misdirected = true
 		a.owningHint = res.Header.Get(cellproto.HeaderOwningCell)

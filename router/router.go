@@ -96,10 +96,12 @@ type Config struct {
 	// next request is refused at once with 429 RATE_LIMITED, Retry-After: 1 and
 	// X-RateLimit-Scope: workspace, without touching the cell, and counted in
 	// router_workspace_shed_total. One tenant that floods its cell with slow requests (long
-	// screenshots, large answers read slowly) thus cannot fill the cell's bound and leave the
-	// cell's other tenants with 503. Only requests that reach the cell count (not the time a
-	// body takes to arrive), so a stranger who names someone else's workspace cannot hold its
-	// share: the cell refuses them at once.
+	// screenshots) thus cannot fill the cell's bound and leave the cell's other tenants with
+	// 503. Only the time at the cell counts, from sending the request to the start of the
+	// cell's answer (not the time a body takes to arrive, nor the time the client takes to
+	// read the answer: both are the client's pace), so a stranger who names someone else's
+	// workspace cannot hold its share: the cell refuses them, or answers a public route, at
+	// once.
 	MaxInFlightPerWorkspace int
 
 	// BodyTimeout and BodyMinRate bound how long a client may take to send a request body:

@@ -24,8 +24,9 @@ const (
 	// router's memory or file descriptors.
 	DefaultMaxConns = 4096
 	// DefaultSendTimeout bounds one write of an answer to a client (at most the proxy's 32 KiB
-	// copy buffer): a client that takes nothing of it for this long (it stopped reading) is
-	// disconnected, which ends the request and frees its place at the cell.
+	// copy buffer): a client that takes less than 32 KiB of its answer in this long while the
+	// write waits (it stopped reading) is disconnected, which ends the request and frees its
+	// place at the cell.
 	DefaultSendTimeout = 30 * time.Second
 	// DefaultBodyTimeout is the grace a request body gets before DefaultBodyMinRate applies.
 	DefaultBodyTimeout = 10 * time.Second

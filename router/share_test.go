@@ -1,9 +1,17 @@
 package router
 
 import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"slidecells/shared/ids"
 )
 
 // TestWorkspaceShareNeverExceedsItsBound: goroutines of a few workspaces acquire and release
@@ -58,4 +66,74 @@ func BenchmarkWorkspaceShare(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestWorkspaceShareIsNotHeldByStrangersWhoDoNotRead: the router does not authenticate, so a
+// stranger can name any workspace (in the path, or X-Workspace-ID on a public route such as
+// /openapi.json) and get the cell's answer (a public document, a refusal). Once the cell has
+// answered, the time the answer takes to reach the client is the client's to choose: if the
+// workspace's share counted it, a few strangers asking for answers they never read would hold
+// the whole share, and the workspace's members would get 429 for every request. The share
+// counts a request only until the cell's answer begins.
+func TestWorkspaceShareIsNotHeldByStrangersWhoDoNotRead(t *testing.T) {
+	const share = 2
+	ws := ids.New(ids.Workspace)
+	big := make([]byte, 16<<20) // far beyond the sockets' buffers
+	started := make(chan struct{}, share)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/openapi.json" {
+			_, _ = io.WriteString(w, `{"ok":true}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush() // the answer's head is at the router
+		started <- struct{}{}
+		_, _ = w.Write(big)
+	}))
+	t.Cleanup(backend.Close)
+	src := staticSource{url: backend.URL, ws: ws}
+	rt, err := New(context.Background(), Config{Placements: src, Cells: src, ProbeInterval: -1, CellsRefresh: -1, MaxInFlightPerWorkspace: share})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	srv := startPublic(t, rt.Handler(), ServerConfig{})
+	for range share {
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if err := c.(*net.TCPConn).SetReadBuffer(4096); err != nil {
+			t.Fatal(err)
+		}
+		// A stranger: no credential, someone else's workspace, and it never reads.
+		if _, err := io.WriteString(c, "GET /openapi.json HTTP/1.1\r\nHost: router\r\nX-Workspace-ID: "+ws+"\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range share {
+		select {
+		case <-started:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the cell did not answer the strangers")
+		}
+	}
+	for i := 0; rt.share.inFlight(ws) != 0; i++ {
+		if i == 200 {
+			t.Fatalf("%d of the workspace's share held by strangers who do not read their answers", rt.share.inFlight(ws))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The workspace's own member is served.
+	res, err := testClient.Get(srv.URL + "/api/v1/workspaces/" + ws + "/projects")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("the workspace's member got %d %s while strangers held unread answers", res.StatusCode, res.Header.Get("X-Ratelimit-Scope"))
+	}
 }

@@ -40,6 +40,17 @@ func Read(fd uintptr, p []byte) (int, error) {
 	}
 }
 
+// Queued is how many bytes written to the socket fd its peer has not yet acknowledged, sent or
+// not (the SIOCOUTQ ioctl; Linux).
+func Queued(fd uintptr) (int, error) {
+	var n int32
+	_, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, fd, syscall.TIOCOUTQ, uintptr(unsafe.Pointer(&n)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
 // Write writes p (at most MaxWrite bytes is the callers' rule) to fd, retrying on EINTR, and
 // returns how much the socket took: less than len(p) with err syscall.EAGAIN when its buffer
 // is full.
