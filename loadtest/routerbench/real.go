@@ -234,12 +234,15 @@ func startOtherRouter(bin, dir, directoryURL string) (*otherRouter, error) {
 }
 
 // postgresCPU is the CPU time of the PostgreSQL server this process started (the stack's) and
-// of its backends.
+// of its backends, those that exited included (the server's children's time, once reaped).
 func postgresCPU() time.Duration {
 	var total time.Duration
 	for _, pid := range children(os.Getpid()) {
-		if f := statFields(pid); len(f) > 1 && strings.HasSuffix(f[1], "(postgres)") {
+		if f := statFields(pid); len(f) > 16 && strings.HasSuffix(f[1], "(postgres)") {
 			total += procCPU(pid).total()
+			cu, _ := strconv.ParseInt(f[15], 10, 64)
+			cs, _ := strconv.ParseInt(f[16], 10, 64)
+			total += time.Duration(cu+cs) * clockTick
 			for _, c := range children(pid) {
 				total += procCPU(c).total()
 			}
