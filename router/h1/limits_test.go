@@ -3,6 +3,7 @@ package h1
 import (
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -234,5 +235,32 @@ func TestPanicKeepsServing(t *testing.T) {
 	}
 	if strings.Count(logged, "panic serving") != 1 {
 		t.Fatalf("ErrAbortHandler logged too: %q", logged)
+	}
+}
+
+// TestRequestContextNamesTheServer: as under net/http's server, a request's context holds the
+// server (http.ServerContextKey; httputil.ReverseProxy aborts a broken answer only under one)
+// and the connection's local address (http.LocalAddrContextKey).
+func TestRequestContextNamesTheServer(t *testing.T) {
+	type seen struct {
+		server bool
+		local  string
+	}
+	got := make(chan seen, 1)
+	_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		la, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+		s := seen{server: r.Context().Value(http.ServerContextKey) != nil}
+		if la != nil {
+			s.local = la.String()
+		}
+		got <- s
+	}), nil)
+	res, err := http.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if s := <-got; !s.server || s.local != addr {
+		t.Fatalf("request context: server %v, local address %q; want a server and %q", s.server, s.local, addr)
 	}
 }

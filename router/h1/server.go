@@ -98,6 +98,7 @@ type Server struct {
 	done     chan struct{} // closed when the server closes: the sweep stops
 	doneOnce sync.Once
 
+	baseCtx   context.Context // every connection's context derives from it (init)
 	mu        sync.Mutex
 	conns     map[*conn]struct{}
 	listeners map[*net.Listener]struct{}
@@ -119,6 +120,12 @@ func (s *Server) init() {
 			MaxHeaderBytes:    s.MaxHeaderBytes,
 			ErrorLog:          s.ErrorLog,
 		}
+		// A request's context holds the server as net/http's does (http.ServerContextKey; the
+		// fallback, which has the same handler and limits): httputil.ReverseProxy panics with
+		// http.ErrAbortHandler when an answer breaks mid-body only under a server, and that
+		// panic is what makes the connection close without ending the body. Without it the
+		// proxy logs and returns, and a chunked answer cut short would end like a whole one.
+		s.baseCtx = context.WithValue(context.Background(), http.ServerContextKey, s.fallback)
 		s.clock.Store(time.Now().UnixNano())
 		go func() { _ = s.fallback.Serve(s.handoff) }()
 		go s.sweep()
@@ -394,7 +401,7 @@ func (s *Server) newConn(nc net.Conn) *conn {
 		nc = &limitConn{Conn: nc, release: s.release}
 	}
 	c := &conn{s: s, nc: nc, rc: rc, remote: nc.RemoteAddr().String()}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.ctx, c.cancel = context.WithCancel(context.WithValue(s.baseCtx, http.LocalAddrContextKey, nc.LocalAddr()))
 	c.setState(stateHead, time.Now().UnixNano())
 	s.mu.Lock()
 	if s.closing.Load() {
