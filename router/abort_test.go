@@ -29,15 +29,7 @@ func TestBrokenAnswerReachesTheClientBroken(t *testing.T) {
 			conn.Close() // the cell dies mid-answer
 		}
 	}))
-	t.Cleanup(backend.Close)
-	ws := ids.New(ids.Workspace)
-	src := staticSource{url: backend.URL, ws: ws}
-	rt, err := New(context.Background(), Config{Placements: src, Cells: src, ProbeInterval: -1, CellsRefresh: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	srv := startPublic(t, rt.Handler(), ServerConfig{})
+	_, srv, ws := routeTo(t, backend, ServerConfig{})
 	c, err := net.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -56,4 +48,19 @@ func TestBrokenAnswerReachesTheClientBroken(t *testing.T) {
 		t.Fatalf("a broken answer reached the client as a complete one (%d bytes, %v)", len(b), res.TransferEncoding)
 	}
 	t.Logf("read %d bytes, then %v", len(b), err)
+}
+
+// routeTo serves a router in front of backend alone (its one cell, cell-a) on the public
+// listener with sc, and returns it, the listener and a workspace placed on the cell.
+func routeTo(t *testing.T, backend *httptest.Server, sc ServerConfig) (*Router, *publicSrv, string) {
+	t.Helper()
+	t.Cleanup(backend.Close)
+	ws := ids.New(ids.Workspace)
+	src := staticSource{url: backend.URL, ws: ws}
+	rt, err := New(context.Background(), Config{Placements: src, Cells: src, ProbeInterval: -1, CellsRefresh: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	return rt, startPublic(t, rt.Handler(), sc), ws
 }

@@ -250,26 +250,10 @@ func TestInFlightBoundShedsLoad(t *testing.T) {
 	if n := b.a.hits.Load(); n != bound {
 		t.Errorf("cell-a received %d requests, want the %d held (the shed one must not reach it)", n, bound)
 	}
-	close(b.a.block)
-	waitGroup(t, &wg, time.Minute)
-	close(statuses)
-	for st := range statuses {
-		if st != http.StatusOK {
-			t.Errorf("held request answered %d", st)
-		}
-	}
-	b.a.mu.Lock()
-	b.a.block = nil
-	b.a.mu.Unlock()
-	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
-	res, err := testClient.Get(b.ops.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
+	b.releaseHeld(t, &wg, statuses)
+	raw := b.metrics(t)
 	for _, want := range []string{`router_shed_total{cell="cell-a"} 1`, `router_cell_in_flight{cell="cell-a"} 0`, `router_cell_breaker_state{cell="cell-a"} 0`} {
-		if !strings.Contains(string(raw), want) {
+		if !strings.Contains(raw, want) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
@@ -316,8 +300,24 @@ func TestWorkspaceShareOfACell(t *testing.T) {
 	if got := b.rt.share.inFlight(b.wsA); got != share {
 		t.Errorf("%d of the workspace's requests counted in flight, want %d", got, share)
 	}
+	b.releaseHeld(t, &wg, statuses)
+	if n := b.rt.share.len(); n != 0 {
+		t.Errorf("%d workspaces still counted after every request ended", n)
+	}
+	raw := b.metrics(t)
+	for _, want := range []string{`router_workspace_shed_total{cell="cell-a"} 1`, `router_shed_total{cell="cell-a"} 0`, `router_cell_in_flight{cell="cell-a"} 0`} {
+		if !strings.Contains(raw, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+// releaseHeld lets cell-a answer the requests it holds (b.a.block), checks that each of them,
+// sent by wg's goroutines, was answered 200 on statuses, and that cell-a serves wsA again.
+func (b *bundle) releaseHeld(t *testing.T, wg *sync.WaitGroup, statuses chan int) {
+	t.Helper()
 	close(b.a.block)
-	waitGroup(t, &wg, time.Minute)
+	waitGroup(t, wg, time.Minute)
 	close(statuses)
 	for st := range statuses {
 		if st != http.StatusOK {
@@ -328,18 +328,16 @@ func TestWorkspaceShareOfACell(t *testing.T) {
 	b.a.block = nil
 	b.a.mu.Unlock()
 	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
-	if n := b.rt.share.len(); n != 0 {
-		t.Errorf("%d workspaces still counted after every request ended", n)
-	}
+}
+
+// metrics is the router's /metrics text.
+func (b *bundle) metrics(t *testing.T) string {
+	t.Helper()
 	res, err := testClient.Get(b.ops.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
-	for _, want := range []string{`router_workspace_shed_total{cell="cell-a"} 1`, `router_shed_total{cell="cell-a"} 0`, `router_cell_in_flight{cell="cell-a"} 0`} {
-		if !strings.Contains(string(raw), want) {
-			t.Errorf("metrics lack %s", want)
-		}
-	}
+	return string(raw)
 }

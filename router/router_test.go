@@ -756,12 +756,7 @@ func TestMetrics(t *testing.T) {
 	b := setup(t)
 	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
 	b.get(t, "/api/v1/pages").wantProblem(t, http.StatusUnprocessableEntity, problem.WorkspaceRequired)
-	res, err := testClient.Get(b.ops.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
+	raw := b.metrics(t)
 	for _, want := range []string{
 		`router_requests_total{cell="cell-a",code="2xx"} 1`,
 		`router_requests_total{cell="none",code="4xx"} 1`,
@@ -771,7 +766,7 @@ func TestMetrics(t *testing.T) {
 		`router_cell_breaker_state{cell="cell-a"} 0`,
 		`router_cell_healthy{cell="cell-b"} 1`,
 	} {
-		if !strings.Contains(string(raw), want) {
+		if !strings.Contains(raw, want) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}

@@ -1,7 +1,6 @@
 package router
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -10,8 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"slidecells/shared/ids"
 )
 
 // smallBuffers shrinks the kernel's buffers between server and client, so that a client that
@@ -95,15 +92,7 @@ func TestSendTimeoutFreesTheCell(t *testing.T) {
 		}
 		ended <- err
 	}))
-	t.Cleanup(backend.Close)
-	ws := ids.New(ids.Workspace)
-	src := staticSource{url: backend.URL, ws: ws}
-	rt, err := New(context.Background(), Config{Placements: src, Cells: src, ProbeInterval: -1, CellsRefresh: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	srv := startPublic(t, rt.Handler(), ServerConfig{SendTimeout: 300 * time.Millisecond})
+	rt, srv, ws := routeTo(t, backend, ServerConfig{SendTimeout: 300 * time.Millisecond})
 	for _, proto := range []string{"HTTP/1.1", "HTTP/1.0"} {
 		t.Run(proto, func(t *testing.T) {
 			c, err := net.Dial("tcp", srv.Listener.Addr().String())
