@@ -1,0 +1,243 @@
+package h1
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// seen is what a handler sees of a request and what its ResponseWriter lets it do, in a form
+// two servers can be compared on: errors as text, addresses as what they name.
+type seen struct {
+	Method                        string
+	URL                           url.URL
+	RequestURI, Proto             string
+	ProtoMajor, ProtoMinor        int
+	Header                        http.Header
+	Host                          string
+	ContentLength                 int64
+	TransferEncoding              []string
+	Close                         bool
+	Trailer                       http.Header
+	RemoteAddr                    string // "127.0.0.1:port" when it is one
+	TLS, GetBody, Cancel, Respons bool   // non-nil
+	NoBody                        bool   // Body is http.NoBody
+	Pattern                       string
+	BodyRead                      string // the body, read before or after the flush (seenCase.readLate)
+	BodyErr                       string // how reading it ended, io.EOF left out
+	Form, PostForm                url.Values
+	FormErr                       string
+
+	Server     bool   // the context holds http.ServerContextKey
+	LocalAddr  string // "listener" when it is the server's listening address
+	DoneNil    bool   // Done() is nil
+	DoneClosed bool   // Done() closed while the handler runs and the client waits
+
+	SetReadDeadline, SetWriteDeadline, EnableFullDuplex string // ResponseController errors
+	FlushErr                                            string
+	FlushReached                                        bool // the flushed part reached the client before the handler returned
+	Hijacker, CloseNotifier                             bool // the writer implements them
+}
+
+// seenCase is a request sent to both servers.
+type seenCase struct {
+	name, method, raw string
+	// readLate: the handler flushes its answer's first part before it reads the body;
+	// fullDuplex: it calls EnableFullDuplex first.
+	readLate, fullDuplex bool
+	// unserved: net/http's server answers the request itself (OPTIONS *), never the handler.
+	unserved bool
+}
+
+// errText is err as text, "" for nil and io.EOF.
+func errText(err error) string {
+	if err == nil || err == io.EOF {
+		return ""
+	}
+	return err.Error()
+}
+
+// probe records what the handler sees of each request, flushes "partial" and waits for the
+// client to confirm it (reached), then writes "rest".
+func probe(c seenCase, got chan<- seen, reached <-chan struct{}) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var s seen
+		s.Method, s.URL, s.RequestURI = r.Method, *r.URL, r.RequestURI
+		s.Proto, s.ProtoMajor, s.ProtoMinor = r.Proto, r.ProtoMajor, r.ProtoMinor
+		s.Header, s.Host, s.ContentLength = r.Header.Clone(), r.Host, r.ContentLength
+		s.TransferEncoding, s.Close, s.Trailer = r.TransferEncoding, r.Close, r.Trailer
+		s.RemoteAddr = r.RemoteAddr
+		if host, port, err := net.SplitHostPort(r.RemoteAddr); err == nil && host == "127.0.0.1" && port != "" {
+			s.RemoteAddr = "127.0.0.1:port"
+		}
+		s.TLS, s.GetBody, s.Cancel, s.Respons = r.TLS != nil, r.GetBody != nil, r.Cancel != nil, r.Response != nil
+		s.NoBody = r.Body == http.NoBody
+		s.Pattern = r.Pattern
+
+		ctx := r.Context()
+		s.Server = ctx.Value(http.ServerContextKey) != nil
+		if la, ok := ctx.Value(http.LocalAddrContextKey).(net.Addr); ok {
+			s.LocalAddr = la.String()
+		}
+		s.DoneNil = ctx.Done() == nil
+		select {
+		case <-ctx.Done():
+			s.DoneClosed = true
+		default:
+		}
+
+		readBody := func() {
+			if strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+				s.FormErr = errText(r.ParseForm())
+			}
+			b, err := io.ReadAll(r.Body)
+			s.BodyRead, s.BodyErr = string(b), errText(err)
+			if s.FormErr == "" && s.Form == nil {
+				s.FormErr = errText(r.ParseForm())
+			}
+			s.Form, s.PostForm = r.Form, r.PostForm
+		}
+		rc := http.NewResponseController(w)
+		if c.fullDuplex {
+			s.EnableFullDuplex = errText(rc.EnableFullDuplex())
+		}
+		if !c.readLate {
+			readBody()
+		}
+		_, s.Hijacker = w.(http.Hijacker)
+		_, s.CloseNotifier = w.(http.CloseNotifier) //nolint:staticcheck // compared on purpose
+		s.SetReadDeadline = errText(rc.SetReadDeadline(time.Time{}))
+		s.SetWriteDeadline = errText(rc.SetWriteDeadline(time.Time{}))
+
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "partial")
+		s.FlushErr = errText(rc.Flush())
+		select {
+		case <-reached:
+			s.FlushReached = true
+		case <-time.After(2 * time.Second):
+		}
+		if c.readLate {
+			readBody()
+		}
+		if !c.fullDuplex {
+			// Last: under net/http it would leave the rest of a body unread at the answer's end.
+			s.EnableFullDuplex = errText(rc.EnableFullDuplex())
+		}
+		_, _ = io.WriteString(w, "rest")
+		got <- s
+	})
+}
+
+// see sends c's request to addr and returns what the handler saw; the client confirms the
+// flushed part (the head, and "partial" unless HEAD) as soon as it has it.
+func (c seenCase) see(t *testing.T, addr string, got <-chan seen, reached chan<- struct{}) seen {
+	t.Helper()
+	cl := dial(t, addr)
+	cl.send(c.raw)
+	if c.unserved {
+		resp, body := cl.mustRead(c.method)
+		select {
+		case s := <-got:
+			t.Fatalf("the handler was called: %+v", s)
+		default:
+		}
+		return seen{Method: fmt.Sprintf("not served: %d %q", resp.StatusCode, body)}
+	}
+	resp, err := http.ReadResponse(cl.br, &http.Request{Method: c.method})
+	if err != nil {
+		t.Fatalf("reading the head: %v", err)
+	}
+	if c.method != http.MethodHead {
+		buf := make([]byte, len("partial"))
+		if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != "partial" {
+			t.Fatalf("reading the flushed part: %q, %v", buf, err)
+		}
+	}
+	close(reached)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	if want := map[bool]string{true: "", false: "rest"}[c.method == http.MethodHead]; string(b) != want {
+		t.Fatalf("answer ends %q, want %q", b, want)
+	}
+	s := wait(t, got, "probe")
+	if s.LocalAddr == addr {
+		s.LocalAddr = "listener"
+	}
+	return s
+}
+
+// TestHandlerSeesAsNetHTTP holds what a handler sees of a request, and what its ResponseWriter
+// offers, to what net/http's server gives it. Requests the loop does not take (OPTIONS *, a
+// target with '#') are served by its net/http server and must look the same too. Left out as
+// differences the package comment lists: Hijacker (not offered; upgrades go to net/http).
+func TestHandlerSeesAsNetHTTP(t *testing.T) {
+	form := "a=1&b=%C3%A9&a=3"
+	cases := []seenCase{
+		{name: "get with query and repeated headers", method: "GET", raw: "GET /p/a.b;c?x=1&y=%20&x=2&z HTTP/1.1\r\n" +
+			"Host: example.com:8080\r\nX-Multi: one\r\nx-multi: two\r\nX-MULTI:\t three \r\nAccept-Encoding: gzip\r\n" +
+			"x-workspace-id: w1\r\nPragma: no-cache\r\nX-Empty:\r\n\r\n"},
+		{name: "head", method: "HEAD", raw: "HEAD /h?q HTTP/1.1\r\nHost: example.com\r\n\r\n"},
+		{name: "connection close", method: "GET", raw: "GET / HTTP/1.1\r\nHost: example.com\r\nConnection: keep-alive, Close\r\n\r\n"},
+		{name: "post form", method: "POST", raw: "POST /f?a=0&q HTTP/1.1\r\nHost: example.com\r\n" +
+			"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: " + fmt.Sprint(len(form)) + "\r\n\r\n" + form},
+		{name: "post text", method: "POST", raw: "POST /t HTTP/1.1\r\nHost: example.com\r\n" +
+			"Content-Type: text/plain\r\nContent-Length: 11\r\n\r\nhello world"},
+		{name: "post read after flush", method: "POST", readLate: true, raw: "POST /t HTTP/1.1\r\nHost: example.com\r\n" +
+			"Content-Type: text/plain\r\nContent-Length: 11\r\n\r\nhello world"},
+		{name: "post read after flush, full duplex", method: "POST", readLate: true, fullDuplex: true,
+			raw: "POST /t HTTP/1.1\r\nHost: example.com\r\nContent-Type: text/plain\r\nContent-Length: 11\r\n\r\nhello world"},
+		{name: "post empty", method: "POST", raw: "POST /e HTTP/1.1\r\nHost: example.com\r\nContent-Length: 0\r\n\r\n"},
+		{name: "options star", unserved: true, method: "OPTIONS", raw: "OPTIONS * HTTP/1.1\r\nHost: example.com\r\n\r\n"},
+		{name: "escapes", method: "GET", raw: "GET /a%20b/%2F/c%41?k=%2F&%26=v&m=a+b HTTP/1.1\r\nHost: example.com\r\n\r\n"},
+		{name: "escapes and hash", method: "GET", raw: "GET /a%23b/c#frag?x=1 HTTP/1.1\r\nHost: example.com\r\n\r\n"},
+		{name: "lone question mark", method: "GET", raw: "GET /q? HTTP/1.1\r\nHost: example.com\r\n\r\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			run := func(start func(http.Handler) string) seen {
+				got, reached := make(chan seen, 1), make(chan struct{})
+				return c.see(t, start(probe(c, got, reached)), got, reached)
+			}
+			want := run(func(h http.Handler) string { return startStd(t, h, nil) })
+			got := run(func(h http.Handler) string { _, addr, _ := startH1(t, h, nil); return addr })
+			if !c.unserved && !want.Hijacker {
+				t.Errorf("net/http's writer is no http.Hijacker")
+			}
+			got.Hijacker = want.Hijacker // not offered, on purpose (package comment)
+			if c.readLate && !c.fullDuplex {
+				// Every request of the loop's is full duplex (package comment): the body stays
+				// readable after the answer's head went out, where net/http reads it off then.
+				if got.BodyRead != "hello world" || want.BodyErr != http.ErrBodyReadAfterClose.Error() {
+					t.Errorf("a body read after the head went out: h1 %q %q, net/http %q %q; want the body, and %q",
+						got.BodyRead, got.BodyErr, want.BodyRead, want.BodyErr, http.ErrBodyReadAfterClose)
+				}
+				got.BodyRead, got.BodyErr = want.BodyRead, want.BodyErr
+			}
+			if d := diffSeen(got, want); d != "" {
+				t.Errorf("what the handler saw differs (h1, then net/http):\n%s", d)
+			}
+		})
+	}
+}
+
+// diffSeen lists the fields where got and want differ.
+func diffSeen(got, want seen) string {
+	var b strings.Builder
+	g, w := reflect.ValueOf(got), reflect.ValueOf(want)
+	for i := 0; i < g.NumField(); i++ {
+		if !reflect.DeepEqual(g.Field(i).Interface(), w.Field(i).Interface()) {
+			fmt.Fprintf(&b, "  %s: %+v\n  %s: %+v\n", g.Type().Field(i).Name, g.Field(i).Interface(),
+				strings.Repeat(" ", len(g.Type().Field(i).Name)), w.Field(i).Interface())
+		}
+	}
+	return b.String()
+}
