@@ -241,3 +241,49 @@ func diffSeen(got, want seen) string {
 	}
 	return b.String()
 }
+
+// TestCloseNotifyOnHangUp: http.CloseNotifier's channel fires when the client hangs up while
+// the handler runs, under both servers, and not for a request that ends normally.
+func TestCloseNotifyOnHangUp(t *testing.T) {
+	for _, name := range []string{"net/http", "h1"} {
+		t.Run(name, func(t *testing.T) {
+			fired := make(chan bool, 2)
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				ch := w.(http.CloseNotifier).CloseNotify() //nolint:staticcheck // what is tested
+				if r.URL.Path == "/quick" {
+					_, _ = io.WriteString(w, "quick")
+					go func() {
+						select {
+						case <-ch:
+							fired <- false
+						case <-time.After(time.Second):
+						}
+					}()
+					return
+				}
+				select {
+				case <-ch:
+					fired <- true
+				case <-time.After(hung):
+				}
+			})
+			addr := ""
+			if name == "h1" {
+				_, addr, _ = startH1(t, h, nil)
+			} else {
+				addr = startStd(t, h, nil)
+			}
+			c := dial(t, addr)
+			c.send("GET /quick HTTP/1.1\r\nHost: example.com\r\n\r\n")
+			if _, body := c.mustRead("GET"); body != "quick" {
+				t.Fatalf("answer %q", body)
+			}
+			c.send("GET /wait HTTP/1.1\r\nHost: example.com\r\n\r\n")
+			time.Sleep(50 * time.Millisecond) // the handler runs
+			_ = c.nc.Close()
+			if !wait(t, fired, "close notification") {
+				t.Fatal("CloseNotify fired for a request that ended normally")
+			}
+		})
+	}
+}

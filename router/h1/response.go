@@ -2,6 +2,7 @@ package h1
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net/http"
 	"net/textproto"
@@ -35,12 +36,21 @@ type response struct {
 	noBody  bool // a status without a body: writes fail
 	isHead  bool // a HEAD request: the body is staged and sniffed as for GET, never sent
 	chunked bool
+	staging bool  // no length declared: the body goes to stage first
+	close   bool  // the connection closes after this answer
 	length  int64 // the declared or computed Content-Length; -1 when unknown
 	written int64
-	staging bool   // no length declared: the body goes to stage first
 	stage   []byte // held back while staging
-	close   bool   // the connection closes after this answer
 	err     error  // a write to the client failed
+
+	notify *closeNotify // once CloseNotify was called
+}
+
+// closeNotify is CloseNotify's channel and the end of its watch on the connection's context
+// (one pointer in response, which is allocated per request).
+type closeNotify struct {
+	ch   chan bool
+	stop func() bool
 }
 
 // newResponse is the answer to req on c, with a header map of its own and c's staging buffer.
@@ -205,6 +215,25 @@ func (w *response) flush() {
 	if err := w.c.bw.Flush(); err != nil && w.err == nil {
 		w.err = err
 	}
+}
+
+// EnableFullDuplex is for http.ResponseController. The loop's requests are full duplex
+// already: what the handler left unread of a body is read off only after the answer (package
+// comment), so the body stays readable while the answer goes out.
+func (w *response) EnableFullDuplex() error { return nil }
+
+// CloseNotify is http.CloseNotifier's (deprecated, but net/http's writer offers it): the
+// channel receives true when the client hangs up or the connection closes while the handler
+// runs, as the request's context ends; nothing after the handler returned.
+func (w *response) CloseNotify() <-chan bool {
+	if w.notify == nil {
+		n := &closeNotify{ch: make(chan bool, 1), stop: func() bool { return false }}
+		if w.req != nil {
+			n.stop = context.AfterFunc(w.c.ctx, func() { n.ch <- true })
+		}
+		w.notify = n
+	}
+	return w.notify.ch
 }
 
 // SetReadDeadline is for http.ResponseController (the body-rate rule of the router).
