@@ -287,3 +287,69 @@ func TestCloseNotifyOnHangUp(t *testing.T) {
 		})
 	}
 }
+
+// TestWriterAsNetHTTP: what a handler's calls on its writer return, and what they send, under
+// both servers (runDiff). Not compared, as the package comment lists it: a header changed
+// after WriteHeader when the head has not gone out yet (the loop sends it, net/http does not).
+func TestWriterAsNetHTTP(t *testing.T) {
+	runDiff(t, []diffCase{
+		{name: "header changed after WriteHeader and a flush", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+			w.Header().Set("X-Before", "1")
+			w.WriteHeader(http.StatusAccepted)
+			w.(http.Flusher).Flush()
+			w.Header().Set("X-After", "2")
+			w.Header().Del("X-Before")
+			noteWrite(w, "body", note)
+		}},
+		{name: "WriteHeader twice", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+			w.WriteHeader(http.StatusCreated)
+			w.WriteHeader(http.StatusNotFound)
+			n, err := w.Write([]byte("x"))
+			note(fmt.Sprintf("write %d %v", n, err))
+		}},
+		{name: "103, header changed, then 200", steps: []step{{send: get, read: []string{"GET", "GET"}}},
+			h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+				w.Header().Set("Link", "</a.css>; rel=preload")
+				w.WriteHeader(http.StatusEarlyHints)
+				w.Header().Del("Link")
+				w.Header().Set("X-Final", "yes")
+				w.WriteHeader(http.StatusOK)
+				noteWrite(w, "final", note)
+			}},
+		{name: "1xx after the final status", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+			w.WriteHeader(http.StatusOK)
+			w.WriteHeader(http.StatusEarlyHints)
+			noteWrite(w, "final", note)
+		}},
+		{name: "empty writes", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+			n, err := w.Write(nil)
+			note(fmt.Sprintf("first %d %v", n, err))
+			noteWrite(w, "x", note)
+		}},
+		{name: "empty write on 204", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+			w.WriteHeader(http.StatusNoContent)
+			n, err := w.Write(nil)
+			note(fmt.Sprintf("empty %d %v", n, err))
+			n, err = w.Write([]byte("x"))
+			note(fmt.Sprintf("one byte %d %v", n, err))
+		}},
+		{name: "empty write with a content length", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+			w.Header().Set("Content-Length", "2")
+			n, err := w.Write([]byte{})
+			note(fmt.Sprintf("empty %d %v", n, err))
+			noteWrite(w, "ok", note)
+		}},
+		{name: "write past the content length", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+			w.Header().Set("Content-Length", "2")
+			n, err := w.Write([]byte("abc"))
+			note(fmt.Sprintf("write %d %v", n, err))
+			noteWrite(w, "ab", note)
+		}},
+		{name: "flush errors", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+			rc := http.NewResponseController(w)
+			note(fmt.Sprintf("flush %v", rc.Flush()))
+			note(fmt.Sprintf("flush %v", rc.Flush()))
+			noteWrite(w, "after", note)
+		}},
+	})
+}

@@ -107,6 +107,12 @@ func (w *response) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
+	if len(p) == 0 {
+		// As net/http: nothing happens, whatever the status; in particular the head is not
+		// written yet (without the body's first bytes it would go out without a sniffed
+		// Content-Type).
+		return 0, nil
+	}
 	if w.err != nil {
 		return 0, w.err
 	}
@@ -121,6 +127,9 @@ func (w *response) Write(p []byte) (int, error) {
 		w.unstage(true, p)
 	}
 	if w.length >= 0 && w.written+int64(len(p)) > w.length {
+		// Counted all the same, as net/http does: the answer can no longer match its length,
+		// so every later write fails too and the connection closes after it (finish).
+		w.written += int64(len(p))
 		return 0, http.ErrContentLength
 	}
 	if !w.head {
@@ -368,8 +377,10 @@ func (w *response) finish() bool {
 	}
 	w.flush()
 	keep := w.err == nil && !w.close
-	if w.length >= 0 && !w.noBody && !w.isHead && w.written < w.length {
-		keep = false // the answer is short of its declared length: the client must see it end
+	if w.length >= 0 && !w.noBody && !w.isHead && w.written != w.length {
+		// The answer is short of its declared length (the client must see it end), or the
+		// handler tried to write past it (net/http closes then too).
+		keep = false
 	}
 	if b, ok := w.req.Body.(*body); ok && keep {
 		_ = w.c.nc.SetReadDeadline(time.Time{}) // the body-rate rule's, if it set one
