@@ -353,3 +353,60 @@ func TestWriterAsNetHTTP(t *testing.T) {
 		}},
 	})
 }
+
+// TestLeftoverWriterAfterReturn: a goroutine the handler leaves behind that uses the writer
+// after the handler returned, while the next request on the connection is served, neither
+// panics nor reaches the next answer. Only h1 is run: under net/http the same is a data race
+// on a writer that has gone back to a pool (its documentation forbids it).
+func TestLeftoverWriterAfterReturn(t *testing.T) {
+	goOn := make(chan struct{})
+	used := make(chan []string, 1)
+	_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/leave":
+			go func() {
+				var errs []string
+				defer func() {
+					if p := recover(); p != nil {
+						errs = append(errs, fmt.Sprint("panic: ", p))
+					}
+					used <- errs
+				}()
+				<-goOn
+				w.Header().Set("X-Leak", "1")
+				w.WriteHeader(http.StatusInternalServerError)
+				_, err := io.WriteString(w, "leak")
+				errs = append(errs, fmt.Sprint("write: ", err))
+				errs = append(errs, fmt.Sprint("flush: ", http.NewResponseController(w).Flush()))
+				w.(http.Flusher).Flush()
+				_, _ = io.WriteString(w, "leak again")
+			}()
+			_, _ = io.WriteString(w, "first")
+		case "/next":
+			// The first request's writer is used while this one runs, before its head is out.
+			close(goOn)
+			errs := wait(t, used, "the leftover writes")
+			used <- errs
+			_, _ = io.WriteString(w, "next")
+		default:
+			_, _ = io.WriteString(w, "after")
+		}
+	}), nil)
+	c := dial(t, addr)
+	c.send("GET /leave HTTP/1.1\r\nHost: example.com\r\n\r\n")
+	if _, body := c.mustRead("GET"); body != "first" {
+		t.Fatalf("first answer %q", body)
+	}
+	c.send("GET /next HTTP/1.1\r\nHost: example.com\r\n\r\nGET /after HTTP/1.1\r\nHost: example.com\r\n\r\n")
+	resp, body := c.mustRead("GET")
+	if resp.StatusCode != http.StatusOK || body != "next" || resp.Header.Get("X-Leak") != "" {
+		t.Errorf("the next answer: %d %q %q", resp.StatusCode, resp.Header, body)
+	}
+	if resp, body := c.mustRead("GET"); resp.StatusCode != http.StatusOK || body != "after" {
+		t.Errorf("the answer after: %d %q", resp.StatusCode, body)
+	}
+	errs := wait(t, used, "the leftover writes")
+	if want := []string{"write: " + http.ErrHijacked.Error(), "flush: " + http.ErrHijacked.Error()}; !reflect.DeepEqual(errs, want) {
+		t.Errorf("the leftover writer gave %q, want %q", errs, want)
+	}
+}
