@@ -15,24 +15,24 @@ import (
 // seen is what a handler sees of a request and what its ResponseWriter lets it do, in a form
 // two servers can be compared on: errors as text, addresses as what they name.
 type seen struct {
-	Method                        string
-	URL                           url.URL
-	RequestURI, Proto             string
-	ProtoMajor, ProtoMinor        int
-	Header                        http.Header
-	Host                          string
-	ContentLength                 int64
-	TransferEncoding              []string
-	Close                         bool
-	Trailer                       http.Header
-	RemoteAddr                    string // "127.0.0.1:port" when it is one
-	TLS, GetBody, Cancel, Respons bool   // non-nil
-	NoBody                        bool   // Body is http.NoBody
-	Pattern                       string
-	BodyRead                      string // the body, read before or after the flush (seenCase.readLate)
-	BodyErr                       string // how reading it ended, io.EOF left out
-	Form, PostForm                url.Values
-	FormErr                       string
+	Method                 string
+	URL                    url.URL
+	RequestURI, Proto      string
+	ProtoMajor, ProtoMinor int
+	Header                 http.Header
+	Host                   string
+	ContentLength          int64
+	TransferEncoding       []string
+	Close                  bool
+	Trailer                http.Header
+	RemoteAddr             string // "127.0.0.1:port" when it is one
+	TLS, GetBody, Response bool   // non-nil
+	NoBody                 bool   // Body is http.NoBody
+	Pattern                string
+	BodyRead               string // the body, read before or after the flush (seenCase.readLate)
+	BodyErr                string // how reading it ended, io.EOF left out
+	Form, PostForm         url.Values
+	FormErr                string
 
 	Server     bool   // the context holds http.ServerContextKey
 	LocalAddr  string // "listener" when it is the server's listening address
@@ -51,8 +51,9 @@ type seenCase struct {
 	// readLate: the handler flushes its answer's first part before it reads the body;
 	// fullDuplex: it calls EnableFullDuplex first.
 	readLate, fullDuplex bool
-	// unserved: net/http's server answers the request itself (OPTIONS *), never the handler.
-	unserved bool
+	// unserved: net/http's server answers the request itself (OPTIONS *), never the handler;
+	// handedOff: the loop leaves the request to its net/http server.
+	unserved, handedOff bool
 }
 
 // errText is err as text, "" for nil and io.EOF.
@@ -76,7 +77,7 @@ func probe(c seenCase, got chan<- seen, reached <-chan struct{}) http.Handler {
 		if host, port, err := net.SplitHostPort(r.RemoteAddr); err == nil && host == "127.0.0.1" && port != "" {
 			s.RemoteAddr = "127.0.0.1:port"
 		}
-		s.TLS, s.GetBody, s.Cancel, s.Respons = r.TLS != nil, r.GetBody != nil, r.Cancel != nil, r.Response != nil
+		s.TLS, s.GetBody, s.Response = r.TLS != nil, r.GetBody != nil, r.Response != nil
 		s.NoBody = r.Body == http.NoBody
 		s.Pattern = r.Pattern
 
@@ -111,7 +112,8 @@ func probe(c seenCase, got chan<- seen, reached <-chan struct{}) http.Handler {
 			readBody()
 		}
 		_, s.Hijacker = w.(http.Hijacker)
-		_, s.CloseNotifier = w.(http.CloseNotifier) //nolint:staticcheck // compared on purpose
+		//lint:ignore SA1019 compared on purpose: net/http's writer still offers it
+		_, s.CloseNotifier = w.(http.CloseNotifier)
 		s.SetReadDeadline = errText(rc.SetReadDeadline(time.Time{}))
 		s.SetWriteDeadline = errText(rc.SetWriteDeadline(time.Time{}))
 
@@ -198,7 +200,7 @@ func TestHandlerSeesAsNetHTTP(t *testing.T) {
 		{name: "post empty", method: "POST", raw: "POST /e HTTP/1.1\r\nHost: example.com\r\nContent-Length: 0\r\n\r\n"},
 		{name: "options star", unserved: true, method: "OPTIONS", raw: "OPTIONS * HTTP/1.1\r\nHost: example.com\r\n\r\n"},
 		{name: "escapes", method: "GET", raw: "GET /a%20b/%2F/c%41?k=%2F&%26=v&m=a+b HTTP/1.1\r\nHost: example.com\r\n\r\n"},
-		{name: "escapes and hash", method: "GET", raw: "GET /a%23b/c#frag?x=1 HTTP/1.1\r\nHost: example.com\r\n\r\n"},
+		{name: "escapes and hash", handedOff: true, method: "GET", raw: "GET /a%23b/c#frag?x=1 HTTP/1.1\r\nHost: example.com\r\n\r\n"},
 		{name: "lone question mark", method: "GET", raw: "GET /q? HTTP/1.1\r\nHost: example.com\r\n\r\n"},
 	}
 	for _, c := range cases {
@@ -211,6 +213,9 @@ func TestHandlerSeesAsNetHTTP(t *testing.T) {
 			got := run(func(h http.Handler) string { _, addr, _ := startH1(t, h, nil); return addr })
 			if !c.unserved && !want.Hijacker {
 				t.Errorf("net/http's writer is no http.Hijacker")
+			}
+			if got.Hijacker != c.handedOff {
+				t.Errorf("h1's writer is an http.Hijacker: %v; the package comment says it is only for what net/http serves", got.Hijacker)
 			}
 			got.Hijacker = want.Hijacker // not offered, on purpose (package comment)
 			if c.readLate && !c.fullDuplex {
@@ -249,7 +254,8 @@ func TestCloseNotifyOnHangUp(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			fired := make(chan bool, 2)
 			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				ch := w.(http.CloseNotifier).CloseNotify() //nolint:staticcheck // what is tested
+				//lint:ignore SA1019 what is tested
+				ch := w.(http.CloseNotifier).CloseNotify()
 				if r.URL.Path == "/quick" {
 					_, _ = io.WriteString(w, "quick")
 					go func() {
@@ -320,6 +326,12 @@ func TestWriterAsNetHTTP(t *testing.T) {
 			w.WriteHeader(http.StatusOK)
 			w.WriteHeader(http.StatusEarlyHints)
 			noteWrite(w, "final", note)
+		}},
+		{name: "101 without a hijack", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+			w.Header().Set("Content-Length", "1")
+			w.WriteHeader(http.StatusSwitchingProtocols)
+			n, err := w.Write([]byte("x"))
+			note(fmt.Sprintf("write %d %v", n, err))
 		}},
 		{name: "empty writes", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
 			n, err := w.Write(nil)

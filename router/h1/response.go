@@ -61,8 +61,8 @@ func newResponse(c *conn, req *http.Request) *response {
 
 func (w *response) Header() http.Header { return w.h }
 
-// WriteHeader is net/http's: a code outside 100–999 panics, a 1xx answer goes out at once
-// with the headers set so far, a second final status is ignored.
+// WriteHeader is net/http's: a code outside 100–999 panics, a 1xx answer but 101 goes out at
+// once with the headers set so far, a second final status is ignored.
 func (w *response) WriteHeader(code int) {
 	if code < 100 || code > 999 {
 		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
@@ -70,10 +70,9 @@ func (w *response) WriteHeader(code int) {
 	if w.status != 0 || w.req == nil {
 		return
 	}
-	if code < 200 {
-		if code == http.StatusSwitchingProtocols {
-			return // only with Hijack, which the loop does not offer
-		}
+	// 101 is a final status here, as in net/http: a handler that does not hijack (the loop
+	// offers no Hijack) answers 101 with no body, and the connection goes on.
+	if code < 200 && code != http.StatusSwitchingProtocols {
 		w.writeStatus(code)
 		w.writeFields(nil)
 		_, _ = w.c.bw.WriteString("\r\n")
@@ -81,8 +80,8 @@ func (w *response) WriteHeader(code int) {
 		return
 	}
 	w.status = code
-	w.noBody = code == http.StatusNoContent || code == http.StatusNotModified
-	if code == http.StatusNoContent || code == http.StatusNotModified {
+	w.noBody = code == http.StatusSwitchingProtocols || code == http.StatusNoContent || code == http.StatusNotModified
+	if w.noBody {
 		delete(w.h, "Content-Length")
 		delete(w.h, "Transfer-Encoding")
 		// net/http's suppressedHeaders: a 304 loses its Content-Type, a 204 keeps it.
