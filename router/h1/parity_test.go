@@ -422,3 +422,59 @@ func TestLeftoverWriterAfterReturn(t *testing.T) {
 		t.Errorf("the leftover writer gave %q, want %q", errs, want)
 	}
 }
+
+// TestWriterDifferencesAsDocumented holds the differences the package comment lists for what a
+// handler does with its writer: each case runs under both servers, and each must answer as
+// the comment says (a difference that goes away is a comment to change).
+func TestWriterDifferencesAsDocumented(t *testing.T) {
+	type documented struct {
+		diffCase
+		check func(loop, std outcome) bool
+	}
+	post := []step{{send: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n0123456789", read: []string{"POST"}}}
+	cases := []documented{
+		{diffCase{name: "header set after WriteHeader, head not out yet", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+			w.WriteHeader(http.StatusOK)
+			w.Header().Set("X-Late", "1")
+			noteWrite(w, "x", note)
+		}}, func(loop, std outcome) bool {
+			return loop.Answers[0].Header.Get("X-Late") == "1" && std.Answers[0].Header.Get("X-Late") == ""
+		}},
+		{diffCase{name: "transfer encoding chunked set by the handler", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+			w.Header().Set("Transfer-Encoding", "chunked")
+			noteWrite(w, "x", note)
+		}}, func(loop, std outcome) bool {
+			l, s := loop.Answers[0], std.Answers[0]
+			return l.Body == "x" && l.ContentLength == 1 && loop.Reused &&
+				s.Body == "x" && reflect.DeepEqual(s.TransferEncoding, []string{"chunked"}) && std.Reused
+		}},
+		{diffCase{name: "transfer encoding identity set by the handler", h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+			w.Header().Set("Transfer-Encoding", "identity")
+			noteWrite(w, "x", note)
+		}}, func(loop, std outcome) bool {
+			l, s := loop.Answers[0], std.Answers[0]
+			return l.Body == "x" && l.ContentLength == 1 && loop.Reused &&
+				s.Body == "x" && s.ContentLength == -1 && s.Close && !std.Reused
+		}},
+		{diffCase{name: "body cut by MaxBytesReader", steps: post, h: func(w http.ResponseWriter, r *http.Request, note func(string)) {
+			_, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4))
+			note(fmt.Sprint(err))
+			noteWrite(w, "x", note)
+		}}, func(loop, std outcome) bool {
+			return reflect.DeepEqual(loop.Notes, std.Notes) && loop.Reused && !loop.Answers[0].Close &&
+				!std.Reused && std.Answers[0].Close
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			loopNotes, stdNotes := make(chan string, 64), make(chan string, 64)
+			_, loopAddr, _ := startH1(t, handlerFor(c.diffCase, loopNotes), nil)
+			stdAddr := startStd(t, handlerFor(c.diffCase, stdNotes), nil)
+			std := c.run(t, stdAddr, stdNotes)
+			loop := c.run(t, loopAddr, loopNotes)
+			if len(loop.Answers) == 0 || len(std.Answers) == 0 || !c.check(loop, std) {
+				t.Errorf("not as the package comment says; h1 answered\n%s\nnet/http answered\n%s", show(loop), show(std))
+			}
+		})
+	}
+}
