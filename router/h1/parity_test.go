@@ -478,3 +478,48 @@ func TestWriterDifferencesAsDocumented(t *testing.T) {
 		})
 	}
 }
+
+// TestFullDuplex: with EnableFullDuplex, a handler can send its answer's head while a
+// goroutine of its own waits in a read of the body, to a client that sends the rest of the
+// body only once it has the head (a bidirectional stream), under both servers.
+func TestFullDuplex(t *testing.T) {
+	for _, name := range []string{"net/http", "h1"} {
+		t.Run(name, func(t *testing.T) {
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+					t.Errorf("EnableFullDuplex: %v", err)
+				}
+				read := make(chan string, 1)
+				go func() {
+					b, _ := io.ReadAll(r.Body)
+					read <- string(b)
+				}()
+				time.Sleep(50 * time.Millisecond) // the read waits for the rest of the body
+				w.WriteHeader(http.StatusOK)
+				w.(http.Flusher).Flush()
+				select {
+				case b := <-read:
+					_, _ = io.WriteString(w, "got "+b)
+				case <-time.After(hung):
+				}
+			})
+			addr := ""
+			if name == "h1" {
+				_, addr, _ = startH1(t, h, nil)
+			} else {
+				addr = startStd(t, h, nil)
+			}
+			c := dial(t, addr)
+			_ = c.nc.SetDeadline(time.Now().Add(3 * time.Second))
+			c.send("POST / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 10\r\n\r\n01234")
+			resp, err := http.ReadResponse(c.br, &http.Request{Method: "POST"})
+			if err != nil {
+				t.Fatalf("the head did not come before the rest of the body: %v", err)
+			}
+			c.send("56789")
+			if b, err := io.ReadAll(resp.Body); err != nil || string(b) != "got 0123456789" {
+				t.Fatalf("answer %q, %v", b, err)
+			}
+		})
+	}
+}
