@@ -227,7 +227,8 @@ func (w *response) flush() {
 
 // EnableFullDuplex is for http.ResponseController. The loop's requests are full duplex
 // already: what the handler left unread of a body is read off only after the answer (package
-// comment), so the body stays readable while the answer goes out.
+// comment), so the body stays readable while the answer goes out, and the head does not wait
+// for a read of it in progress (body.discardable).
 func (w *response) EnableFullDuplex() error { return nil }
 
 // CloseNotify is http.CloseNotifier's (deprecated, but net/http's writer offers it): the
