@@ -350,9 +350,14 @@ func (b *body) Close() error {
 }
 
 // discardable reports whether discard can end the body cleanly: no read error, and less than
-// max left (net/http closes a connection with maxPostHandlerReadBytes or more unread).
+// max left (net/http closes a connection with maxPostHandlerReadBytes or more unread). A read
+// in progress is not waited for (true; discard decides after the handler): a goroutine of the
+// handler's may wait in it for the client, which may send the rest of the body only once it
+// has the answer's head (full duplex, package comment).
 func (b *body) discardable(max int64) bool {
-	b.mu.Lock()
+	if !b.mu.TryLock() {
+		return true
+	}
 	defer b.mu.Unlock()
 	return b.err == nil && b.left < max
 }

@@ -2,6 +2,7 @@ package h1
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net/http"
 	"net/textproto"
@@ -35,12 +36,21 @@ type response struct {
 	noBody  bool // a status without a body: writes fail
 	isHead  bool // a HEAD request: the body is staged and sniffed as for GET, never sent
 	chunked bool
+	staging bool  // no length declared: the body goes to stage first
+	close   bool  // the connection closes after this answer
 	length  int64 // the declared or computed Content-Length; -1 when unknown
 	written int64
-	staging bool   // no length declared: the body goes to stage first
 	stage   []byte // held back while staging
-	close   bool   // the connection closes after this answer
 	err     error  // a write to the client failed
+
+	notify *closeNotify // once CloseNotify was called
+}
+
+// closeNotify is CloseNotify's channel and the end of its watch on the connection's context
+// (one pointer in response, which is allocated per request).
+type closeNotify struct {
+	ch   chan bool
+	stop func() bool
 }
 
 // newResponse is the answer to req on c, with a header map of its own and c's staging buffer.
@@ -51,8 +61,8 @@ func newResponse(c *conn, req *http.Request) *response {
 
 func (w *response) Header() http.Header { return w.h }
 
-// WriteHeader is net/http's: a code outside 100–999 panics, a 1xx answer goes out at once
-// with the headers set so far, a second final status is ignored.
+// WriteHeader is net/http's: a code outside 100–999 panics, a 1xx answer but 101 goes out at
+// once with the headers set so far, a second final status is ignored.
 func (w *response) WriteHeader(code int) {
 	if code < 100 || code > 999 {
 		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
@@ -60,10 +70,9 @@ func (w *response) WriteHeader(code int) {
 	if w.status != 0 || w.req == nil {
 		return
 	}
-	if code < 200 {
-		if code == http.StatusSwitchingProtocols {
-			return // only with Hijack, which the loop does not offer
-		}
+	// 101 is a final status here, as in net/http: a handler that does not hijack (the loop
+	// offers no Hijack) answers 101 with no body, and the connection goes on.
+	if code < 200 && code != http.StatusSwitchingProtocols {
 		w.writeStatus(code)
 		w.writeFields(nil)
 		_, _ = w.c.bw.WriteString("\r\n")
@@ -71,8 +80,8 @@ func (w *response) WriteHeader(code int) {
 		return
 	}
 	w.status = code
-	w.noBody = code == http.StatusNoContent || code == http.StatusNotModified
-	if code == http.StatusNoContent || code == http.StatusNotModified {
+	w.noBody = code == http.StatusSwitchingProtocols || code == http.StatusNoContent || code == http.StatusNotModified
+	if w.noBody {
 		delete(w.h, "Content-Length")
 		delete(w.h, "Transfer-Encoding")
 		// net/http's suppressedHeaders: a 304 loses its Content-Type, a 204 keeps it.
@@ -97,6 +106,12 @@ func (w *response) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
+	if len(p) == 0 {
+		// As net/http: nothing happens, whatever the status; in particular the head is not
+		// written yet (without the body's first bytes it would go out without a sniffed
+		// Content-Type).
+		return 0, nil
+	}
 	if w.err != nil {
 		return 0, w.err
 	}
@@ -111,6 +126,9 @@ func (w *response) Write(p []byte) (int, error) {
 		w.unstage(true, p)
 	}
 	if w.length >= 0 && w.written+int64(len(p)) > w.length {
+		// Counted all the same, as net/http does: the answer can no longer match its length,
+		// so every later write fails too and the connection closes after it (finish).
+		w.written += int64(len(p))
 		return 0, http.ErrContentLength
 	}
 	if !w.head {
@@ -205,6 +223,26 @@ func (w *response) flush() {
 	if err := w.c.bw.Flush(); err != nil && w.err == nil {
 		w.err = err
 	}
+}
+
+// EnableFullDuplex is for http.ResponseController. The loop's requests are full duplex
+// already: what the handler left unread of a body is read off only after the answer (package
+// comment), so the body stays readable while the answer goes out, and the head does not wait
+// for a read of it in progress (body.discardable).
+func (w *response) EnableFullDuplex() error { return nil }
+
+// CloseNotify is http.CloseNotifier's (deprecated, but net/http's writer offers it): the
+// channel receives true when the client hangs up or the connection closes while the handler
+// runs, as the request's context ends; nothing after the handler returned.
+func (w *response) CloseNotify() <-chan bool {
+	if w.notify == nil {
+		n := &closeNotify{ch: make(chan bool, 1), stop: func() bool { return false }}
+		if w.req != nil {
+			n.stop = context.AfterFunc(w.c.ctx, func() { n.ch <- true })
+		}
+		w.notify = n
+	}
+	return w.notify.ch
 }
 
 // SetReadDeadline is for http.ResponseController (the body-rate rule of the router).
@@ -339,8 +377,10 @@ func (w *response) finish() bool {
 	}
 	w.flush()
 	keep := w.err == nil && !w.close
-	if w.length >= 0 && !w.noBody && !w.isHead && w.written < w.length {
-		keep = false // the answer is short of its declared length: the client must see it end
+	if w.length >= 0 && !w.noBody && !w.isHead && w.written != w.length {
+		// The answer is short of its declared length (the client must see it end), or the
+		// handler tried to write past it (net/http closes then too).
+		keep = false
 	}
 	if b, ok := w.req.Body.(*body); ok && keep {
 		_ = w.c.nc.SetReadDeadline(time.Time{}) // the body-rate rule's, if it set one

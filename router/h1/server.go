@@ -34,14 +34,24 @@
 //   - A client's end of input (a half-close) that arrives together with a request's last
 //     bytes is seen by the sweep, so the connection closes (or the cut head is answered) up
 //     to 400 ms later rather than at once (serveRaw).
-//   - Hijacking is not offered (upgrades go to net/http).
+//   - Hijacking is not offered (upgrades go to net/http): the writer is no http.Hijacker.
 //   - What the handler left unread of a body is read off after the answer within
-//     ReadHeaderTimeout (like the next head), not without a bound.
+//     ReadHeaderTimeout (like the next head), not without a bound. Until then the body stays
+//     readable: every request is full duplex, as after ResponseController.EnableFullDuplex
+//     (which succeeds), where net/http by default reads off the rest of a body when the
+//     answer's head goes out and a read after that fails (http.ErrBodyReadAfterClose). What
+//     http.MaxBytesReader stopped a handler from reading is read off the same way and the
+//     connection kept (net/http's writer has a hook for it, which only its own server can
+//     offer, that closes the connection after the answer).
 //   - The head of an answer is written from the handler's header map as it is when the head
 //     goes out (at the first Flush, past 2048 bytes of body, or when the handler returns), not
 //     as it was at WriteHeader: a header set after the first Write of a short body is sent
 //     (net/http would drop it), which spares a copy of the map per request. Declared trailers
 //     are left out of the head.
+//   - A Transfer-Encoding the handler sets is not sent: the loop frames the answer as if it
+//     were not there, where net/http chunks it ("chunked", even a short body) or ends it with
+//     the connection ("identity"). The router's handler never sets one (the ReverseProxy
+//     drops hop-by-hop headers).
 package h1
 
 import (
@@ -681,6 +691,9 @@ func (c *conn) serveRequest(req *http.Request) (keep bool) {
 			}
 		}
 		closeBody(req)
+		if w.notify != nil {
+			w.notify.stop()
+		}
 		w.req = nil
 	}()
 	c.s.Handler.ServeHTTP(w, req)
