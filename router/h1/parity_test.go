@@ -273,13 +273,7 @@ func TestCloseNotifyOnHangUp(t *testing.T) {
 				case <-time.After(hung):
 				}
 			})
-			addr := ""
-			if name == "h1" {
-				_, addr, _ = startH1(t, h, nil)
-			} else {
-				addr = startStd(t, h, nil)
-			}
-			c := dial(t, addr)
+			c := dial(t, startNamed(t, name, h))
 			c.send("GET /quick HTTP/1.1\r\nHost: example.com\r\n\r\n")
 			if _, body := c.mustRead("GET"); body != "quick" {
 				t.Fatalf("answer %q", body)
@@ -503,13 +497,7 @@ func TestFullDuplex(t *testing.T) {
 				case <-time.After(hung):
 				}
 			})
-			addr := ""
-			if name == "h1" {
-				_, addr, _ = startH1(t, h, nil)
-			} else {
-				addr = startStd(t, h, nil)
-			}
-			c := dial(t, addr)
+			c := dial(t, startNamed(t, name, h))
 			_ = c.nc.SetDeadline(time.Now().Add(3 * time.Second))
 			c.send("POST / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 10\r\n\r\n01234")
 			resp, err := http.ReadResponse(c.br, &http.Request{Method: "POST"})
@@ -522,4 +510,14 @@ func TestFullDuplex(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startNamed serves h under the server name names ("h1", or net/http's) and returns its address.
+func startNamed(t *testing.T, name string, h http.Handler) string {
+	t.Helper()
+	if name == "h1" {
+		_, addr, _ := startH1(t, h, nil)
+		return addr
+	}
+	return startStd(t, h, nil)
 }
