@@ -589,10 +589,20 @@ func TestFrozenRenderersExpireTheRequestByItsDeadline(t *testing.T) {
 	}
 	t.Cleanup(thaw)
 	// The registry sees the frozen ones go (a dispatch to a frozen idle renderer would hold
-	// that attempt's capacity too, until it answers).
+	// that attempt's capacity too, until it answers). What dispatch looks at is the registry's
+	// state, which a probe that timed out sets; health's count of ready renderers also drops
+	// a renderer whose heartbeat is stale, which happens earlier, while the probe of another
+	// frozen one is still waiting: waiting for health alone let the next render go to the
+	// frozen idle renderer now and then (a failure under load).
 	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, "the frozen renderers out of dispatch", func() error {
-		if h := c.Health(ctx); h.Ready != 1 {
-			return fmt.Errorf("health %+v", h)
+		for _, r := range frozen {
+			var state string
+			if err := w.f.db.Pool.QueryRow(ctx, `SELECT state FROM render_workers WHERE worker_id = $1`, r.id).Scan(&state); err != nil {
+				return err
+			}
+			if state == "ready" {
+				return fmt.Errorf("%s still %s", r.id, state)
+			}
 		}
 		return nil
 	})
