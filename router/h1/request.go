@@ -113,7 +113,8 @@ func parseRequest(tmpl *http.Request, head []byte) *http.Request {
 		return nil
 	}
 	method, target, ok := strings.Cut(line[:len(line)-len(proto)], " ")
-	if !ok || !isToken(method) || method == http.MethodConnect || method == "PRI" {
+	// A method is a token, as a field name is (httpguts checks both the same way).
+	if !ok || !httpguts.ValidHeaderFieldName(method) || method == http.MethodConnect || method == "PRI" {
 		return nil
 	}
 	// Origin form only ("/path?query"): no authority ("//host"), no fragment, nothing that is
@@ -266,19 +267,6 @@ func canonicalKey(k string, ok bool) (string, bool) {
 var internedKeys = map[string]string{
 	"X-Workspace-ID": "X-Workspace-Id",
 	"X-Request-ID":   "X-Request-Id",
-}
-
-// isToken reports whether s is a non-empty RFC 9110 token (a method or a header name).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !httpguts.IsTokenRune(rune(s[i])) {
-			return false
-		}
-	}
-	return true
 }
 
 // visible reports whether s is visible ASCII only (no space, no control, nothing above 0x7e).

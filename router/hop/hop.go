@@ -711,7 +711,8 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 	if !httpguts.ValidHostHeader(host) || host == "" {
 		return fmt.Errorf("hop: invalid Host %q", host)
 	}
-	if !validURI(uri) || !validMethod(method) {
+	// A method is a token, as a field name is (httpguts checks both the same way).
+	if !validURI(uri) || !httpguts.ValidHeaderFieldName(method) {
 		return errors.New("hop: invalid request line")
 	}
 	for k, vs := range req.Header {
@@ -776,19 +777,6 @@ func ownedHeader(k string) bool {
 		return false
 	}
 	return k == owned || strings.EqualFold(k, owned)
-}
-
-// validMethod reports whether s is an RFC 9110 token.
-func validMethod(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !httpguts.IsTokenRune(rune(s[i])) {
-			return false
-		}
-	}
-	return true
 }
 
 // validURI reports whether s may be sent as a request target: not empty, no spaces or
