@@ -32,8 +32,8 @@ import (
 // are never lost. Every other read (the request itself, bodies, TLS records, hijacked
 // connections) tries the read first, as net.Conn.Read does.
 //
-// All reads and writes (up to rawio.MaxWrite) are raw system calls through RawConn (package
-// rawio says why), with net.Conn's semantics: deadlines, EOF, errors as *net.OpError.
+// All reads and writes (larger writes in pieces of rawio.MaxWrite) are raw system calls
+// through RawConn (package rawio says why), with net.Conn's semantics: deadlines, EOF, errors as *net.OpError.
 //
 // The send timeout: a write that waits for room in the socket's buffer for sendTimeout while
 // the client takes less than minSendProgress bytes of the answer fails with a timeout (the
@@ -143,12 +143,22 @@ func (c *quietConn) rawRead(fd uintptr) bool {
 }
 
 // Write writes through the raw connection (rawio), waiting for room when the socket's buffer
-// is full, at most sendTimeout per write; writes larger than rawio.MaxWrite go through
-// net.Conn, rawio.MaxWrite bytes per sendTimeout.
+// is full, at most sendTimeout per piece of rawio.MaxWrite unless the client keeps taking
+// minSendProgress per sendTimeout (progressed).
 func (c *quietConn) Write(p []byte) (int, error) {
-	if len(p) > rawio.MaxWrite {
-		return c.writeLarge(p)
+	done := 0
+	for done < len(p) {
+		n, err := c.writePiece(p[done:min(done+rawio.MaxWrite, len(p))])
+		done += n
+		if err != nil {
+			return done, err
+		}
 	}
+	return done, nil
+}
+
+// writePiece writes p (at most rawio.MaxWrite bytes) raw.
+func (c *quietConn) writePiece(p []byte) (int, error) {
 	c.wp, c.wn, c.writeErr, c.blocked = p, 0, nil, false
 	err := c.rc.Write(c.writeFn)
 	for err != nil && c.blocked && c.progressed(err) {
@@ -163,30 +173,6 @@ func (c *quietConn) Write(p []byte) (int, error) {
 		return n, opName(err, "write")
 	}
 	return n, c.writeErr
-}
-
-// writeLarge writes p through net.Conn in pieces of rawio.MaxWrite, each within sendTimeout
-// unless the client keeps taking minSendProgress per sendTimeout (progressed).
-func (c *quietConn) writeLarge(p []byte) (int, error) {
-	defer c.Conn.SetWriteDeadline(time.Time{})
-	done := 0
-	for done < len(p) {
-		end := min(done+rawio.MaxWrite, len(p))
-		c.mark = c.acked()
-		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.sendTimeout))
-		n, err := c.Conn.Write(p[done:end])
-		done += n
-		c.sent += int64(n)
-		for err != nil && done < end && c.progressed(err) {
-			n, err = c.Conn.Write(p[done:end])
-			done += n
-			c.sent += int64(n)
-		}
-		if err != nil {
-			return done, err
-		}
-	}
-	return done, nil
 }
 
 // progressed reports whether err is the send deadline passing while the client took at least

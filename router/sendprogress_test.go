@@ -48,12 +48,12 @@ func sendPair(t *testing.T) (*quietConn, net.Conn) {
 // 400 KiB/s (200 KiB per send timeout of 500 ms, six times minSendProgress) is never cut,
 // though it frees a third of the send buffer (about 700 KiB) only every 2 s or so: the
 // deadline of a wait that finds the client taking the answer is moved on. Through raw writes
-// (the proxy's 32 KiB) and net.Conn's (larger than rawio.MaxWrite).
+// (the proxy's 32 KiB) and a larger one's, written in pieces of rawio.MaxWrite.
 func TestSendTimeoutSparesAClientThatReadsSteadily(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		size int
-	}{{"raw", 32 << 10}, {"through net.Conn", 1 << 20}} {
+	}{{"raw", 32 << 10}, {"in pieces of rawio.MaxWrite", 1 << 20}} {
 		t.Run(tc.name, func(t *testing.T) {
 			q, client := sendPair(t)
 			stop := make(chan struct{})

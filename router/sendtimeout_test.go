@@ -27,7 +27,7 @@ func TestSendTimeoutCutsAClientThatDoesNotRead(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		size int
-	}{{"raw", 32 << 10}, {"through net.Conn", 1 << 20}} { // rawio.MaxWrite is between
+	}{{"raw", 32 << 10}, {"in pieces of rawio.MaxWrite", 1 << 20}} { // rawio.MaxWrite is between
 		t.Run(tc.name, func(t *testing.T) {
 			server, client := tcpPair(t)
 			smallBuffers(t, server, client)

@@ -17,8 +17,9 @@ import (
 	"unsafe"
 )
 
-// MaxWrite is the largest write done raw; larger ones go through net.Conn, since copying
-// them into the socket may take long enough that the scheduler should know.
+// MaxWrite is the largest write done in one raw system call, since copying more into the
+// socket may take long enough that the scheduler should know: callers split larger writes
+// (the router's client connections) or send the rest through net.Conn (router/hop).
 const MaxWrite = 256 << 10
 
 // Read reads into p from fd, retrying on EINTR. n is 0 on error; err is syscall.EAGAIN when
