@@ -58,23 +58,3 @@ func (s *workspaceShare) release(ws string) {
 	}
 	sh.mu.Unlock()
 }
-
-// inFlight is the number of requests of ws in flight (tests, metrics).
-func (s *workspaceShare) inFlight(ws string) int {
-	sh := s.shard(ws)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	return sh.n[ws]
-}
-
-// len is the number of workspaces with a request in flight.
-func (s *workspaceShare) len() int {
-	n := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		n += len(sh.n)
-		sh.mu.Unlock()
-	}
-	return n
-}

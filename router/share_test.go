@@ -137,3 +137,23 @@ func TestWorkspaceShareIsNotHeldByStrangersWhoDoNotRead(t *testing.T) {
 		t.Fatalf("the workspace's member got %d %s while strangers held unread answers", res.StatusCode, res.Header.Get("X-Ratelimit-Scope"))
 	}
 }
+
+// inFlight is the number of requests of ws in flight.
+func (s *workspaceShare) inFlight(ws string) int {
+	sh := s.shard(ws)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.n[ws]
+}
+
+// len is the number of workspaces with a request in flight.
+func (s *workspaceShare) len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.n)
+		sh.mu.Unlock()
+	}
+	return n
+}
