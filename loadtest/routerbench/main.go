@@ -160,7 +160,7 @@ func run(ctx context.Context, o options) error {
 		return urls
 	}
 	targets := []target{
-		{name: "direct (backend)", kind: "direct", urls: version(be.url), cpu: func() cpuTime { return cpuTime{user: be.cpu()} }},
+		{name: "direct (backend)", kind: "direct", urls: version(be.url), cpu: be.cpu},
 		{name: "router, route without workspace", kind: "router", urls: version(rt.url), cpu: selfCPU},
 		{name: "router, workspace route (cached placement)", kind: "router", urls: workspaces(rt.url), cpu: selfCPU},
 		{name: "bare ReverseProxy, http.Transport", kind: "bare", urls: version(bare.url), cpu: selfCPU},
@@ -274,7 +274,7 @@ func saturate(ctx context.Context, o options, targets []target, be *backend) ([]
 					r.cpuPerReq = (cpu1.total() - cpu0.total()) / time.Duration(n)
 					r.sysPerReq = (cpu1.sys - cpu0.sys) / time.Duration(n)
 				}
-				r.backendPerReq = (be1 - be0) / time.Duration(n)
+				r.backendPerReq = (be1.total() - be0.total()) / time.Duration(n)
 			}
 			runs[t.name] = append(runs[t.name], r)
 		}

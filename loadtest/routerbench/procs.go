@@ -58,7 +58,7 @@ func runBackend() {
 
 type backend struct {
 	addr, url string
-	cpu       func() time.Duration
+	cpu       func() cpuTime
 	stop      func()
 }
 
@@ -97,7 +97,7 @@ func startBackend() (*backend, error) {
 	}
 	addr := strings.TrimSpace(line)
 	pid := g.Pid()
-	return &backend{addr: addr, url: "http://" + addr, stop: stop, cpu: func() time.Duration { return procCPU(pid).total() }}, nil
+	return &backend{addr: addr, url: "http://" + addr, stop: stop, cpu: func() cpuTime { return procCPU(pid) }}, nil
 }
 
 // staticDirectory places the benchmark workspace on the one benchmark cell.
