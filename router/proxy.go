@@ -89,12 +89,6 @@ var (
 	noUA       = []string{""}
 )
 
-// headerRateLimitScope names the limit a 429 is about, as the cells' own 429s do
-// (cell/ratelimit.ScopeHeader); a workspace over its share of its cell is scope "workspace".
-const headerRateLimitScope = "X-Ratelimit-Scope"
-
-var scopeWorkspace = []string{"workspace"}
-
 // errMisdirected is returned by ModifyResponse to stop the ReverseProxy from copying a 421.
 var errMisdirected = errors.New("router: cell answered 421")
 
@@ -149,10 +143,7 @@ func (rt *Router) try(x *exchange, r *http.Request, a *attempt) {
 	if a.workspace {
 		if !rt.share.acquire(x.ws, rt.cfg.MaxInFlightPerWorkspace) {
 			c.m.wsShed.Inc()
-			e := problem.New(problem.RateLimited, "the workspace has too many requests in flight at once; retry shortly")
-			e.RetryAfter, e.Retryable = 1, true
-			e.Header = http.Header{headerRateLimitScope: scopeWorkspace}
-			a.rejected = e
+			a.rejected = problem.ErrRateLimited("workspace", 1, "the workspace has too many requests in flight at once; retry shortly")
 			return
 		}
 		a.share, a.shareWS = rt.share, x.ws

@@ -15,7 +15,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"math"
-	"net/http"
 	"sync"
 	"time"
 
@@ -174,16 +173,10 @@ func hashKey(s string) [16]byte {
 }
 
 // ScopeHeader names the bucket that refused a request.
-const ScopeHeader = "X-RateLimit-Scope"
+const ScopeHeader = problem.HeaderRateLimitScope
 
 func limited(scope string, d time.Duration) error {
-	e := problem.New(problem.RateLimited, "too many requests for this %s; retry after the time in Retry-After", scope)
-	e.RetryAfter = int(math.Ceil(d.Seconds()))
-	e.RetryAfter = max(1, min(e.RetryAfter, 3600))
-	e.Retryable = true
-	e.Header = http.Header{}
-	e.Header.Set(ScopeHeader, scope)
-	return e
+	return problem.ErrRateLimited(scope, int(math.Ceil(d.Seconds())), "too many requests for this %s; retry after the time in Retry-After", scope)
 }
 
 // IsLimited reports whether err is a 429 from Allow.

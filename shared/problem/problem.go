@@ -228,6 +228,21 @@ func ErrMethodNotAllowed(allow []string) *Error {
 	return e
 }
 
+// HeaderRateLimitScope names, on a 429 RATE_LIMITED, the limit that refused the request:
+// workspace, token or address (a cell's request rates), workspace too for a workspace over its
+// share of its cell's requests in flight (the router).
+const HeaderRateLimitScope = "X-RateLimit-Scope"
+
+// ErrRateLimited answers a request over the limit of scope, to be retried after retryAfter
+// seconds (kept within 1–3600).
+func ErrRateLimited(scope string, retryAfter int, format string, args ...any) *Error {
+	e := New(RateLimited, format, args...)
+	e.RetryAfter, e.Retryable = max(1, min(retryAfter, 3600)), true
+	e.Header = http.Header{}
+	e.Header.Set(HeaderRateLimitScope, scope)
+	return e
+}
+
 // As extracts an *Error; anything else becomes an internal error.
 func As(err error) *Error {
 	var pe *Error
