@@ -548,6 +548,66 @@ func TestLostDispatchResponseQueriesTheSameWorker(t *testing.T) {
 // RENDER_DEADLINE_EXCEEDED, never cancelled — while the attempt keeps its capacity (its stop is
 // not proven); another workspace renders on the third renderer meanwhile, and after SIGCONT
 // the frozen workspace renders again.
+// TestFrozenRenderersDoNotStaleTheOthers: renderers that stop answering cost their own probes'
+// timeouts, not the heartbeats of the renderers that answer. Probed one after another, two
+// frozen renderers made every pass last two probe timeouts (4 s), so the healthy renderer's
+// heartbeat was refreshed once a pass and was older than health's three ticks (0.6 s here)
+// most of the time: health counted no renderer ready, and render checks gave up waiting after
+// 2 s (cell/authoring) while a renderer was free.
+func TestFrozenRenderersDoNotStaleTheOthers(t *testing.T) {
+	w, c, _ := start(t, 3, nil)
+	ctx := context.Background()
+	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, "three renderers ready", func() error {
+		if h := c.Health(ctx); h.Ready != 3 {
+			return fmt.Errorf("%s", h.Detail)
+		}
+		return nil
+	})
+	frozen, healthy := w.renderers[:2], w.renderers[2]
+	for _, r := range frozen {
+		if err := syscall.Kill(-r.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, r := range frozen {
+			_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGCONT)
+		}
+	})
+	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, "the frozen renderers out of dispatch", func() error {
+		for _, r := range frozen {
+			var state string
+			if err := w.f.db.Pool.QueryRow(ctx, `SELECT state FROM render_workers WHERE worker_id = $1`, r.id).Scan(&state); err != nil {
+				return err
+			}
+			if state == "ready" {
+				return fmt.Errorf("%s still %s", r.id, state)
+			}
+		}
+		return nil
+	})
+	// For 4 s (20 ticks, two probe timeouts of the frozen renderers), the healthy renderer's
+	// heartbeat moves on tick after tick. One probe after another, it moved at most twice.
+	beats := map[time.Time]bool{}
+	readySeen := 0
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		var hb time.Time
+		if err := w.f.db.Pool.QueryRow(ctx, `SELECT heartbeat_at FROM render_workers WHERE worker_id = $1 AND state = 'ready'`, healthy.id).Scan(&hb); err != nil {
+			t.Fatalf("the healthy renderer %s: %v", healthy.id, err)
+		}
+		beats[hb] = true
+		if c.Health(ctx).Ready == 1 {
+			readySeen++
+		}
+	}
+	if len(beats) < 5 {
+		t.Fatalf("the healthy renderer's heartbeat took %d values in 4 s while two others were frozen, want at least 5 (one a tick, 200 ms)", len(beats))
+	}
+	if readySeen == 0 {
+		t.Fatal("health never counted the healthy renderer ready while two others were frozen")
+	}
+}
+
 func TestFrozenRenderersExpireTheRequestByItsDeadline(t *testing.T) {
 	w, c, sc := start(t, 3, func(cfg *Config) { cfg.WorkspaceConcurrency = 1; cfg.RequestTimeout = 2 * time.Minute })
 	ctx := context.Background()

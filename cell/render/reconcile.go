@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,7 +26,24 @@ func (c *Coordinator) Start(ctx context.Context) {
 	c.refreshWorkers(ctx)
 	c.wg.Add(1)
 	go c.dispatchLoop(ctx)
-	c.wg.Go(func() { loop.Every(ctx, c.TickInterval, nil, c.refreshWorkers) })
+	// Each worker is probed on its own schedule: a renderer that does not answer (frozen,
+	// blackholed) costs its own probe's timeout, never the heartbeats of the others. Probed
+	// one after another, two such renderers kept every healthy one's heartbeat older than
+	// health's three ticks for most of each pass, and the cell reported renders unavailable.
+	for _, w := range c.cfg.Workers {
+		c.wg.Go(func() {
+			ready := false
+			loop.Every(ctx, c.TickInterval, nil, func(ctx context.Context) {
+				// A worker that became ready, or an epoch whose attempts were released, can
+				// take a dispatch now; the dispatcher's own tick covers the rest.
+				nowReady, released := c.refreshWorker(ctx, w)
+				if (nowReady && !ready) || released {
+					c.Kick()
+				}
+				ready = nowReady
+			})
+		})
+	}
 	c.wg.Go(func() { loop.Every(ctx, c.TickInterval, nil, c.reconcile) })
 }
 
@@ -41,52 +59,68 @@ func (c *Coordinator) Stop() {
 // renderer kills every process of earlier epochs in its cgroup before it serves, which proves
 // their attempts gone, so those attempts are released. A new epoch elsewhere proves nothing:
 // the older epoch is quarantined and its attempts stay unknown until an operator releases them.
+//
+// This is the pass at start, every worker at once; after it each worker is refreshed by a loop
+// of its own (Start).
 func (c *Coordinator) refreshWorkers(ctx context.Context) {
+	var wg sync.WaitGroup
 	for _, w := range c.cfg.Workers {
-		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		caps, ans, err := c.client.capabilities(qctx, w.URL)
-		state, detail := "ready", ""
-		if err == nil && ans.err == nil {
-			switch {
-			case caps.WorkerID != w.ID:
-				state, detail = "mismatch", "another worker answers at this address"
-			case caps.ProtocolVersions != rc.CurrentProtocolVersions():
-				state, detail = "mismatch", "protocol versions differ from this release's"
-			case caps.EnvironmentDigest != c.cfg.ProfileDigest:
-				state, detail = "mismatch", "environment digest differs from RENDER_PROFILE_MANIFEST"
-			case caps.Slot.State == rc.SlotDraining:
-				state, detail = "unready", "draining"
-			}
-			if state == "ready" {
-				if ra, rerr := c.client.do(qctx, "GET", w.URL+"/readyz", nil, nil); rerr != nil || ra.err != nil {
-					state, detail = "unready", "execution environment not ready"
-				}
-			}
+		wg.Go(func() { c.refreshWorker(ctx, w) })
+	}
+	wg.Wait()
+	c.Kick()
+}
+
+// probeTimeout bounds one probe of a worker (capabilities, then /readyz).
+const probeTimeout = 2 * time.Second
+
+// refreshWorker probes one worker and records what it found (see refreshWorkers). It reports
+// whether the probe found the worker ready and whether attempts of a retired epoch were
+// released.
+func (c *Coordinator) refreshWorker(ctx context.Context, w Worker) (ready, released bool) {
+	qctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	caps, ans, err := c.client.capabilities(qctx, w.URL)
+	state, detail := "ready", ""
+	if err == nil && ans.err == nil {
+		switch {
+		case caps.WorkerID != w.ID:
+			state, detail = "mismatch", "another worker answers at this address"
+		case caps.ProtocolVersions != rc.CurrentProtocolVersions():
+			state, detail = "mismatch", "protocol versions differ from this release's"
+		case caps.EnvironmentDigest != c.cfg.ProfileDigest:
+			state, detail = "mismatch", "environment digest differs from RENDER_PROFILE_MANIFEST"
+		case caps.Slot.State == rc.SlotDraining:
+			state, detail = "unready", "draining"
 		}
-		cancel()
-		if err != nil || ans.err != nil {
-			why := "unreachable"
-			var nc *nonContract
-			switch {
-			case errors.As(err, &nc):
-				why = nc.Error()
-			case ans.err != nil:
-				why = "capabilities refused: " + clip(ans.err.Message, 200)
+		if state == "ready" {
+			if ra, rerr := c.client.do(qctx, "GET", w.URL+"/readyz", nil, nil); rerr != nil || ra.err != nil {
+				state, detail = "unready", "execution environment not ready"
 			}
-			_, _ = c.db.Exec(ctx, `UPDATE render_workers SET state = 'unready', detail = $2
-				WHERE worker_id = $1 AND state = 'ready'`, w.ID, why)
-			continue
-		}
-		proven, err := c.register(ctx, workerRecord{w: w, caps: caps, state: state, detail: detail})
-		if err != nil {
-			c.log.Warn("render worker registry update failed", zap.String("worker_id", w.ID), zapErr(err))
-			continue
-		}
-		for _, e := range proven {
-			c.releaseEpoch(ctx, w.ID, e)
 		}
 	}
-	c.Kick()
+	cancel()
+	if err != nil || ans.err != nil {
+		why := "unreachable"
+		var nc *nonContract
+		switch {
+		case errors.As(err, &nc):
+			why = nc.Error()
+		case ans.err != nil:
+			why = "capabilities refused: " + clip(ans.err.Message, 200)
+		}
+		_, _ = c.db.Exec(ctx, `UPDATE render_workers SET state = 'unready', detail = $2
+			WHERE worker_id = $1 AND state = 'ready'`, w.ID, why)
+		return false, false
+	}
+	proven, err := c.register(ctx, workerRecord{w: w, caps: caps, state: state, detail: detail})
+	if err != nil {
+		c.log.Warn("render worker registry update failed", zap.String("worker_id", w.ID), zapErr(err))
+		return false, false
+	}
+	for _, e := range proven {
+		c.releaseEpoch(ctx, w.ID, e)
+	}
+	return state == "ready", len(proven) > 0
 }
 
 // releaseEpoch releases the unreleased attempts of a retired worker epoch.
