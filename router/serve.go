@@ -18,10 +18,11 @@ const (
 	DefaultReadHeaderTimeout = 10 * time.Second
 	// DefaultIdleTimeout closes a keep-alive connection that sends no new request for this long.
 	DefaultIdleTimeout = 60 * time.Second
-	// DefaultMaxConns caps the public listener's open connections. Beyond it new connections
-	// wait in the kernel's accept queue until one closes (idle and slow ones are closed by the
-	// timeouts above and the body rate), so a flood of held connections cannot exhaust the
-	// router's memory or file descriptors.
+	// DefaultMaxConns caps the public listener's connections served, so a flood of held
+	// connections cannot exhaust the router's memory or file descriptors. At the cap a new
+	// connection is served once a waiting one is closed for it (router/h1: a head stalled for
+	// 2 s, else the connection idle the longest); only while every connection is busy does it
+	// wait, accepted, and the next in the kernel's accept queue.
 	DefaultMaxConns = 4096
 	// DefaultSendTimeout bounds one write of an answer to a client (at most the proxy's 32 KiB
 	// copy buffer): a client that takes less than 32 KiB of its answer in this long while the
@@ -69,9 +70,9 @@ func (c ServerConfig) withDefaults() ServerConfig {
 // HTTP/1.1 loop for plain requests, net/http's server for the rest): headers within
 // ReadHeaderTimeout and 64 KiB, idle keep-alive connections closed after IdleTimeout, a
 // client that stops reading its answer disconnected after SendTimeout (quietConn), at most
-// MaxConns connections open (beyond it new ones wait in the kernel's accept queue until one
-// closes, so a flood of held connections cannot exhaust the router's memory or file
-// descriptors). Request bodies are bounded by the Router itself (Config.BodyTimeout and
+// MaxConns connections served (at the cap a waiting connection, a stalled head or the one idle
+// the longest, is closed for a new one; new ones wait only while every connection is busy), so
+// a flood of held connections cannot exhaust the router's memory or file descriptors. Request bodies are bounded by the Router itself (Config.BodyTimeout and
 // BodyMinRate, 408 beyond), not by a server-wide read timeout, so that a large upload on a good
 // link is never cut. Its connections read and write with raw system calls (quietConn). Serve it
 // on a plain TCP listener.

@@ -90,26 +90,30 @@ func TestIdleTimeout(t *testing.T) {
 	}
 }
 
-// TestMaxConns: beyond MaxConns a connection is not served until another one closes, one the
-// loop serves or one it handed to net/http.
+// TestMaxConns: beyond MaxConns a connection is not served while every open one is busy (its
+// handler runs, or net/http serves it); it is once one of them closes, net/http's or the loop's.
 func TestMaxConns(t *testing.T) {
 	var served atomic.Int32
-	s, addr, _ := startH1(t, countHandler(&served), func(s *Server) { s.MaxConns = 2 })
-
-	plain := dial(t, addr)
-	plain.send(get)
-	plain.mustRead("GET")
-	handed := dial(t, addr) // chunked: net/http serves it, keep-alive
-	handed.send("POST / HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
-	handed.mustRead("POST")
-	if n := len(s.sem); n != 2 {
-		t.Fatalf("%d places taken, want 2", n)
+	s, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/busy" {
+			// Until its client goes (net/http sees that only once the body is read).
+			_, _ = io.Copy(io.Discard, r.Body)
+			<-r.Context().Done()
+			return
+		}
+		countHandler(&served).ServeHTTP(w, r)
+	}), func(s *Server) { s.MaxConns = 2 })
+	busy := func() *client {
+		c := dial(t, addr)
+		c.send("GET /busy HTTP/1.1\r\nHost: example.com\r\n\r\n")
+		return c
 	}
-
-	// net/http's connection gives its place back, then the loop's.
-	for i, holder := range []*client{handed, plain} {
+	// waitsFor: a new connection (which closes after its answer) is not served while holder
+	// is open, and is once holder closes.
+	waitsFor := func(what string, holder *client) {
+		t.Helper()
 		waiting := dial(t, addr)
-		waiting.send(get)
+		waiting.send("GET / HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n")
 		answered := make(chan string, 1)
 		go func() {
 			_, b, err := waiting.read("GET")
@@ -119,17 +123,165 @@ func TestMaxConns(t *testing.T) {
 			}
 			answered <- string(b)
 		}()
-		// Not a measure: the connection must not be served while two are open. A wrong
-		// server fails this at once; a right one cannot.
+		// Not a measure: the connection must not be served while the busy ones are open. A
+		// wrong server fails this at once; a right one cannot.
 		select {
 		case b := <-answered:
-			t.Fatalf("connection %d served while two were open: %q", i+3, b)
+			t.Fatalf("served while %s was open: %q", what, b)
 		case <-time.After(300 * time.Millisecond):
 		}
 		_ = holder.nc.Close()
 		if b := wait(t, answered, "answer once a place is free"); b != "ok" {
+			t.Fatalf("after %s closed: %q", what, b)
+		}
+		_ = waiting.nc.Close()
+	}
+
+	first := busy()
+	eventually(t, "the busy request at its handler", func() bool { return busyConns(s) == 1 })
+	handed := dial(t, addr) // chunked: net/http serves it
+	handed.send("POST /busy HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+	eventually(t, "net/http's request at its handler", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.sem) == 2 && len(s.handed) == 0
+	})
+	if n := len(s.sem); n != 2 {
+		t.Fatalf("%d places taken, want 2", n)
+	}
+	waitsFor("net/http's connection", handed)
+
+	eventually(t, "the place of the connection closed after its answer", func() bool { return len(s.sem) == 1 })
+	_ = busy()
+	eventually(t, "two busy requests", func() bool { return busyConns(s) == 2 })
+	waitsFor("a busy connection of the loop's", first)
+}
+
+// busyConns counts the loop's connections whose handler runs.
+func busyConns(s *Server) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for c := range s.conns {
+		if c.state.Load() == stateActive {
+			n++
+		}
+	}
+	return n
+}
+
+// TestMaxConnsClosesTheLongestIdle: at MaxConns a new connection is served at once by closing
+// the connection idle the longest between keep-alive requests; the others stay open. Without
+// it anyone could hold the cap with connections that ask once and then idle, and every new
+// client would wait in the accept queue for the idle timeout.
+func TestMaxConnsClosesTheLongestIdle(t *testing.T) {
+	var served atomic.Int32
+	_, addr, _ := startH1(t, countHandler(&served), func(s *Server) { s.MaxConns = 2 })
+	oldest := dial(t, addr)
+	oldest.send(get)
+	oldest.mustRead("GET")
+	time.Sleep(sweepEvery + 50*time.Millisecond) // idle states are stamped with the sweep's clock
+	recent := dial(t, addr)
+	recent.send(get)
+	recent.mustRead("GET")
+
+	third := dial(t, addr)
+	third.send(get)
+	if _, b := third.mustRead("GET"); b != "ok" {
+		t.Fatalf("third connection: %q", b)
+	}
+	if b := oldest.waitClosed(); len(b) != 0 {
+		t.Fatalf("the connection idle the longest sent %q as it closed", b)
+	}
+	recent.send(get)
+	if _, b := recent.mustRead("GET"); b != "ok" {
+		t.Fatalf("the connection idle since more recently, after the third came: %q", b)
+	}
+}
+
+// TestMaxConnsClosesNetHTTPsIdle: a connection the loop handed to net/http is closed to make
+// room as well once it idles, or its head stalls: otherwise a client could hoard the places
+// with requests the loop hands over (a chunked body, a head beyond its buffer).
+func TestMaxConnsClosesNetHTTPsIdle(t *testing.T) {
+	var served atomic.Int32
+	_, addr, _ := startH1(t, countHandler(&served), func(s *Server) { s.MaxConns = 2 })
+	handed := dial(t, addr)
+	handed.send("POST / HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+	handed.mustRead("POST")
+	slow := dial(t, addr)
+	// A head beyond the loop's buffer, still coming: net/http reads it, slowly.
+	slow.send("GET / HTTP/1.1\r\nHost: example.com\r\nX-Long: " + strings.Repeat("a", bufSize) + "\r\n")
+	time.Sleep(evictHeadAfter + sweepEvery)
+
+	// The stalled head first, then the idle connection (newer idle ones, the newcomers, stay).
+	for i, victim := range []*client{slow, handed} {
+		next := dial(t, addr)
+		next.send(get)
+		if _, b := next.mustRead("GET"); b != "ok" {
 			t.Fatalf("connection %d: %q", i+3, b)
 		}
+		if b := victim.waitClosed(); len(b) != 0 {
+			t.Fatalf("net/http's connection %d got %q as it closed", i+1, b)
+		}
+	}
+}
+
+// TestMaxConnsClosesStalledHeads: at MaxConns a connection whose head has stalled for
+// evictHeadAfter is closed to make room, before an idle keep-alive connection; a connection
+// that has only just connected is not closed for another.
+func TestMaxConnsClosesStalledHeads(t *testing.T) {
+	var served atomic.Int32
+	_, addr, _ := startH1(t, countHandler(&served), func(s *Server) { s.MaxConns = 2 })
+	idle := dial(t, addr)
+	idle.send(get)
+	idle.mustRead("GET")
+	stalled := dial(t, addr)
+	stalled.send("GET / HT") // a head that never ends, as a slowloris client sends it
+	time.Sleep(evictHeadAfter + sweepEvery)
+
+	third := dial(t, addr)
+	third.send(get)
+	if _, b := third.mustRead("GET"); b != "ok" {
+		t.Fatalf("third connection: %q", b)
+	}
+	if b := stalled.waitClosed(); len(b) != 0 {
+		t.Fatalf("the stalled connection got %q", b)
+	}
+	idle.send(get)
+	if _, b := idle.mustRead("GET"); b != "ok" {
+		t.Fatalf("the idle connection, idle the longer: %q", b)
+	}
+
+}
+
+// TestMaxConnsSparesAFreshHead: a connection that has only just connected is not closed to make
+// room; the newcomer waits until that head has stalled for evictHeadAfter.
+func TestMaxConnsSparesAFreshHead(t *testing.T) {
+	var served atomic.Int32
+	_, addr, _ := startH1(t, countHandler(&served), func(s *Server) { s.MaxConns = 1 })
+	fresh := dial(t, addr)
+	fresh.send("GET / HT")
+	late := dial(t, addr)
+	late.send(get)
+	answered := make(chan string, 1)
+	go func() {
+		_, b, err := late.read("GET")
+		if err != nil {
+			answered <- err.Error()
+			return
+		}
+		answered <- string(b)
+	}()
+	select {
+	case b := <-answered:
+		t.Fatalf("served at once (%q): a head just begun was closed for it", b)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if b := wait(t, answered, "served once the fresh head has stalled"); b != "ok" {
+		t.Fatalf("late connection: %q", b)
+	}
+	if b := fresh.waitClosed(); len(b) != 0 {
+		t.Fatalf("the stalled head got %q", b)
 	}
 }
 

@@ -91,8 +91,13 @@ type Server struct {
 	// MaxHeaderBytes caps a request head; heads beyond the loop's buffer are read by net/http,
 	// which enforces it (431).
 	MaxHeaderBytes int
-	// MaxConns caps the open connections; beyond it Accept waits until one closes (what
-	// golang.org/x/net/netutil.LimitListener does). 0: no cap.
+	// MaxConns caps the connections served. At the cap, a new connection is served once the
+	// connection that has waited for a request the longest is closed to make room
+	// (evictWaiting): one whose head has stalled for evictHeadAfter (a client that connected
+	// and sent nothing, or a head trickling in) first, else one idle between keep-alive
+	// requests. While no connection can be closed (handlers run, net/http serves, heads are
+	// recent) the new one waits, accepted, and the next wait in the listener's queue. 0: no
+	// cap.
 	MaxConns int
 	// WrapConn, when set, wraps every accepted connection before it is read or written.
 	WrapConn func(net.Conn) net.Conn
@@ -112,13 +117,29 @@ type Server struct {
 	mu        sync.Mutex
 	conns     map[*conn]struct{}
 	listeners map[*net.Listener]struct{}
+	// handed are the connections net/http serves that wait for a request (a head not yet
+	// read, or idle between keep-alive requests), with the unix nanoseconds since when:
+	// evictWaiting may close them at MaxConns, as the loop's own. A connection whose handler
+	// runs is not in it. Guarded by mu.
+	handed map[net.Conn]handedWait
 }
+
+// handedWait is how a connection served by net/http waits for a request, and since when.
+type handedWait struct {
+	idle  bool // between keep-alive requests; else its head is being read
+	since int64
+}
+
+// handedConnKey is the request-context key of the connection net/http serves a request on
+// (fallback.ConnContext), which servingHanded takes out of s.handed while the handler runs.
+type handedConnKey struct{}
 
 func (s *Server) init() {
 	s.once.Do(func() {
 		s.done = make(chan struct{})
 		s.conns = make(map[*conn]struct{})
 		s.listeners = make(map[*net.Listener]struct{})
+		s.handed = make(map[net.Conn]handedWait)
 		if s.MaxConns > 0 {
 			s.sem = make(chan struct{}, s.MaxConns)
 		}
@@ -129,6 +150,13 @@ func (s *Server) init() {
 			IdleTimeout:       s.IdleTimeout,
 			MaxHeaderBytes:    s.MaxHeaderBytes,
 			ErrorLog:          s.ErrorLog,
+			ConnState:         s.handedState,
+			ConnContext: func(ctx context.Context, nc net.Conn) context.Context {
+				return context.WithValue(ctx, handedConnKey{}, nc)
+			},
+		}
+		if s.MaxConns > 0 {
+			s.fallback.Handler = s.servingHanded(s.Handler)
 		}
 		// A request's context holds the server as net/http's does (http.ServerContextKey; the
 		// fallback, which has the same handler and limits): httputil.ReverseProxy panics with
@@ -165,18 +193,8 @@ func (s *Server) Serve(ln net.Listener) error {
 
 	var backoff time.Duration
 	for {
-		if s.sem != nil {
-			select {
-			case s.sem <- struct{}{}:
-			case <-s.handoff.done:
-				// Shutdown or Close began (stop closes the hand-off listener): return now, as
-				// net/http's Serve does, not when the last connection is gone.
-				return http.ErrServerClosed
-			}
-		}
 		nc, err := ln.Accept()
 		if err != nil {
-			s.release()
 			if s.closing.Load() {
 				return http.ErrServerClosed
 			}
@@ -191,6 +209,12 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		backoff = 0
+		if s.sem != nil && !s.takePlace() {
+			// Shutdown or Close began (stop closes the hand-off listener): return now, as
+			// net/http's Serve does, not when the last connection is gone.
+			_ = nc.Close()
+			return http.ErrServerClosed
+		}
 		c := s.newConn(nc)
 		if c == nil {
 			return http.ErrServerClosed
@@ -203,6 +227,141 @@ func (s *Server) release() {
 	if s.sem != nil {
 		<-s.sem
 	}
+}
+
+// evictHeadAfter is how long a head may stall before the connection is closed to make room at
+// MaxConns: a client's head comes in one piece right after it connects (a TLS handshake over a
+// slow network included), so a connection still without a whole head after it sends nothing
+// useful, and holding it would let anyone keep the cap full with connections that never ask.
+const evictHeadAfter = 2 * time.Second
+
+// takePlace takes one of the MaxConns places for a connection just accepted, making room at
+// the cap (evictWaiting) and trying again every sweep while none can be closed. It reports
+// false when the server began to close first.
+//
+// The place is taken after Accept, so that a waiting connection is closed only for one that
+// came: at the cap one connection more is open, accepted and not yet served, and the rest wait
+// in the listener's queue.
+func (s *Server) takePlace() bool {
+	select {
+	case s.sem <- struct{}{}:
+		return true
+	default:
+	}
+	s.evictWaiting()
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case s.sem <- struct{}{}:
+			return true
+		case <-s.handoff.done:
+			return false
+		case <-t.C:
+			s.evictWaiting()
+		}
+	}
+}
+
+// evictWaiting closes the connection that has waited for a request the longest, to free a
+// place at MaxConns: a connection whose head has stalled for evictHeadAfter first, else the one
+// idle the longest between keep-alive requests (RFC 9112, section 9.6: a server may close an
+// idle connection at any time; clients open another). The loop's connections and those it
+// handed to net/http alike; a connection with a request in flight is never chosen. It reports
+// whether one was closed.
+func (s *Server) evictWaiting() bool {
+	now := time.Now().UnixNano()
+	var head, idle waiter
+	s.mu.Lock()
+	for c := range s.conns {
+		if c.closed.Load() {
+			continue // closing already: its place comes back by itself
+		}
+		switch since := c.since.Load(); c.state.Load() {
+		case stateHead:
+			if now-since >= int64(evictHeadAfter) {
+				head.offer(waiter{c: c, since: since})
+			}
+		case stateIdle:
+			idle.offer(waiter{c: c, since: since})
+		}
+	}
+	for nc, w := range s.handed {
+		switch {
+		case w.idle:
+			idle.offer(waiter{nc: nc, since: w.since})
+		case now-w.since >= int64(evictHeadAfter):
+			head.offer(waiter{nc: nc, since: w.since})
+		}
+	}
+	victim := head
+	if victim.none() {
+		victim = idle
+	}
+	if victim.nc != nil {
+		delete(s.handed, victim.nc) // closing: not to be chosen again
+	}
+	s.mu.Unlock()
+	switch {
+	case victim.c != nil:
+		victim.c.closeAsync()
+	case victim.nc != nil:
+		// net/http's read of the next head ends with the close, and the connection with it.
+		go func() { _ = victim.nc.Close() }()
+	default:
+		return false
+	}
+	return true
+}
+
+// waiter is a connection that waits for a request: the loop's (c) or net/http's (nc).
+type waiter struct {
+	c     *conn
+	nc    net.Conn
+	since int64
+}
+
+func (w waiter) none() bool { return w.c == nil && w.nc == nil }
+
+// offer keeps o when it has waited longer than w.
+func (w *waiter) offer(o waiter) {
+	if w.none() || o.since < w.since {
+		*w = o
+	}
+}
+
+// handedState follows the connections net/http serves (its ConnState hook), for evictWaiting.
+// net/http calls a connection active once the first bytes of a request came, the head not yet
+// whole: it waits for a request until its handler runs (servingHanded).
+func (s *Server) handedState(nc net.Conn, st http.ConnState) {
+	now := time.Now().UnixNano()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch st {
+	case http.StateNew:
+		s.handed[nc] = handedWait{since: now}
+	case http.StateActive:
+		if w, ok := s.handed[nc]; !ok || w.idle {
+			s.handed[nc] = handedWait{since: now}
+		}
+	case http.StateIdle:
+		s.handed[nc] = handedWait{idle: true, since: now}
+	default: // hijacked, closed
+		delete(s.handed, nc)
+	}
+}
+
+// servingHanded takes a connection net/http serves out of s.handed while its handler runs: a
+// request in flight is never closed to make room.
+func (s *Server) servingHanded(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if nc, ok := r.Context().Value(handedConnKey{}).(net.Conn); ok {
+			s.mu.Lock()
+			delete(s.handed, nc)
+			s.mu.Unlock()
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Shutdown stops accepting, closes idle connections, lets busy ones finish their request (the
