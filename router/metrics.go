@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sony/gobreaker/v2"
 
+	"slidecells/router/h1"
 	"slidecells/router/placement"
 	"slidecells/shared/scrape"
 )
@@ -92,7 +93,7 @@ func newMetrics(rt *Router) *metrics {
 		Help: "Placements held in the cache now (not counting cached not-found answers); at most ROUTER_PLACEMENT_CACHE_SIZE.",
 	}, func() float64 { return float64(rt.cache.Len()) })
 	m.reg.MustRegister(m.requests, m.latency, m.cacheVec, m.misdirects, m.dirErrors, m.shed, m.wsShed, entries,
-		rt.cellCollector(),
+		rt.cellCollector(), rt.publicCollector(),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -164,6 +165,35 @@ func (rt *Router) cellCollector() prometheus.Collector {
 		return out, nil
 	}, breakerDesc, healthyDesc, stateDesc, inFlightDesc)
 }
+
+// publicCollector reports the public listener's connections (ObservePublic), once there is one.
+func (rt *Router) publicCollector() prometheus.Collector {
+	return scrape.Collector(func(context.Context) ([]scrape.Sample, error) {
+		s := rt.public.Load()
+		if s == nil {
+			return nil, nil
+		}
+		st := s.Stats()
+		return []scrape.Sample{
+			scrape.Gauge(connsDesc, float64(st.Open)),
+			scrape.Gauge(connsMaxDesc, float64(st.MaxConns)),
+			scrape.Counter(evictedDesc, float64(st.Evicted[h1.EvictStalledHead]), "stalled_head"),
+			scrape.Counter(evictedDesc, float64(st.Evicted[h1.EvictIdle]), "idle"),
+		}, nil
+	}, connsDesc, connsMaxDesc, evictedDesc)
+}
+
+// ObservePublic makes /metrics report the public listener's connections (router_public_*).
+func (rt *Router) ObservePublic(s *h1.Server) { rt.public.Store(s) }
+
+var (
+	connsDesc = prometheus.NewDesc("router_public_connections",
+		"Public connections served now; at most router_public_connections_max.", nil, nil)
+	connsMaxDesc = prometheus.NewDesc("router_public_connections_max",
+		"ROUTER_MAX_CONNS: the public connections served at most.", nil, nil)
+	evictedDesc = prometheus.NewDesc("router_public_connections_evicted_total",
+		"Public connections closed at ROUTER_MAX_CONNS to make room for a new one, by reason: stalled_head (no whole head for 2 s), idle (between keep-alive requests).", []string{"reason"}, nil)
+)
 
 var (
 	breakerDesc = prometheus.NewDesc("router_cell_breaker_state",

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/singleflight"
 
+	"slidecells/router/h1"
 	"slidecells/router/placement"
 	"slidecells/shared/cellproto"
 	"slidecells/shared/httpserve"
@@ -210,7 +211,8 @@ type Router struct {
 	lastForce atomic.Int64 // unix nanos of the last on-demand cell reread
 	rr        atomic.Uint64
 	buffers   bufferPool
-	share     *workspaceShare // requests in flight per workspace (MaxInFlightPerWorkspace)
+	share     *workspaceShare           // requests in flight per workspace (MaxInFlightPerWorkspace)
+	public    atomic.Pointer[h1.Server] // the public listener's server, for /metrics (ObservePublic)
 
 	ctx       context.Context // ends at Close: the background work's
 	cancel    context.CancelFunc

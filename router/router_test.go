@@ -295,6 +295,9 @@ func startPublic(t *testing.T, h http.Handler, sc ServerConfig) *publicSrv {
 		t.Fatal(err)
 	}
 	srv := NewPublicServer(h, sc)
+	if rt, ok := h.(*Router); ok {
+		rt.ObservePublic(srv) // as the router binary does
+	}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return &publicSrv{URL: "http://" + ln.Addr().String(), Listener: ln}

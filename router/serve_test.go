@@ -233,4 +233,14 @@ func TestConnectionCap(t *testing.T) {
 	if err := ask(1); err != nil {
 		t.Fatalf("the connection idle since more recently: %v", err)
 	}
+	m := b.metrics(t)
+	for _, want := range []string{
+		`router_public_connections_evicted_total{reason="idle"} 1`,
+		`router_public_connections_evicted_total{reason="stalled_head"} 0`,
+		"router_public_connections_max 2",
+	} {
+		if !strings.Contains(m, want+"\n") {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
 }

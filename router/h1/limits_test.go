@@ -176,7 +176,7 @@ func busyConns(s *Server) int {
 // client would wait in the accept queue for the idle timeout.
 func TestMaxConnsClosesTheLongestIdle(t *testing.T) {
 	var served atomic.Int32
-	_, addr, _ := startH1(t, countHandler(&served), func(s *Server) { s.MaxConns = 2 })
+	s, addr, _ := startH1(t, countHandler(&served), func(s *Server) { s.MaxConns = 2 })
 	oldest := dial(t, addr)
 	oldest.send(get)
 	oldest.mustRead("GET")
@@ -196,6 +196,9 @@ func TestMaxConnsClosesTheLongestIdle(t *testing.T) {
 	recent.send(get)
 	if _, b := recent.mustRead("GET"); b != "ok" {
 		t.Fatalf("the connection idle since more recently, after the third came: %q", b)
+	}
+	if st := s.Stats(); st.Open != 2 || st.MaxConns != 2 || st.Evicted != [2]uint64{EvictIdle: 1} {
+		t.Fatalf("stats %+v, want 2 open of 2, one idle connection evicted", st)
 	}
 }
 
@@ -231,7 +234,7 @@ func TestMaxConnsClosesNetHTTPsIdle(t *testing.T) {
 // that has only just connected is not closed for another.
 func TestMaxConnsClosesStalledHeads(t *testing.T) {
 	var served atomic.Int32
-	_, addr, _ := startH1(t, countHandler(&served), func(s *Server) { s.MaxConns = 2 })
+	s, addr, _ := startH1(t, countHandler(&served), func(s *Server) { s.MaxConns = 2 })
 	idle := dial(t, addr)
 	idle.send(get)
 	idle.mustRead("GET")
@@ -251,7 +254,9 @@ func TestMaxConnsClosesStalledHeads(t *testing.T) {
 	if _, b := idle.mustRead("GET"); b != "ok" {
 		t.Fatalf("the idle connection, idle the longer: %q", b)
 	}
-
+	if st := s.Stats(); st.Evicted != [2]uint64{EvictStalledHead: 1} {
+		t.Fatalf("evicted %v, want one stalled head", st.Evicted)
+	}
 }
 
 // TestMaxConnsSparesAFreshHead: a connection that has only just connected is not closed to make

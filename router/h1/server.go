@@ -122,6 +122,41 @@ type Server struct {
 	// evictWaiting may close them at MaxConns, as the loop's own. A connection whose handler
 	// runs is not in it. Guarded by mu.
 	handed map[net.Conn]handedWait
+
+	evicted [2]atomic.Uint64 // connections closed to make room, by EvictStalledHead, EvictIdle
+}
+
+// Why a connection was closed to make room at MaxConns (Stats.Evicted's index).
+const (
+	EvictStalledHead = iota // its head stalled for evictHeadAfter
+	EvictIdle               // idle between keep-alive requests
+)
+
+// Stats is what the server's connections are now and were.
+type Stats struct {
+	// Open is the connections served now (those holding a MaxConns place; without a cap, the
+	// loop's), MaxConns the cap (0: none).
+	Open, MaxConns int
+	// Evicted counts the connections closed to make room at MaxConns, by EvictStalledHead and
+	// EvictIdle.
+	Evicted [2]uint64
+}
+
+// Stats reports the server's connections; safe at any time, from any goroutine.
+func (s *Server) Stats() Stats {
+	s.init()
+	st := Stats{MaxConns: s.MaxConns}
+	if s.sem != nil {
+		st.Open = len(s.sem)
+	} else {
+		s.mu.Lock()
+		st.Open = len(s.conns)
+		s.mu.Unlock()
+	}
+	for i := range st.Evicted {
+		st.Evicted[i] = s.evicted[i].Load()
+	}
+	return st
 }
 
 // handedWait is how a connection served by net/http waits for a request, and since when.
@@ -294,9 +329,9 @@ func (s *Server) evictWaiting() bool {
 			head.offer(waiter{nc: nc, since: w.since})
 		}
 	}
-	victim := head
+	victim, why := head, EvictStalledHead
 	if victim.none() {
-		victim = idle
+		victim, why = idle, EvictIdle
 	}
 	if victim.nc != nil {
 		delete(s.handed, victim.nc) // closing: not to be chosen again
@@ -311,6 +346,7 @@ func (s *Server) evictWaiting() bool {
 	default:
 		return false
 	}
+	s.evicted[why].Add(1)
 	return true
 }
 

@@ -87,7 +87,9 @@ func run(ctx context.Context, s settings, log *zap.Logger, access *logging.Acces
 	if err != nil {
 		return err
 	}
-	public, err := serve(s.ListenAddr, router.NewPublicServer(rt.Handler(), s.Server), "public", log, failed)
+	publicSrv := router.NewPublicServer(rt.Handler(), s.Server)
+	rt.ObservePublic(publicSrv)
+	public, err := serve(s.ListenAddr, publicSrv, "public", log, failed)
 	if err != nil {
 		_ = internal.Close()
 		return err
