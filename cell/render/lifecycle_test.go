@@ -548,6 +548,23 @@ func TestLostDispatchResponseQueriesTheSameWorker(t *testing.T) {
 // RENDER_DEADLINE_EXCEEDED, never cancelled — while the attempt keeps its capacity (its stop is
 // not proven); another workspace renders on the third renderer meanwhile, and after SIGCONT
 // the frozen workspace renders again.
+// waitOutOfDispatch waits until none of rs is registered ready (what dispatch reads).
+func (w *world) waitOutOfDispatch(t *testing.T, rs []*renderer) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, "the frozen renderers out of dispatch", func() error {
+		for _, r := range rs {
+			var state string
+			if err := w.f.db.Pool.QueryRow(context.Background(), `SELECT state FROM render_workers WHERE worker_id = $1`, r.id).Scan(&state); err != nil {
+				return err
+			}
+			if state == "ready" {
+				return fmt.Errorf("%s still %s", r.id, state)
+			}
+		}
+		return nil
+	})
+}
+
 // TestFrozenRenderersDoNotStaleTheOthers: renderers that stop answering cost their own probes'
 // timeouts, not the heartbeats of the renderers that answer. Probed one after another, two
 // frozen renderers made every pass last two probe timeouts (4 s), so the healthy renderer's
@@ -574,18 +591,7 @@ func TestFrozenRenderersDoNotStaleTheOthers(t *testing.T) {
 			_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGCONT)
 		}
 	})
-	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, "the frozen renderers out of dispatch", func() error {
-		for _, r := range frozen {
-			var state string
-			if err := w.f.db.Pool.QueryRow(ctx, `SELECT state FROM render_workers WHERE worker_id = $1`, r.id).Scan(&state); err != nil {
-				return err
-			}
-			if state == "ready" {
-				return fmt.Errorf("%s still %s", r.id, state)
-			}
-		}
-		return nil
-	})
+	w.waitOutOfDispatch(t, frozen)
 	// For 4 s (20 ticks, two probe timeouts of the frozen renderers), the healthy renderer's
 	// heartbeat moves on tick after tick. One probe after another, it moved at most twice.
 	beats := map[time.Time]bool{}
@@ -654,18 +660,7 @@ func TestFrozenRenderersExpireTheRequestByItsDeadline(t *testing.T) {
 	// a renderer whose heartbeat is stale, which happens earlier, while the probe of another
 	// frozen one is still waiting: waiting for health alone let the next render go to the
 	// frozen idle renderer now and then (a failure under load).
-	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, "the frozen renderers out of dispatch", func() error {
-		for _, r := range frozen {
-			var state string
-			if err := w.f.db.Pool.QueryRow(ctx, `SELECT state FROM render_workers WHERE worker_id = $1`, r.id).Scan(&state); err != nil {
-				return err
-			}
-			if state == "ready" {
-				return fmt.Errorf("%s still %s", r.id, state)
-			}
-		}
-		return nil
-	})
+	w.waitOutOfDispatch(t, frozen)
 	// The caller of the stuck request waits no longer than its deadline (a little slack for a
 	// loaded machine's scheduling, far below the 2-minute render budget).
 	type waited struct {

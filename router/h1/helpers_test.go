@@ -88,6 +88,21 @@ func (c *client) read(method string) (*http.Response, []byte, error) {
 }
 
 // mustRead is read for an answer that must come whole.
+// readAsync reads the answer to method in the background; the channel gets its body, or the
+// error's text.
+func (c *client) readAsync(method string) <-chan string {
+	answered := make(chan string, 1)
+	go func() {
+		_, b, err := c.read(method)
+		if err != nil {
+			answered <- err.Error()
+			return
+		}
+		answered <- string(b)
+	}()
+	return answered
+}
+
 func (c *client) mustRead(method string) (*http.Response, string) {
 	c.t.Helper()
 	resp, b, err := c.read(method)

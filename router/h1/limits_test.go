@@ -114,15 +114,7 @@ func TestMaxConns(t *testing.T) {
 		t.Helper()
 		waiting := dial(t, addr)
 		waiting.send("GET / HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n")
-		answered := make(chan string, 1)
-		go func() {
-			_, b, err := waiting.read("GET")
-			if err != nil {
-				answered <- err.Error()
-				return
-			}
-			answered <- string(b)
-		}()
+		answered := waiting.readAsync("GET")
 		// Not a measure: the connection must not be served while the busy ones are open. A
 		// wrong server fails this at once; a right one cannot.
 		select {
@@ -185,18 +177,7 @@ func TestMaxConnsClosesTheLongestIdle(t *testing.T) {
 	recent.send(get)
 	recent.mustRead("GET")
 
-	third := dial(t, addr)
-	third.send(get)
-	if _, b := third.mustRead("GET"); b != "ok" {
-		t.Fatalf("third connection: %q", b)
-	}
-	if b := oldest.waitClosed(); len(b) != 0 {
-		t.Fatalf("the connection idle the longest sent %q as it closed", b)
-	}
-	recent.send(get)
-	if _, b := recent.mustRead("GET"); b != "ok" {
-		t.Fatalf("the connection idle since more recently, after the third came: %q", b)
-	}
+	servedByClosing(t, addr, oldest, recent)
 	if st := s.Stats(); st.Open != 2 || st.MaxConns != 2 || st.Evicted != [2]uint64{EvictIdle: 1} {
 		t.Fatalf("stats %+v, want 2 open of 2, one idle connection evicted", st)
 	}
@@ -216,17 +197,31 @@ func TestMaxConnsClosesNetHTTPsIdle(t *testing.T) {
 	slow.send("GET / HTTP/1.1\r\nHost: example.com\r\nX-Long: " + strings.Repeat("a", bufSize) + "\r\n")
 	time.Sleep(evictHeadAfter + sweepEvery)
 
-	// The stalled head first, then the idle connection (newer idle ones, the newcomers, stay).
-	for i, victim := range []*client{slow, handed} {
-		next := dial(t, addr)
-		next.send(get)
-		if _, b := next.mustRead("GET"); b != "ok" {
-			t.Fatalf("connection %d: %q", i+3, b)
-		}
-		if b := victim.waitClosed(); len(b) != 0 {
-			t.Fatalf("net/http's connection %d got %q as it closed", i+1, b)
+	// The stalled head first, then the idle connection; the newcomers stay.
+	next := servedByClosing(t, addr, slow, nil)
+	servedByClosing(t, addr, handed, next)
+}
+
+// servedByClosing checks that a new connection at MaxConns is served, that victim is closed
+// for it without a byte, and that kept (when not nil) still serves requests. It returns the
+// new connection, left open and idle.
+func servedByClosing(t *testing.T, addr string, victim, kept *client) *client {
+	t.Helper()
+	next := dial(t, addr)
+	next.send(get)
+	if _, b := next.mustRead("GET"); b != "ok" {
+		t.Fatalf("the new connection: %q", b)
+	}
+	if b := victim.waitClosed(); len(b) != 0 {
+		t.Fatalf("the connection closed to make room got %q", b)
+	}
+	if kept != nil {
+		kept.send(get)
+		if _, b := kept.mustRead("GET"); b != "ok" {
+			t.Fatalf("a connection that should have stayed: %q", b)
 		}
 	}
+	return next
 }
 
 // TestMaxConnsClosesStalledHeads: at MaxConns a connection whose head has stalled for
@@ -242,18 +237,7 @@ func TestMaxConnsClosesStalledHeads(t *testing.T) {
 	stalled.send("GET / HT") // a head that never ends, as a slowloris client sends it
 	time.Sleep(evictHeadAfter + sweepEvery)
 
-	third := dial(t, addr)
-	third.send(get)
-	if _, b := third.mustRead("GET"); b != "ok" {
-		t.Fatalf("third connection: %q", b)
-	}
-	if b := stalled.waitClosed(); len(b) != 0 {
-		t.Fatalf("the stalled connection got %q", b)
-	}
-	idle.send(get)
-	if _, b := idle.mustRead("GET"); b != "ok" {
-		t.Fatalf("the idle connection, idle the longer: %q", b)
-	}
+	servedByClosing(t, addr, stalled, idle) // the idle one was idle the longer
 	if st := s.Stats(); st.Evicted != [2]uint64{EvictStalledHead: 1} {
 		t.Fatalf("evicted %v, want one stalled head", st.Evicted)
 	}
@@ -268,15 +252,7 @@ func TestMaxConnsSparesAFreshHead(t *testing.T) {
 	fresh.send("GET / HT")
 	late := dial(t, addr)
 	late.send(get)
-	answered := make(chan string, 1)
-	go func() {
-		_, b, err := late.read("GET")
-		if err != nil {
-			answered <- err.Error()
-			return
-		}
-		answered <- string(b)
-	}()
+	answered := late.readAsync("GET")
 	select {
 	case b := <-answered:
 		t.Fatalf("served at once (%q): a head just begun was closed for it", b)
