@@ -244,3 +244,56 @@ func TestConnectionCap(t *testing.T) {
 		}
 	}
 }
+
+// TestSilentConnectionsDoNotKeepClientsOut: a client that opens ROUTER_MAX_CONNS connections
+// and sends nothing on them does not keep others out: each newcomer is served in place of a
+// connection silent for 2 s (before, they all waited in the accept queue until the silent ones
+// hit the 10 s head timeout, and a client that reopened them held the router for ever).
+func TestSilentConnectionsDoNotKeepClientsOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// A head timeout beyond the clients' 20 s wait: only making room can serve them.
+	srv := startPublic(t, b.rt, ServerConfig{MaxConns: 8, ReadHeaderTimeout: time.Minute})
+	addr := srv.Listener.Addr().String()
+	for range 8 {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+	}
+	time.Sleep(2300 * time.Millisecond) // the silent ones' heads stall (router/h1 evictHeadAfter)
+	for i := range 3 {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+		if _, err := io.WriteString(conn, "GET /api/v1/system/version HTTP/1.1\r\nHost: router.test\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("client %d behind 8 silent connections: %v", i+1, err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("client %d: %d", i+1, res.StatusCode)
+		}
+	}
+	if m := b.metrics(t); !strings.Contains(m, `router_public_connections_evicted_total{reason="stalled_head"} 3`+"\n") {
+		t.Errorf("metrics do not count 3 stalled heads closed:\n%s", grepLines(m, "router_public_connections"))
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
