@@ -30,6 +30,9 @@ func startH1(t testing.TB, h http.Handler, set func(*Server)) (s *Server, addr s
 	if set != nil {
 		set(s)
 	}
+	// Before Serve's goroutine: tests read s.conns, s.sem and s.handed (busyConns, TestMaxConns)
+	// and would otherwise race with init when they poll before that goroutine runs.
+	s.init()
 	errc := make(chan error, 1)
 	go func() { errc <- s.Serve(ln) }()
 	t.Cleanup(func() { _ = s.Close() })

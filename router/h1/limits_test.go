@@ -136,7 +136,12 @@ func TestMaxConns(t *testing.T) {
 	eventually(t, "net/http's request at its handler", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return len(s.sem) == 2 && len(s.handed) == 0
+		for _, w := range s.handed {
+			if !w.serving {
+				return false
+			}
+		}
+		return len(s.sem) == 2
 	})
 	if n := len(s.sem); n != 2 {
 		t.Fatalf("%d places taken, want 2", n)

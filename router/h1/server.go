@@ -161,8 +161,10 @@ func (s *Server) Stats() Stats {
 
 // handedWait is how a connection served by net/http waits for a request, and since when.
 type handedWait struct {
-	idle  bool // between keep-alive requests; else its head is being read
-	since int64
+	idle    bool // between keep-alive requests; else its head is being read
+	serving bool // its handler runs: never evicted
+	closing bool // evictWaiting chose it: its next handler must not run
+	since   int64
 }
 
 // handedConnKey is the request-context key of the connection net/http serves a request on
@@ -305,6 +307,16 @@ func (s *Server) takePlace() bool {
 // handed to net/http alike; a connection with a request in flight is never chosen. It reports
 // whether one was closed.
 func (s *Server) evictWaiting() bool {
+	for range 3 {
+		if ok, raced := s.evictOnce(); !raced {
+			return ok
+		}
+	}
+	return false
+}
+
+// evictOnce is one try of evictWaiting; raced: the victim began a request meanwhile.
+func (s *Server) evictOnce() (evicted, raced bool) {
 	now := time.Now().UnixNano()
 	var head, idle waiter
 	s.mu.Lock()
@@ -312,17 +324,18 @@ func (s *Server) evictWaiting() bool {
 		if c.closed.Load() {
 			continue // closing already: its place comes back by itself
 		}
-		switch since := c.since.Load(); c.state.Load() {
+		switch since, st := c.since.Load(), c.state.Load(); st {
 		case stateHead:
 			if now-since >= int64(evictHeadAfter) {
-				head.offer(waiter{c: c, since: since})
+				head.offer(waiter{c: c, st: st, since: since})
 			}
 		case stateIdle:
-			idle.offer(waiter{c: c, since: since})
+			idle.offer(waiter{c: c, st: st, since: since})
 		}
 	}
 	for nc, w := range s.handed {
 		switch {
+		case w.serving || w.closing:
 		case w.idle:
 			idle.offer(waiter{nc: nc, since: w.since})
 		case now-w.since >= int64(evictHeadAfter):
@@ -334,25 +347,31 @@ func (s *Server) evictWaiting() bool {
 		victim, why = idle, EvictIdle
 	}
 	if victim.nc != nil {
-		delete(s.handed, victim.nc) // closing: not to be chosen again
+		// Not to be chosen again, and no handler of net/http's may start on it (servingHanded).
+		s.handed[victim.nc] = handedWait{closing: true}
 	}
 	s.mu.Unlock()
 	switch {
 	case victim.c != nil:
+		// Only if it still waits: a connection that went on to a request meanwhile keeps it.
+		if !victim.c.state.CompareAndSwap(victim.st, stateEvicted) {
+			return false, true
+		}
 		victim.c.closeAsync()
 	case victim.nc != nil:
 		// net/http's read of the next head ends with the close, and the connection with it.
 		go func() { _ = victim.nc.Close() }()
 	default:
-		return false
+		return false, false
 	}
 	s.evicted[why].Add(1)
-	return true
+	return true, false
 }
 
 // waiter is a connection that waits for a request: the loop's (c) or net/http's (nc).
 type waiter struct {
 	c     *conn
+	st    int32
 	nc    net.Conn
 	since int64
 }
@@ -377,11 +396,13 @@ func (s *Server) handedState(nc net.Conn, st http.ConnState) {
 	case http.StateNew:
 		s.handed[nc] = handedWait{since: now}
 	case http.StateActive:
-		if w, ok := s.handed[nc]; !ok || w.idle {
+		if w, ok := s.handed[nc]; !ok || w.idle && !w.closing {
 			s.handed[nc] = handedWait{since: now}
 		}
 	case http.StateIdle:
-		s.handed[nc] = handedWait{idle: true, since: now}
+		if !s.handed[nc].closing {
+			s.handed[nc] = handedWait{idle: true, since: now}
+		}
 	default: // hijacked, closed
 		delete(s.handed, nc)
 	}
@@ -391,10 +412,27 @@ func (s *Server) handedState(nc net.Conn, st http.ConnState) {
 // request in flight is never closed to make room.
 func (s *Server) servingHanded(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if nc, ok := r.Context().Value(handedConnKey{}).(net.Conn); ok {
+		nc, ok := r.Context().Value(handedConnKey{}).(net.Conn)
+		if ok {
 			s.mu.Lock()
-			delete(s.handed, nc)
+			closing := s.handed[nc].closing
+			if !closing {
+				s.handed[nc] = handedWait{serving: true}
+			}
 			s.mu.Unlock()
+			if closing {
+				panic(http.ErrAbortHandler) // evicted as the request came: as if closed first
+			}
+			defer func() {
+				// net/http may now read off what the handler left of the body, without a
+				// deadline: a wait like a head's, evictable after evictHeadAfter (the loop's
+				// discard is stateHead). A hijacked connection (StateHijacked) left the map.
+				s.mu.Lock()
+				if w, ok := s.handed[nc]; ok && w.serving {
+					s.handed[nc] = handedWait{since: time.Now().UnixNano()}
+				}
+				s.mu.Unlock()
+			}()
 		}
 		h.ServeHTTP(w, r)
 	})
@@ -481,9 +519,10 @@ func (s *Server) logf(format string, args ...any) {
 
 // Connection states, as the sweep reads them.
 const (
-	stateHead   int32 = iota // reading a request head: ReadHeaderTimeout applies
-	stateIdle                // waiting for a keep-alive request's first byte: IdleTimeout applies
-	stateActive              // the handler runs: watched for a hang-up
+	stateHead    int32 = iota // reading a request head: ReadHeaderTimeout applies
+	stateIdle                 // waiting for a keep-alive request's first byte: IdleTimeout applies
+	stateActive               // the handler runs: watched for a hang-up
+	stateEvicted              // evictWaiting chose it: no handler may start on it
 )
 
 // sweep enforces the head and idle timeouts and notices hang-ups, every sweepEvery.
@@ -779,7 +818,8 @@ func (c *conn) onReadable(fd uintptr) bool {
 		switch outcome {
 		case readAgain:
 			if c.br.Buffered() > 0 && c.state.Load() == stateIdle {
-				c.setState(stateHead, c.s.clock.Load())
+				c.since.Store(c.s.clock.Load())
+				c.state.CompareAndSwap(stateIdle, stateHead) // not over stateEvicted
 			}
 			return false
 		case readFailed, readOther:
@@ -801,7 +841,13 @@ func (c *conn) onReadable(fd uintptr) bool {
 // serveOne serves a request whose head was read; it reports whether the connection may carry
 // another.
 func (c *conn) serveOne(req *http.Request) bool {
-	c.setState(stateActive, c.s.clock.Load())
+	// A connection evictWaiting chose closes without serving the request it has just read, as
+	// if the close had come first: a request either never reaches the handler or is served.
+	c.since.Store(c.s.clock.Load())
+	c.peeked.Store(false)
+	if st := c.state.Load(); st == stateEvicted || !c.state.CompareAndSwap(st, stateActive) {
+		return false
+	}
 	if !c.serveRequest(req) || c.s.closing.Load() {
 		return false
 	}
