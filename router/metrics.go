@@ -179,8 +179,9 @@ func (rt *Router) publicCollector() prometheus.Collector {
 			scrape.Gauge(connsMaxDesc, float64(st.MaxConns)),
 			scrape.Counter(evictedDesc, float64(st.Evicted[h1.EvictStalledHead]), "stalled_head"),
 			scrape.Counter(evictedDesc, float64(st.Evicted[h1.EvictIdle]), "idle"),
+			scrape.Counter(waitedDesc, float64(st.Waited)),
 		}, nil
-	}, connsDesc, connsMaxDesc, evictedDesc)
+	}, connsDesc, connsMaxDesc, evictedDesc, waitedDesc)
 }
 
 // ObservePublic makes /metrics report the public listener's connections (router_public_*).
@@ -191,6 +192,8 @@ var (
 		"Public connections served now; at most router_public_connections_max.", nil, nil)
 	connsMaxDesc = prometheus.NewDesc("router_public_connections_max",
 		"ROUTER_MAX_CONNS: the public connections served at most.", nil, nil)
+	waitedDesc = prometheus.NewDesc("router_public_connections_waited_total",
+		"Public connections accepted at ROUTER_MAX_CONNS that waited for a place: every connection had a request in flight (or a head under 2 s old), none could be closed for them.", nil, nil)
 	evictedDesc = prometheus.NewDesc("router_public_connections_evicted_total",
 		"Public connections closed at ROUTER_MAX_CONNS to make room for a new one, by reason: stalled_head (no whole head for 2 s), idle (between keep-alive requests).", []string{"reason"}, nil)
 )

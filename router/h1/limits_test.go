@@ -152,6 +152,9 @@ func TestMaxConns(t *testing.T) {
 	_ = busy()
 	eventually(t, "two busy requests", func() bool { return busyConns(s) == 2 })
 	waitsFor("a busy connection of the loop's", first)
+	if st := s.Stats(); st.Waited != 2 || st.Evicted != [2]uint64{} {
+		t.Fatalf("stats %+v, want 2 connections that waited and none closed to make room", st)
+	}
 }
 
 // busyConns counts the loop's connections whose handler runs.
@@ -183,8 +186,8 @@ func TestMaxConnsClosesTheLongestIdle(t *testing.T) {
 	recent.mustRead("GET")
 
 	servedByClosing(t, addr, oldest, recent)
-	if st := s.Stats(); st.Open != 2 || st.MaxConns != 2 || st.Evicted != [2]uint64{EvictIdle: 1} {
-		t.Fatalf("stats %+v, want 2 open of 2, one idle connection evicted", st)
+	if st := s.Stats(); st.Open != 2 || st.MaxConns != 2 || st.Evicted != [2]uint64{EvictIdle: 1} || st.Waited != 0 {
+		t.Fatalf("stats %+v, want 2 open of 2, one idle connection evicted, none waited", st)
 	}
 }
 

@@ -124,6 +124,7 @@ type Server struct {
 	handed map[net.Conn]handedWait
 
 	evicted [2]atomic.Uint64 // connections closed to make room, by EvictStalledHead, EvictIdle
+	waited  atomic.Uint64    // connections that waited for a place: none could be closed for them
 }
 
 // Why a connection was closed to make room at MaxConns (Stats.Evicted's index).
@@ -140,6 +141,9 @@ type Stats struct {
 	// Evicted counts the connections closed to make room at MaxConns, by EvictStalledHead and
 	// EvictIdle.
 	Evicted [2]uint64
+	// Waited counts the connections accepted at MaxConns that had to wait for a place because
+	// no connection could be closed for them (every one busy, or its head too recent).
+	Waited uint64
 }
 
 // Stats reports the server's connections; safe at any time, from any goroutine.
@@ -156,6 +160,7 @@ func (s *Server) Stats() Stats {
 	for i := range st.Evicted {
 		st.Evicted[i] = s.evicted[i].Load()
 	}
+	st.Waited = s.waited.Load()
 	return st
 }
 
@@ -285,7 +290,11 @@ func (s *Server) takePlace() bool {
 		return true
 	default:
 	}
-	s.evictWaiting()
+	if !s.evictWaiting() {
+		// Every connection has a request in flight (or a head too young to close): this one
+		// waits, which is what an operator must hear of (Stats.Waited).
+		s.waited.Add(1)
+	}
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
 	for {
