@@ -180,7 +180,9 @@ func TestMaxConnsClosesTheLongestIdle(t *testing.T) {
 	oldest := dial(t, addr)
 	oldest.send(get)
 	oldest.mustRead("GET")
-	time.Sleep(sweepEvery + 50*time.Millisecond) // idle states are stamped with the sweep's clock
+	// Idle states are stamped with the sweep's clock: the next one must carry a later tick.
+	tick := s.clock.Load()
+	eventually(t, "the sweep's clock to move on", func() bool { return s.clock.Load() != tick })
 	recent := dial(t, addr)
 	recent.send(get)
 	recent.mustRead("GET")
