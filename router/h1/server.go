@@ -117,10 +117,10 @@ type Server struct {
 	mu        sync.Mutex
 	conns     map[*conn]struct{}
 	listeners map[*net.Listener]struct{}
-	// handed are the connections net/http serves that wait for a request (a head not yet
-	// read, or idle between keep-alive requests), with the unix nanoseconds since when:
-	// evictWaiting may close them at MaxConns, as the loop's own. A connection whose handler
-	// runs is not in it. Guarded by mu.
+	// handed are the connections net/http serves, with how they wait for a request (a head
+	// not yet read, idle between keep-alive requests, a body read off after the handler) and
+	// the unix nanoseconds since when: evictWaiting may close them at MaxConns, as the loop's
+	// own, but never one marked serving (its handler runs). Guarded by mu.
 	handed map[net.Conn]handedWait
 
 	evicted [2]atomic.Uint64 // connections closed to make room, by EvictStalledHead, EvictIdle
@@ -173,7 +173,7 @@ type handedWait struct {
 }
 
 // handedConnKey is the request-context key of the connection net/http serves a request on
-// (fallback.ConnContext), which servingHanded takes out of s.handed while the handler runs.
+// (fallback.ConnContext), which servingHanded marks serving in s.handed while the handler runs.
 type handedConnKey struct{}
 
 func (s *Server) init() {
@@ -417,8 +417,9 @@ func (s *Server) handedState(nc net.Conn, st http.ConnState) {
 	}
 }
 
-// servingHanded takes a connection net/http serves out of s.handed while its handler runs: a
-// request in flight is never closed to make room.
+// servingHanded marks a connection net/http serves as serving while its handler runs, so that a
+// request in flight is never closed to make room; a connection evictWaiting chose first
+// (closing) does not run the handler at all.
 func (s *Server) servingHanded(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		nc, ok := r.Context().Value(handedConnKey{}).(net.Conn)
