@@ -91,11 +91,11 @@ type Server struct {
 	// MaxHeaderBytes caps a request head; heads beyond the loop's buffer are read by net/http,
 	// which enforces it (431).
 	MaxHeaderBytes int
-	// MaxConns caps the connections served. At the cap, a new connection is served once the
-	// connection that has waited for a request the longest is closed to make room
-	// (evictWaiting): one whose head has stalled for evictHeadAfter (a client that connected
-	// and sent nothing, or a head trickling in) first, else one idle between keep-alive
-	// requests. While no connection can be closed (handlers run, net/http serves, heads are
+	// MaxConns caps the connections served. At the cap, a new connection is served once a
+	// connection that waits for a request is closed to make room (evictWaiting; the one that
+	// has waited the longest among a sample of evictSample): one whose head has stalled for
+	// evictHeadAfter (a client that connected and sent nothing, or a head trickling in) first,
+	// else one idle between keep-alive requests. While no connection can be closed (handlers run, net/http serves, heads are
 	// recent) the new one waits, accepted, and the next wait in the listener's queue. 0: no
 	// cap.
 	MaxConns int
@@ -309,8 +309,8 @@ func (s *Server) takePlace() bool {
 	}
 }
 
-// evictWaiting closes the connection that has waited for a request the longest, to free a
-// place at MaxConns: a connection whose head has stalled for evictHeadAfter first, else the one
+// evictWaiting closes the connection that has waited for a request the longest (among a sample,
+// pickVictimLocked), to free a place at MaxConns: a connection whose head has stalled for evictHeadAfter first, else the one
 // idle the longest between keep-alive requests (RFC 9112, section 9.6: a server may close an
 // idle connection at any time; clients open another). The loop's connections and those it
 // handed to net/http alike; a connection with a request in flight is never chosen. It reports
