@@ -33,7 +33,8 @@ import (
 // connections) tries the read first, as net.Conn.Read does.
 //
 // All reads and writes (larger writes in pieces of rawio.MaxWrite) are raw system calls
-// through RawConn (package rawio says why), with net.Conn's semantics: deadlines, EOF, errors as *net.OpError.
+// through RawConn (package rawio says why), with net.Conn's semantics: deadlines, EOF, errors
+// as *net.OpError.
 //
 // The send timeout: a write that waits for room in the socket's buffer for sendTimeout while
 // the client takes less than minSendProgress bytes of the answer fails with a timeout (the

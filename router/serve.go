@@ -21,8 +21,8 @@ const (
 	// DefaultMaxConns caps the public listener's connections served, so a flood of held
 	// connections cannot exhaust the router's memory or file descriptors. At the cap a new
 	// connection is served once a waiting one is closed for it (router/h1: a head stalled for
-	// 2 s, else the connection idle the longest); only while every connection is busy does it
-	// wait, accepted, and the next in the kernel's accept queue.
+	// 2 s, else the connection idle the longest, among a sample of 64); only while every
+	// connection is busy does it wait, accepted, and the next in the kernel's accept queue.
 	DefaultMaxConns = 4096
 	// DefaultSendTimeout bounds one write of an answer to a client (at most the proxy's 32 KiB
 	// copy buffer): a client that takes less than 32 KiB of its answer in this long while the
@@ -72,9 +72,9 @@ func (c ServerConfig) withDefaults() ServerConfig {
 // client that stops reading its answer disconnected after SendTimeout (quietConn), at most
 // MaxConns connections served (at the cap a waiting connection, a stalled head or the one idle
 // the longest, is closed for a new one; new ones wait only while every connection is busy), so
-// a flood of held connections cannot exhaust the router's memory or file descriptors. Request bodies are bounded by the Router itself (Config.BodyTimeout and
-// BodyMinRate, 408 beyond), not by a server-wide read timeout, so that a large upload on a good
-// link is never cut. Its connections read and write with raw system calls (quietConn). Serve it
+// a flood of held connections cannot exhaust the router's memory or file descriptors. Request
+// bodies are bounded by the Router itself (Config.BodyTimeout and BodyMinRate, 408 beyond), not
+// by a server-wide read timeout, so that a large upload on a good link is never cut. Its connections read and write with raw system calls (quietConn). Serve it
 // on a plain TCP listener.
 func NewPublicServer(h http.Handler, c ServerConfig) *h1.Server {
 	c = c.withDefaults()
