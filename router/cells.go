@@ -77,7 +77,6 @@ type cell struct {
 	// ctx ends when the cell is closed; it cancels a probe in flight.
 	ctx    context.Context
 	cancel context.CancelFunc
-	done   chan struct{} // closed when the prober has exited; nil without a prober
 }
 
 func (c *cell) State() CellState { return *c.state.Load() }
@@ -99,12 +98,9 @@ func (c *cell) takesNewWork() bool {
 	return c.State() == CellActive && c.healthy.Load() && c.breaker.State() != gobreaker.StateOpen
 }
 
-// close stops the prober and drops idle connections. Requests in flight finish.
+// close cancels its probe in flight and drops idle connections. Requests in flight finish.
 func (c *cell) close() {
 	c.cancel()
-	if c.done != nil {
-		<-c.done
-	}
 	c.transport.Close()
 	c.preview.Load().close()
 }
@@ -188,7 +184,7 @@ func (rt *Router) reconcile(list []Cell) {
 	rt.cellsMu.Lock()
 	defer rt.cellsMu.Unlock()
 	if rt.ctx.Err() != nil {
-		return // closed: do not start probers that nobody stops
+		return // closed: do not open cells that nobody closes
 	}
 	old := rt.cells.Load()
 	next := &cellSet{byID: make(map[string]*cell, len(list))}
@@ -226,11 +222,6 @@ func (rt *Router) reconcile(list []Cell) {
 			rt.log.Info("cell removed or replaced", zap.String("cell", id))
 			c.close()
 			rt.m.forgetCell(id)
-		}
-	}
-	for _, c := range next.sorted {
-		if old.byID[c.id] != c {
-			rt.startProber(c)
 		}
 	}
 }
@@ -330,47 +321,103 @@ func (rt *Router) refreshLoop() {
 	})
 }
 
-// startProber starts the /readyz prober of a new cell.
-func (rt *Router) startProber(c *cell) {
-	if rt.cfg.ProbeInterval < 0 {
-		return
-	}
-	c.done = make(chan struct{})
-	go func() {
-		defer close(c.done)
-		rt.probeCtx(c.ctx, c)
-		loop.Every(c.ctx, rt.cfg.ProbeInterval, nil, func(ctx context.Context) { rt.probeCtx(ctx, c) })
-	}()
+// probeLoop probes every cell at once, now and then every ProbeInterval, until Close. A cell
+// added meanwhile is first probed in the next round (it counts as healthy until then).
+func (rt *Router) probeLoop() {
+	rt.ProbeCells(rt.ctx)
+	loop.Every(rt.ctx, rt.cfg.ProbeInterval, nil, rt.ProbeCells)
 }
 
-// ProbeCells probes every cell's /readyz once, now, and updates their health. The background
-// probers do the same every ProbeInterval; tests call this to decide when probing happens.
+// probeOutcome is what one /readyz probe of one cell found.
+type probeOutcome uint8
+
+const (
+	probePassed   probeOutcome = iota
+	probeFailed                // an answer other than 2xx, or an error before the timeout
+	probeTimedOut              // no answer within ProbeTimeout
+	probeCanceled              // the cell was closed or the round stopped: says nothing
+)
+
+// ProbeCells probes every cell's /readyz once, all at once, and updates their health. The
+// background loop runs one such round every ProbeInterval; tests call this to decide when
+// probing happens.
+//
+// ProbeFailures failed probes in a row mark a cell unhealthy (its requests then fail at once
+// with 503), one passing probe marks it healthy again. A timed-out probe is a failure only
+// in a round in which some cell passed: when no cell answered in time, the likelier cause is
+// the router itself (a stall of its process or machine, CPU starved by a surge, its own
+// network), and marking every cell down would turn that into a 503 for every tenant. Such a
+// round is inconclusive (logged, counted in router_probe_rounds_inconclusive_total) and
+// leaves the cells as they were; cells that really stopped answering are still caught by
+// their breakers, which count the failures of real requests. Other failures (refused
+// connections, a non-2xx answer) always count.
 func (rt *Router) ProbeCells(ctx context.Context) {
+	cells := rt.cells.Load().sorted
+	if len(cells) == 0 {
+		return
+	}
+	out := make([]probeOutcome, len(cells))
+	errs := make([]error, len(cells))
 	var wg sync.WaitGroup
-	for _, c := range rt.cells.Load().sorted {
-		wg.Go(func() { rt.probeCtx(ctx, c) })
+	for i, c := range cells {
+		wg.Go(func() { out[i], errs[i] = rt.probe(ctx, c) })
 	}
 	wg.Wait()
+	passed, timedOut := 0, 0
+	for _, o := range out {
+		switch o {
+		case probePassed:
+			passed++
+		case probeTimedOut:
+			timedOut++
+		}
+	}
+	inconclusive := passed == 0 && timedOut > 0
+	if inconclusive {
+		rt.m.probeInconclusive.Inc()
+		if !rt.probeStalled.Swap(true) {
+			rt.log.Warn("no cell answered its health probe in time; not counting the timeouts "+
+				"against the cells (the router itself is the likelier cause)",
+				zap.Int("cells", len(cells)), zap.Int("timed_out", timedOut), zap.Duration("timeout", rt.cfg.ProbeTimeout))
+		}
+	} else if passed > 0 && rt.probeStalled.Swap(false) {
+		rt.log.Info("cells answer their health probes in time again")
+	}
+	for i, c := range cells {
+		switch out[i] {
+		case probePassed:
+			c.probeFail.Store(0)
+			if !c.healthy.Swap(true) {
+				rt.log.Info("cell is healthy again", zap.String("cell", c.id))
+			}
+		case probeTimedOut, probeFailed:
+			if out[i] == probeTimedOut && inconclusive {
+				continue
+			}
+			if int(c.probeFail.Add(1)) >= rt.cfg.ProbeFailures && c.healthy.Swap(false) {
+				rt.log.Warn("cell failed its health probes; failing its requests fast",
+					zap.String("cell", c.id), zap.Error(errs[i]))
+			}
+		}
+	}
 }
 
-func (rt *Router) probeCtx(ctx context.Context, c *cell) {
-	ctx, cancel := context.WithTimeout(ctx, rt.cfg.ProbeTimeout)
+// probe asks c's /readyz once, within ProbeTimeout; ctx (the round's) and the cell's own
+// context cancel it.
+func (rt *Router) probe(ctx context.Context, c *cell) (probeOutcome, error) {
+	pctx, cancel := context.WithTimeout(c.ctx, rt.cfg.ProbeTimeout)
 	defer cancel()
-	err := probeOnce(ctx, c)
-	if err == nil {
-		c.probeFail.Store(0)
-		if !c.healthy.Swap(true) {
-			rt.log.Info("cell is healthy again", zap.String("cell", c.id))
-		}
-		return
+	defer context.AfterFunc(ctx, cancel)()
+	err := probeOnce(pctx, c)
+	switch {
+	case err == nil:
+		return probePassed, nil
+	case c.ctx.Err() != nil || ctx.Err() != nil:
+		return probeCanceled, err // closing: the failure says nothing about the cell
+	case errors.Is(pctx.Err(), context.DeadlineExceeded):
+		return probeTimedOut, err
 	}
-	if c.ctx.Err() != nil {
-		return // closing: the failure says nothing about the cell
-	}
-	if int(c.probeFail.Add(1)) >= rt.cfg.ProbeFailures && c.healthy.Swap(false) {
-		rt.log.Warn("cell failed its health probes; failing its requests fast",
-			zap.String("cell", c.id), zap.Error(err))
-	}
+	return probeFailed, err
 }
 
 func probeOnce(ctx context.Context, c *cell) error {

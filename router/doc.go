@@ -83,13 +83,16 @@
 //
 // # Failures
 //
-// Each cell has its own transport, ReverseProxy, breaker and prober; nothing on the request
+// Each cell has its own transport, ReverseProxy and breaker; nothing on the request
 // path takes a lock shared between cells, so a cell that is down or frozen costs only its own
 // requests. The transport is package hop's: a keep-alive HTTP/1.1 client that sends bodiless,
 // idempotent requests (most of the traffic) on the caller's goroutine, over an http.Transport
 // for everything else (bodies, upgrades); it cuts the router's CPU per request by a third
 // (BENCHMARKS.md). Transport failures (refused, reset, no headers within CellTimeout) are breaker
-// failures; a cell's own answers, whatever their status, are not. An open breaker, a cell that
+// failures; a cell's own answers, whatever their status, are not. All cells' /readyz are probed
+// at once, a round every ProbeInterval; a probe that timed out counts only in a round in which
+// some cell answered in time (when none did, the router itself is the likelier cause, and
+// marking every cell down would answer every tenant 503). An open breaker, a cell that
 // failed ProbeFailures consecutive /readyz probes, and a cell the directory marks down all give
 // 503 CELL_UNAVAILABLE at once, without touching the network. Draining cells keep serving the
 // workspaces placed on them but get no routes without a workspace. Unknown workspaces hash

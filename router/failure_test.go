@@ -153,6 +153,56 @@ func TestProbesMarkCellUnhealthy(t *testing.T) {
 	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
 }
 
+// When no cell answers its probe in time, the router does not mark them all down: that is what
+// a stall of its own process or machine looks like, and every tenant would get 503.
+func TestProbeTimeoutsOfEveryCellAreInconclusive(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.ProbeTimeout = 50 * time.Millisecond })
+	b.a.setHangs(true)
+	b.b.setHangs(true)
+	for range 3 {
+		b.rt.ProbeCells(context.Background())
+	}
+	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
+	b.get(t, "/api/v1/workspaces/"+b.wsB).wantCell(t, "cell-b")
+	if r := b.rt.Readiness(); r.CellsServing != 2 {
+		t.Errorf("cells serving %d after three rounds in which every probe timed out, want 2", r.CellsServing)
+	}
+	const three = "router_probe_rounds_inconclusive_total 3\n"
+	if m := b.metrics(t); !strings.Contains(m, three) {
+		t.Errorf("metrics do not count 3 inconclusive rounds:\n%s", grepLines(m, "router_probe"))
+	}
+	if n := b.logs.FilterMessageSnippet("no cell answered its health probe in time").Len(); n != 1 {
+		t.Errorf("logged the inconclusive rounds %d times, want once", n)
+	}
+
+	// One cell answering again makes the other's timeouts count.
+	b.b.setHangs(false)
+	b.rt.ProbeCells(context.Background())
+	b.rt.ProbeCells(context.Background())
+	b.get(t, "/api/v1/workspaces/"+b.wsA).wantProblem(t, http.StatusServiceUnavailable, problem.CellUnavailable)
+	b.get(t, "/api/v1/workspaces/"+b.wsB).wantCell(t, "cell-b")
+	if m := b.metrics(t); !strings.Contains(m, three) {
+		t.Errorf("metrics count more than 3 inconclusive rounds:\n%s", grepLines(m, "router_probe"))
+	}
+	if n := b.logs.FilterMessageSnippet("cells answer their health probes in time again").Len(); n != 1 {
+		t.Errorf("logged the recovery %d times, want once", n)
+	}
+}
+
+// A cell that answers 503 is marked down even in a round in which the other cell's probe timed
+// out: only timeouts are discounted.
+func TestProbeFailuresCountInAnInconclusiveRound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.ProbeTimeout = 50 * time.Millisecond })
+	b.a.setReady(http.StatusServiceUnavailable)
+	b.b.setHangs(true)
+	b.rt.ProbeCells(context.Background())
+	b.rt.ProbeCells(context.Background())
+	b.get(t, "/api/v1/workspaces/"+b.wsA).wantProblem(t, http.StatusServiceUnavailable, problem.CellUnavailable)
+	b.get(t, "/api/v1/workspaces/"+b.wsB).wantCell(t, "cell-b")
+}
+
 func TestProberRunsInBackground(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *Config) {

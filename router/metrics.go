@@ -27,6 +27,8 @@ type metrics struct {
 	shed       *prometheus.CounterVec
 	wsShed     *prometheus.CounterVec
 	noCell     [6]prometheus.Counter // requests answered before a cell was picked
+	// probeInconclusive counts rounds of health probes in which no cell answered in time.
+	probeInconclusive prometheus.Counter
 }
 
 // cellMetrics are one cell's series, resolved once so the hot path does no label lookups.
@@ -81,6 +83,10 @@ func newMetrics(rt *Router) *metrics {
 			Name: "router_directory_errors_total",
 			Help: "Failed directory reads by kind (placement, cells).",
 		}, []string{"op"}),
+		probeInconclusive: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "router_probe_rounds_inconclusive_total",
+			Help: "Rounds of cell health probes in which no cell answered in time: their timeouts were not counted against the cells (the router itself is the likelier cause).",
+		}),
 	}
 	for o := range m.cacheBy {
 		m.cacheBy[o] = m.cacheVec.WithLabelValues(placement.Outcome(o).String())
@@ -92,7 +98,7 @@ func newMetrics(rt *Router) *metrics {
 		Name: "router_placement_cache_entries",
 		Help: "Placements held in the cache now (not counting cached not-found answers); at most ROUTER_PLACEMENT_CACHE_SIZE.",
 	}, func() float64 { return float64(rt.cache.Len()) })
-	m.reg.MustRegister(m.requests, m.latency, m.cacheVec, m.misdirects, m.dirErrors, m.shed, m.wsShed, entries,
+	m.reg.MustRegister(m.requests, m.latency, m.cacheVec, m.misdirects, m.dirErrors, m.shed, m.wsShed, entries, m.probeInconclusive,
 		rt.cellCollector(), rt.publicCollector(),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -74,9 +74,11 @@ type Config struct {
 	BreakerOpenTimeout      time.Duration
 	BreakerHalfOpenRequests uint32
 
-	// ProbeInterval is how often each cell's /readyz is probed; negative disables probing (all
-	// cells count as healthy, which tests use). ProbeFailures consecutive failed probes mark a
-	// cell unhealthy; one success marks it healthy again.
+	// ProbeInterval is how often every cell's /readyz is probed (all cells at once, a round);
+	// negative disables probing (all cells count as healthy, which tests use). ProbeFailures
+	// consecutive failed probes mark a cell unhealthy; one success marks it healthy again. A
+	// probe that got no answer within ProbeTimeout fails only in a round in which some cell
+	// passed (ProbeCells).
 	ProbeInterval time.Duration
 	ProbeTimeout  time.Duration
 	ProbeFailures int
@@ -209,10 +211,13 @@ type Router struct {
 	cellsSF   singleflight.Group
 	cellsOK   atomic.Bool  // the last cell list read succeeded
 	lastForce atomic.Int64 // unix nanos of the last on-demand cell reread
-	rr        atomic.Uint64
-	buffers   bufferPool
-	share     *workspaceShare           // requests in flight per workspace (MaxInFlightPerWorkspace)
-	public    atomic.Pointer[h1.Server] // the public listener's server, for /metrics (ObservePublic)
+	// probeStalled is set by a round of health probes in which no cell answered in time, and
+	// cleared by one in which some cell passed: it logs the change once (ProbeCells).
+	probeStalled atomic.Bool
+	rr           atomic.Uint64
+	buffers      bufferPool
+	share        *workspaceShare           // requests in flight per workspace (MaxInFlightPerWorkspace)
+	public       atomic.Pointer[h1.Server] // the public listener's server, for /metrics (ObservePublic)
 
 	ctx       context.Context // ends at Close: the background work's
 	cancel    context.CancelFunc
@@ -221,7 +226,7 @@ type Router struct {
 }
 
 // New builds a Router, reads the cell list once (a failure is logged and retried in the
-// background, and /readyz reports it), and starts the cell refresher and health probers. Call
+// background, and /readyz reports it), and starts the cell refresher and the health probes. Call
 // Close to stop them.
 func New(ctx context.Context, cfg Config) (*Router, error) {
 	if err := cfg.Validate(); err != nil {
@@ -241,6 +246,9 @@ func New(ctx context.Context, cfg Config) (*Router, error) {
 	}
 	if cfg.CellsRefresh > 0 {
 		rt.wg.Go(rt.refreshLoop)
+	}
+	if cfg.ProbeInterval > 0 {
+		rt.wg.Go(rt.probeLoop)
 	}
 	return rt, nil
 }

@@ -105,7 +105,8 @@ type fakeCell struct {
 	mu       sync.Mutex
 	hosts    map[string]int64
 	requests []seen
-	ready    int // /readyz status
+	ready    int  // /readyz status
+	hangs    bool // /readyz answers only once the prober gives up (a frozen cell, or a stalled router)
 	// block, when set, is waited on by API requests (a frozen cell); entered is told first.
 	block   chan struct{}
 	entered chan struct{}
@@ -123,8 +124,12 @@ func newFakeCell(t *testing.T, id string) *fakeCell {
 func (c *fakeCell) serve(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/readyz" {
 		c.mu.Lock()
-		st := c.ready
+		st, hangs := c.ready, c.hangs
 		c.mu.Unlock()
+		if hangs {
+			<-r.Context().Done()
+			return
+		}
 		w.WriteHeader(st)
 		return
 	}
@@ -185,6 +190,12 @@ func (c *fakeCell) setReady(status int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ready = status
+}
+
+func (c *fakeCell) setHangs(hangs bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hangs = hangs
 }
 
 func (c *fakeCell) last(t *testing.T) seen {

@@ -321,11 +321,7 @@ func (e *env) retrying(t *testing.T, method, path string, body []byte, hdr ...st
 // other workspaces see no error, a job accepted before the move finishes exactly once, and a
 // write retried with its Idempotency-Key after the flip replays.
 func TestMoveUnderLoad(t *testing.T) {
-	// Health probes with room for a loaded test machine: with the defaults (0.5 s, two in a
-	// row) a one-second stall of the whole machine under make test's parallel packages once
-	// marked both cells unhealthy, and the bystanders' reads got 503 CELL_UNAVAILABLE, which
-	// says nothing about moves.
-	e := start(t, "", map[string][]string{"router": {"ROUTER_PLACEMENT_TTL=1s", "ROUTER_PROBE_TIMEOUT=2s", "ROUTER_PROBE_FAILURES=3"}})
+	e := start(t, "", map[string][]string{"router": {"ROUTER_PLACEMENT_TTL=1s"}})
 	ctx := context.Background()
 	ws := e.demo.WorkspaceA
 	// A third workspace on the source cell, of the same user: it must not notice the move.
