@@ -104,10 +104,19 @@ func output(o Options) zapcore.WriteSyncer {
 		out = zapcore.Lock(zapcore.AddSync(o.Output))
 	}
 	if o.Buffered {
-		out = &zapcore.BufferedWriteSyncer{WS: out, Size: 256 << 10, FlushInterval: time.Second}
+		out = &zapcore.BufferedWriteSyncer{WS: writeOnly{out}, Size: 256 << 10, FlushInterval: time.Second}
 	}
 	return out
 }
+
+// writeOnly is a WriteSyncer whose Sync does nothing. zapcore.BufferedWriteSyncer syncs its
+// output at every flush (once a second), holding the lock every Write waits for; an output that
+// is a file would be fsynced each time, and every request's log line would wait for the disk.
+// A log needs its lines written to the file (the flush does that), not on the disk at once: a
+// process that exits loses nothing written, as with nginx's logs.
+type writeOnly struct{ zapcore.WriteSyncer }
+
+func (writeOnly) Sync() error { return nil }
 
 func newLogger(component string, level zapcore.Level, out zapcore.WriteSyncer) *zap.Logger {
 	enc := zap.NewProductionEncoderConfig()

@@ -172,3 +172,35 @@ func BenchmarkAccessLine(b *testing.B) {
 		}
 	})
 }
+
+// syncCounter is an output that counts Sync calls (an *os.File's Sync is an fsync).
+type syncCounter struct {
+	bytes.Buffer
+	syncs int
+}
+
+func (s *syncCounter) Sync() error { s.syncs++; return nil }
+
+// A buffered log's flushes write its lines to the output but never sync it: zap's buffered
+// syncer syncs at every flush, once a second, under the lock every line waits for, and an
+// output that is a file would make every request wait for an fsync.
+func TestBufferedFlushWritesWithoutSyncing(t *testing.T) {
+	out := &syncCounter{}
+	log, access, err := NewWithAccess("router", Options{Output: out, Buffered: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	access.Begin("request").Str("method", "GET").End()
+	if out.Len() != 0 {
+		t.Fatalf("a buffered line was written at once: %q", out.String())
+	}
+	if err := log.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"method":"GET"`) {
+		t.Errorf("Sync did not write the buffered line: %q", out.String())
+	}
+	if out.syncs != 0 {
+		t.Errorf("the output was synced %d times, want 0", out.syncs)
+	}
+}
