@@ -350,7 +350,9 @@ const (
 // round is inconclusive (logged, counted in router_probe_rounds_inconclusive_total) and
 // leaves the cells as they were; cells that really stopped answering are still caught by
 // their breakers, which count the failures of real requests. Other failures (refused
-// connections, a non-2xx answer) always count.
+// connections, a non-2xx answer) always count. ProbeFailures inconclusive rounds in a row make
+// the router report itself unready (/readyz), so that a replica cut off from every cell leaves
+// its load balancer while a replica that merely stalled for a moment serves on.
 func (rt *Router) ProbeCells(ctx context.Context) {
 	cells := rt.cells.Load().sorted
 	if len(cells) == 0 {
@@ -375,12 +377,12 @@ func (rt *Router) ProbeCells(ctx context.Context) {
 	inconclusive := passed == 0 && timedOut > 0
 	if inconclusive {
 		rt.m.probeInconclusive.Inc()
-		if !rt.probeStalled.Swap(true) {
+		if rt.unanswered.Add(1) == 1 {
 			rt.log.Warn("no cell answered its health probe in time; not counting the timeouts "+
 				"against the cells (the router itself is the likelier cause)",
 				zap.Int("cells", len(cells)), zap.Int("timed_out", timedOut), zap.Duration("timeout", rt.cfg.ProbeTimeout))
 		}
-	} else if passed > 0 && rt.probeStalled.Swap(false) {
+	} else if passed > 0 && rt.unanswered.Swap(0) != 0 {
 		rt.log.Info("cells answer their health probes in time again")
 	}
 	for i, c := range cells {

@@ -13,8 +13,9 @@ import (
 //     triggered by a dependency's outage.
 //   - /readyz: 200 when the router can route: it can reach the directory (the last cell list
 //     read succeeded) OR it has cached placements to serve from, AND at least one cell takes
-//     traffic (active or draining, passing its probes, breaker not open). Otherwise 503. The
-//     body has the parts of that decision, as counts, never cell URLs or workspace IDs.
+//     traffic (active or draining, passing its probes, breaker not open), AND it got some cell's
+//     probe answered in time in the last ProbeFailures rounds. Otherwise 503. The body has the
+//     parts of that decision, as counts, never cell URLs or workspace IDs.
 //   - /metrics: Prometheus.
 func (rt *Router) OpsHandler() http.Handler {
 	mux := http.NewServeMux()
@@ -34,18 +35,23 @@ type Readiness struct {
 	CachedPlacements int  `json:"cached_placements"`
 	Cells            int  `json:"cells"`
 	CellsServing     int  `json:"cells_serving"`
+	// ProbeRoundsUnanswered is the number of rounds of health probes in a row in which no cell
+	// answered in time (ProbeCells); at ProbeFailures the router is not ready.
+	ProbeRoundsUnanswered int `json:"probe_rounds_unanswered"`
 }
 
 // Readiness evaluates what /readyz answers.
 func (rt *Router) Readiness() Readiness {
-	r := Readiness{DirectoryOK: rt.cellsOK.Load(), CachedPlacements: rt.cache.Len()}
+	r := Readiness{DirectoryOK: rt.cellsOK.Load(), CachedPlacements: rt.cache.Len(),
+		ProbeRoundsUnanswered: int(rt.unanswered.Load())}
 	for _, c := range rt.cells.Load().sorted {
 		r.Cells++
 		if c.serving() {
 			r.CellsServing++
 		}
 	}
-	r.Ready = (r.DirectoryOK || r.CachedPlacements > 0) && r.CellsServing > 0
+	r.Ready = (r.DirectoryOK || r.CachedPlacements > 0) && r.CellsServing > 0 &&
+		r.ProbeRoundsUnanswered < rt.cfg.ProbeFailures
 	return r
 }
 

@@ -211,13 +211,14 @@ type Router struct {
 	cellsSF   singleflight.Group
 	cellsOK   atomic.Bool  // the last cell list read succeeded
 	lastForce atomic.Int64 // unix nanos of the last on-demand cell reread
-	// probeStalled is set by a round of health probes in which no cell answered in time, and
-	// cleared by one in which some cell passed: it logs the change once (ProbeCells).
-	probeStalled atomic.Bool
-	rr           atomic.Uint64
-	buffers      bufferPool
-	share        *workspaceShare           // requests in flight per workspace (MaxInFlightPerWorkspace)
-	public       atomic.Pointer[h1.Server] // the public listener's server, for /metrics (ObservePublic)
+	// unanswered counts the rounds of health probes in a row in which no cell answered in time
+	// (ProbeCells); a round in which some cell passed resets it. At ProbeFailures the router
+	// reports itself unready (Readiness).
+	unanswered atomic.Int32
+	rr         atomic.Uint64
+	buffers    bufferPool
+	share      *workspaceShare           // requests in flight per workspace (MaxInFlightPerWorkspace)
+	public     atomic.Pointer[h1.Server] // the public listener's server, for /metrics (ObservePublic)
 
 	ctx       context.Context // ends at Close: the background work's
 	cancel    context.CancelFunc
