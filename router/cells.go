@@ -224,6 +224,12 @@ func (rt *Router) reconcile(list []Cell) {
 			rt.m.forgetCell(id)
 		}
 	}
+	for _, c := range next.sorted {
+		if old.byID[c.id] != c {
+			rt.kickProbes()
+			break
+		}
+	}
 }
 
 func checkCell(c Cell) (CellState, error) {
@@ -321,21 +327,40 @@ func (rt *Router) refreshLoop() {
 	})
 }
 
-// probeLoop probes every cell at once, now and then every ProbeInterval, until Close. A cell
-// added meanwhile is first probed in the next round (it counts as healthy until then).
+// probeLoop probes every cell at once, now, then every ProbeInterval and whenever the cell set
+// gained a cell (reconcile kicks it), until Close.
 func (rt *Router) probeLoop() {
-	rt.ProbeCells(rt.ctx)
-	loop.Every(rt.ctx, rt.cfg.ProbeInterval, nil, rt.ProbeCells)
+	t := time.NewTicker(rt.cfg.ProbeInterval)
+	defer t.Stop()
+	for {
+		rt.ProbeCells(rt.ctx)
+		select {
+		case <-rt.ctx.Done():
+			return
+		case <-t.C:
+		case <-rt.probeKick:
+		}
+	}
+}
+
+// kickProbes asks the probe loop for a round now (a cell was added: it counts as healthy until
+// its first probe).
+func (rt *Router) kickProbes() {
+	select {
+	case rt.probeKick <- struct{}{}:
+	default: // a round is asked for already
+	}
 }
 
 // probeOutcome is what one /readyz probe of one cell found.
 type probeOutcome uint8
 
 const (
-	probePassed   probeOutcome = iota
-	probeFailed                // an answer other than 2xx, or an error before the timeout
-	probeTimedOut              // no answer within ProbeTimeout
-	probeCanceled              // the cell was closed or the round stopped: says nothing
+	probePassed   probeOutcome = iota // a 2xx answer in time
+	probeRefused                      // another answer: the cell is reachable and says it is not ready
+	probeFailed                       // an error before the timeout (refused connection, reset, bad answer)
+	probeTimedOut                     // no answer within ProbeTimeout
+	probeCanceled                     // the cell was closed or the round stopped: says nothing
 )
 
 // ProbeCells probes every cell's /readyz once, all at once, and updates their health. The
@@ -343,47 +368,77 @@ const (
 // probing happens.
 //
 // ProbeFailures failed probes in a row mark a cell unhealthy (its requests then fail at once
-// with 503), one passing probe marks it healthy again. A timed-out probe is a failure only
-// in a round in which some cell passed: when no cell answered in time, the likelier cause is
-// the router itself (a stall of its process or machine, CPU starved by a surge, its own
-// network), and marking every cell down would turn that into a 503 for every tenant. Such a
-// round is inconclusive (logged, counted in router_probe_rounds_inconclusive_total) and
-// leaves the cells as they were; cells that really stopped answering are still caught by
-// their breakers, which count the failures of real requests. Other failures (refused
-// connections, a non-2xx answer) always count. ProbeFailures inconclusive rounds in a row make
-// the router report itself unready (/readyz), so that a replica cut off from every cell leaves
-// its load balancer while a replica that merely stalled for a moment serves on.
+// with 503), one passing probe marks it healthy again. Timed-out probes are discounted (not
+// counted against their cells) in a round that suggests the router itself is the cause: one in
+// which no cell answered at all, or one that ran late (over twice ProbeTimeout, and at least
+// ProbeTimeout plus 250 ms: the router's process or machine stalled, or its CPU is starved, and
+// answers waiting in its sockets were read too late). Marking every cell down for the router's own stall would answer every tenant
+// 503. At most ProbeFailures rounds in a row are discounted; after that the timeouts count
+// again, so cells that really all stopped answering are marked down ProbeFailures rounds later
+// than one that stopped alone. Discounted rounds are logged (once per episode) and counted in
+// router_probe_rounds_inconclusive_total. Other failures (a non-2xx answer, a refused
+// connection) always count.
+//
+// ProbeFailures rounds in a row in which no cell answered make the router report itself unready
+// (Readiness), so that a replica cut off from every cell leaves its load balancer.
 func (rt *Router) ProbeCells(ctx context.Context) {
 	cells := rt.cells.Load().sorted
 	if len(cells) == 0 {
 		return
 	}
+	rt.probeMu.Lock() // rounds one at a time: the streaks below are about rounds in a row
+	defer rt.probeMu.Unlock()
 	out := make([]probeOutcome, len(cells))
 	errs := make([]error, len(cells))
+	start := rt.cfg.Now()
 	var wg sync.WaitGroup
 	for i, c := range cells {
 		wg.Go(func() { out[i], errs[i] = rt.probe(ctx, c) })
 	}
 	wg.Wait()
-	passed, timedOut := 0, 0
+	elapsed := rt.cfg.Now().Sub(start)
+	answered, timedOut, canceled := 0, 0, 0
 	for _, o := range out {
 		switch o {
-		case probePassed:
-			passed++
+		case probePassed, probeRefused:
+			answered++
 		case probeTimedOut:
 			timedOut++
+		case probeCanceled:
+			canceled++
 		}
 	}
-	inconclusive := passed == 0 && timedOut > 0
-	if inconclusive {
-		rt.m.probeInconclusive.Inc()
-		if rt.unanswered.Add(1) == 1 {
-			rt.log.Warn("no cell answered its health probe in time; not counting the timeouts "+
-				"against the cells (the router itself is the likelier cause)",
-				zap.Int("cells", len(cells)), zap.Int("timed_out", timedOut), zap.Duration("timeout", rt.cfg.ProbeTimeout))
+	if canceled == len(cells) {
+		return // the router or every cell closing: the round says nothing
+	}
+	if answered == 0 {
+		if int(rt.unanswered.Add(1)) == rt.cfg.ProbeFailures {
+			rt.log.Warn("no cell answered its health probe for ProbeFailures rounds in a row; the router reports itself unready",
+				zap.Int("rounds", rt.cfg.ProbeFailures), zap.Int("cells", len(cells)), zap.Int("timed_out", timedOut))
 		}
-	} else if passed > 0 && rt.unanswered.Swap(0) != 0 {
-		rt.log.Info("cells answer their health probes in time again")
+	} else if int(rt.unanswered.Swap(0)) >= rt.cfg.ProbeFailures {
+		rt.log.Info("cells answer their health probes again; the router is ready")
+	}
+	late := elapsed > rt.cfg.ProbeTimeout+max(rt.cfg.ProbeTimeout, lateSlack)
+	discount := false
+	if timedOut > 0 && (answered == 0 || late) {
+		n := rt.discounted.Add(1)
+		discount = int(n) <= rt.cfg.ProbeFailures
+		switch {
+		case discount:
+			rt.m.probeInconclusive.Inc()
+			if n == 1 {
+				rt.log.Warn("health probes timed out in a round that suggests the router itself is the cause; "+
+					"not counting the timeouts against the cells",
+					zap.Int("cells", len(cells)), zap.Int("answered", answered), zap.Int("timed_out", timedOut),
+					zap.Duration("round", elapsed), zap.Duration("timeout", rt.cfg.ProbeTimeout))
+			}
+		case int(n) == rt.cfg.ProbeFailures+1:
+			rt.log.Warn("health probes keep timing out; counting the timeouts against the cells again",
+				zap.Int("cells", len(cells)), zap.Int("answered", answered), zap.Int("timed_out", timedOut))
+		}
+	} else {
+		rt.discounted.Store(0)
 	}
 	for i, c := range cells {
 		switch out[i] {
@@ -392,8 +447,8 @@ func (rt *Router) ProbeCells(ctx context.Context) {
 			if !c.healthy.Swap(true) {
 				rt.log.Info("cell is healthy again", zap.String("cell", c.id))
 			}
-		case probeTimedOut, probeFailed:
-			if out[i] == probeTimedOut && inconclusive {
+		case probeTimedOut, probeRefused, probeFailed:
+			if out[i] == probeTimedOut && discount {
 				continue
 			}
 			if int(c.probeFail.Add(1)) >= rt.cfg.ProbeFailures && c.healthy.Swap(false) {
@@ -404,39 +459,43 @@ func (rt *Router) ProbeCells(ctx context.Context) {
 	}
 }
 
+// lateSlack is the least a round may take beyond ProbeTimeout before it counts as late: a
+// timed-out probe ends at the transport's next deadline check (every 50 ms), plus scheduling.
+const lateSlack = 250 * time.Millisecond
+
 // probe asks c's /readyz once, within ProbeTimeout; ctx (the round's) and the cell's own
 // context cancel it.
 func (rt *Router) probe(ctx context.Context, c *cell) (probeOutcome, error) {
 	pctx, cancel := context.WithTimeout(c.ctx, rt.cfg.ProbeTimeout)
 	defer cancel()
 	defer context.AfterFunc(ctx, cancel)()
-	err := probeOnce(pctx, c)
+	status, err := probeOnce(pctx, c)
 	switch {
-	case err == nil:
+	case err == nil && status/100 == 2:
 		return probePassed, nil
+	case err == nil:
+		return probeRefused, fmt.Errorf("readyz answered %d", status)
 	case c.ctx.Err() != nil || ctx.Err() != nil:
 		return probeCanceled, err // closing: the failure says nothing about the cell
-	case errors.Is(pctx.Err(), context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(pctx.Err(), context.DeadlineExceeded):
 		return probeTimedOut, err
 	}
 	return probeFailed, err
 }
 
-func probeOnce(ctx context.Context, c *cell) error {
+// probeOnce asks c's /readyz and returns the answer's status.
+func probeOnce(ctx context.Context, c *cell) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.target.JoinPath("/readyz").String(), nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	res, err := c.transport.RoundTrip(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
 	res.Body.Close()
-	if res.StatusCode/100 != 2 {
-		return fmt.Errorf("readyz answered %d", res.StatusCode)
-	}
-	return nil
+	return res.StatusCode, nil
 }
 
 // serving reports whether the cell takes any traffic now (its own workspaces at least).

@@ -90,9 +90,9 @@
 // for everything else (bodies, upgrades); it cuts the router's CPU per request by a third
 // (BENCHMARKS.md). Transport failures (refused, reset, no headers within CellTimeout) are breaker
 // failures; a cell's own answers, whatever their status, are not. All cells' /readyz are probed
-// at once, a round every ProbeInterval; a probe that timed out counts only in a round in which
-// some cell answered in time (when none did, the router itself is the likelier cause, and
-// marking every cell down would answer every tenant 503). An open breaker, a cell that
+// at once, a round every ProbeInterval; the timeouts of a round in which no cell answered, or
+// that ran late, are discounted for a few rounds (the router itself is the likelier cause, and
+// marking every cell down would answer every tenant 503; ProbeCells). An open breaker, a cell that
 // failed ProbeFailures consecutive /readyz probes, and a cell the directory marks down all give
 // 503 CELL_UNAVAILABLE at once, without touching the network. Draining cells keep serving the
 // workspaces placed on them but get no routes without a workspace. Unknown workspaces hash

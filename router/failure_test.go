@@ -153,11 +153,13 @@ func TestProbesMarkCellUnhealthy(t *testing.T) {
 	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
 }
 
-// When no cell answers its probe in time, the router does not mark them all down: that is what
-// a stall of its own process or machine looks like, and every tenant would get 503.
-func TestProbeTimeoutsOfEveryCellAreInconclusive(t *testing.T) {
+// When no cell answers its probe in time, the router does not mark them all down at once: that
+// is what a stall of its own process or machine looks like, and every tenant would get 503.
+// Timeouts that go on are counted again, so cells that all stopped answering are still cut off.
+func TestProbeTimeoutsOfEveryCellAreDiscountedForAWhile(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *Config) { c.ProbeTimeout = 50 * time.Millisecond })
+	b := setup(t, func(c *Config) { c.ProbeTimeout = 50 * time.Millisecond }) // ProbeFailures 2
+	const discounted = "not counting the timeouts against the cells"
 	b.a.setHangs(true)
 	b.b.setHangs(true)
 	b.rt.ProbeCells(context.Background())
@@ -165,42 +167,60 @@ func TestProbeTimeoutsOfEveryCellAreInconclusive(t *testing.T) {
 		t.Errorf("after one round without an answer: %+v, want ready with 1 round unanswered", r)
 	}
 	b.rt.ProbeCells(context.Background())
-	b.rt.ProbeCells(context.Background())
 	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
 	b.get(t, "/api/v1/workspaces/"+b.wsB).wantCell(t, "cell-b")
-	// The cells serve on, but a router that has reached no cell for ProbeFailures rounds (2)
-	// leaves its load balancer: it may be the one cut off.
-	if r := b.rt.Readiness(); r.CellsServing != 2 || r.Ready || r.ProbeRoundsUnanswered != 3 {
-		t.Errorf("after three rounds in which every probe timed out: %+v, want 2 cells serving, not ready, 3 rounds unanswered", r)
+	// The cells serve on, but a router that has reached no cell for ProbeFailures rounds leaves
+	// its load balancer: it may be the one cut off.
+	if r := b.rt.Readiness(); r.CellsServing != 2 || r.Ready || r.ProbeRoundsUnanswered != 2 {
+		t.Errorf("after two rounds in which every probe timed out: %+v, want 2 cells serving, not ready, 2 rounds unanswered", r)
 	}
-	const three = "router_probe_rounds_inconclusive_total 3\n"
-	if m := b.metrics(t); !strings.Contains(m, three) {
-		t.Errorf("metrics do not count 3 inconclusive rounds:\n%s", grepLines(m, "router_probe"))
+	const two = "router_probe_rounds_inconclusive_total 2\n"
+	if m := b.metrics(t); !strings.Contains(m, two) {
+		t.Errorf("metrics do not count 2 discounted rounds:\n%s", grepLines(m, "router_probe"))
 	}
-	if n := b.logs.FilterMessageSnippet("no cell answered its health probe in time").Len(); n != 1 {
-		t.Errorf("logged the inconclusive rounds %d times, want once", n)
+	if n := b.logs.FilterMessageSnippet(discounted).Len(); n != 1 {
+		t.Errorf("logged the discounted rounds %d times, want once", n)
 	}
 
-	// One cell answering again makes the other's timeouts count.
-	b.b.setHangs(false)
+	// Two more rounds: the timeouts count again, and ProbeFailures of them mark both cells down.
 	b.rt.ProbeCells(context.Background())
-	if r := b.rt.Readiness(); !r.Ready || r.ProbeRoundsUnanswered != 0 {
-		t.Errorf("after a round in which cell-b answered: %+v, want ready, 0 rounds unanswered", r)
-	}
+	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
 	b.rt.ProbeCells(context.Background())
 	b.get(t, "/api/v1/workspaces/"+b.wsA).wantProblem(t, http.StatusServiceUnavailable, problem.CellUnavailable)
-	b.get(t, "/api/v1/workspaces/"+b.wsB).wantCell(t, "cell-b")
-	if m := b.metrics(t); !strings.Contains(m, three) {
-		t.Errorf("metrics count more than 3 inconclusive rounds:\n%s", grepLines(m, "router_probe"))
+	b.get(t, "/api/v1/workspaces/"+b.wsB).wantProblem(t, http.StatusServiceUnavailable, problem.CellUnavailable)
+	if m := b.metrics(t); !strings.Contains(m, two) {
+		t.Errorf("metrics count more than 2 discounted rounds:\n%s", grepLines(m, "router_probe"))
 	}
-	if n := b.logs.FilterMessageSnippet("cells answer their health probes in time again").Len(); n != 1 {
+	if n := b.logs.FilterMessageSnippet("counting the timeouts against the cells again").Len(); n != 1 {
+		t.Errorf("logged the end of the discount %d times, want once", n)
+	}
+
+	// One cell answering again: it serves, the router is ready, and the other's timeouts count
+	// at once.
+	b.b.setHangs(false)
+	b.rt.ProbeCells(context.Background())
+	if r := b.rt.Readiness(); !r.Ready || r.ProbeRoundsUnanswered != 0 || r.CellsServing != 1 {
+		t.Errorf("after a round in which cell-b answered: %+v, want ready, 0 rounds unanswered, 1 cell serving", r)
+	}
+	b.get(t, "/api/v1/workspaces/"+b.wsB).wantCell(t, "cell-b")
+	b.get(t, "/api/v1/workspaces/"+b.wsA).wantProblem(t, http.StatusServiceUnavailable, problem.CellUnavailable)
+	if n := b.logs.FilterMessageSnippet("the router is ready").Len(); n != 1 {
 		t.Errorf("logged the recovery %d times, want once", n)
+	}
+
+	// A new episode is discounted again.
+	b.b.setHangs(true)
+	b.rt.ProbeCells(context.Background())
+	b.rt.ProbeCells(context.Background())
+	b.get(t, "/api/v1/workspaces/"+b.wsB).wantCell(t, "cell-b")
+	if n := b.logs.FilterMessageSnippet(discounted).Len(); n != 2 {
+		t.Errorf("logged %d episodes of discounted rounds, want 2", n)
 	}
 }
 
-// A cell that answers 503 is marked down even in a round in which the other cell's probe timed
-// out: only timeouts are discounted.
-func TestProbeFailuresCountInAnInconclusiveRound(t *testing.T) {
+// A cell that answers in time, even 503, shows the router reaching its cells: another cell's
+// timeout then counts.
+func TestATimelyAnswerMakesTimeoutsCount(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *Config) { c.ProbeTimeout = 50 * time.Millisecond })
 	b.a.setReady(http.StatusServiceUnavailable)
@@ -208,7 +228,108 @@ func TestProbeFailuresCountInAnInconclusiveRound(t *testing.T) {
 	b.rt.ProbeCells(context.Background())
 	b.rt.ProbeCells(context.Background())
 	b.get(t, "/api/v1/workspaces/"+b.wsA).wantProblem(t, http.StatusServiceUnavailable, problem.CellUnavailable)
+	b.get(t, "/api/v1/workspaces/"+b.wsB).wantProblem(t, http.StatusServiceUnavailable, problem.CellUnavailable)
+	if r := b.rt.Readiness(); r.ProbeRoundsUnanswered != 0 {
+		t.Errorf("rounds unanswered %d with cell-a answering, want 0", r.ProbeRoundsUnanswered)
+	}
+}
+
+// A refused connection is no answer (nothing shows the router reaching its cells), but it is
+// a failure of its own cell, never discounted.
+func TestRefusedConnectionsCountInADiscountedRound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.ProbeTimeout = 50 * time.Millisecond })
+	b.a.srv.Close()
+	b.b.setHangs(true)
+	b.rt.ProbeCells(context.Background())
+	b.rt.ProbeCells(context.Background())
+	b.get(t, "/api/v1/workspaces/"+b.wsA).wantProblem(t, http.StatusServiceUnavailable, problem.CellUnavailable)
 	b.get(t, "/api/v1/workspaces/"+b.wsB).wantCell(t, "cell-b")
+}
+
+// A round that ran late (the router's clock moved on while it waited, as in a stall of its
+// process) discounts its timeouts although another cell passed: answers waiting in the
+// router's sockets were read too late.
+func TestALateRoundDiscountsItsTimeouts(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.ProbeTimeout = 50 * time.Millisecond })
+	b.a.mu.Lock()
+	b.a.onReady = func() { b.clock.Advance(2 * time.Second) } // the round takes 2 s by the router's clock
+	b.a.mu.Unlock()
+	b.b.setHangs(true)
+	b.rt.ProbeCells(context.Background())
+	b.rt.ProbeCells(context.Background())
+	b.get(t, "/api/v1/workspaces/"+b.wsB).wantCell(t, "cell-b")
+	if r := b.rt.Readiness(); !r.Ready || r.ProbeRoundsUnanswered != 0 {
+		t.Errorf("after late rounds in which cell-a passed: %+v, want ready, 0 rounds unanswered", r)
+	}
+	// Rounds on time: cell-b's timeouts count.
+	b.a.mu.Lock()
+	b.a.onReady = nil
+	b.a.mu.Unlock()
+	b.rt.ProbeCells(context.Background())
+	b.rt.ProbeCells(context.Background())
+	b.get(t, "/api/v1/workspaces/"+b.wsB).wantProblem(t, http.StatusServiceUnavailable, problem.CellUnavailable)
+	b.get(t, "/api/v1/workspaces/"+b.wsA).wantCell(t, "cell-a")
+}
+
+// Cells that all refuse connections are marked down as before: nothing is discounted.
+func TestAllCellsRefusingAreMarkedDown(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.ProbeTimeout = 50 * time.Millisecond })
+	b.a.srv.Close()
+	b.b.srv.Close()
+	b.rt.ProbeCells(context.Background())
+	b.rt.ProbeCells(context.Background())
+	if r := b.rt.Readiness(); r.CellsServing != 0 || r.Ready {
+		t.Errorf("after two rounds of refused connections: %+v, want no cell serving, not ready", r)
+	}
+	if m := b.metrics(t); !strings.Contains(m, "router_probe_rounds_inconclusive_total 0\n") {
+		t.Errorf("refused connections were discounted:\n%s", grepLines(m, "router_probe"))
+	}
+}
+
+// A round ends with its context (the router closing), and its cancelled probes say nothing.
+func TestAProbeRoundEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.ProbeTimeout = time.Minute })
+	b.a.setHangs(true)
+	b.b.setHangs(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { b.rt.ProbeCells(ctx); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the round did not end with its context (ProbeTimeout 1 min)")
+	}
+	if r := b.rt.Readiness(); !r.Ready || r.ProbeRoundsUnanswered != 0 || r.CellsServing != 2 {
+		t.Errorf("after a cancelled round: %+v, want it to count for nothing", r)
+	}
+}
+
+// A cell added to the directory is probed at once, not at the next tick.
+func TestANewCellIsProbedAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) {
+		c.ProbeInterval = time.Hour // one round at start, then only rounds asked for
+		c.ProbeFailures = 1
+	})
+	c := newFakeCell(t, "cell-c")
+	c.setReady(http.StatusServiceUnavailable)
+	b.dir.mu.Lock()
+	b.dir.cells = append(b.dir.cells, Cell{ID: "cell-c", URL: c.srv.URL, State: CellActive})
+	b.dir.mu.Unlock()
+	if err := b.rt.RefreshCells(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, 5*time.Millisecond, "cell-c is probed", func() error {
+		if c, ok := b.rt.cells.Load().byID["cell-c"]; !ok || c.healthy.Load() {
+			return errors.New("cell-c not probed yet")
+		}
+		return nil
+	})
 }
 
 func TestProberRunsInBackground(t *testing.T) {

@@ -124,7 +124,8 @@ type Config struct {
 	// AccessLog receives one line per request (logging.NewWithAccess, which writes the
 	// Logger's JSON format to its output for a fraction of zap's CPU); nil writes none.
 	AccessLog *logging.AccessLog
-	// Now is the clock of the placement cache; nil is time.Now.
+	// Now is the router's clock for the placement cache and for timing the rounds of health
+	// probes (ProbeCells); nil is time.Now.
 	Now func() time.Time
 }
 
@@ -211,10 +212,13 @@ type Router struct {
 	cellsSF   singleflight.Group
 	cellsOK   atomic.Bool  // the last cell list read succeeded
 	lastForce atomic.Int64 // unix nanos of the last on-demand cell reread
-	// unanswered counts the rounds of health probes in a row in which no cell answered in time
-	// (ProbeCells); a round in which some cell passed resets it. At ProbeFailures the router
-	// reports itself unready (Readiness).
+	// The health probes' rounds (ProbeCells): probeMu runs them one at a time; unanswered
+	// counts the rounds in a row in which no cell answered (at ProbeFailures the router reports
+	// itself unready), discounted those in a row whose timeouts suggested the router's own stall.
+	probeMu    sync.Mutex
+	probeKick  chan struct{}
 	unanswered atomic.Int32
+	discounted atomic.Int32
 	rr         atomic.Uint64
 	buffers    bufferPool
 	share      *workspaceShare           // requests in flight per workspace (MaxInFlightPerWorkspace)
@@ -238,7 +242,8 @@ func New(ctx context.Context, cfg Config) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := &Router{cfg: cfg, log: cfg.Logger, cache: cache, share: newWorkspaceShare()}
+	rt := &Router{cfg: cfg, log: cfg.Logger, cache: cache, share: newWorkspaceShare(),
+		probeKick: make(chan struct{}, 1)}
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
 	rt.cells.Store(&cellSet{byID: map[string]*cell{}})
 	rt.m = newMetrics(rt)

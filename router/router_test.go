@@ -105,8 +105,9 @@ type fakeCell struct {
 	mu       sync.Mutex
 	hosts    map[string]int64
 	requests []seen
-	ready    int  // /readyz status
-	hangs    bool // /readyz answers only once the prober gives up (a frozen cell, or a stalled router)
+	ready    int    // /readyz status
+	hangs    bool   // /readyz answers only once the prober gives up (a frozen cell, or a stalled router)
+	onReady  func() // called by /readyz before it answers
 	// block, when set, is waited on by API requests (a frozen cell); entered is told first.
 	block   chan struct{}
 	entered chan struct{}
@@ -124,8 +125,11 @@ func newFakeCell(t *testing.T, id string) *fakeCell {
 func (c *fakeCell) serve(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/readyz" {
 		c.mu.Lock()
-		st, hangs := c.ready, c.hangs
+		st, hangs, onReady := c.ready, c.hangs, c.onReady
 		c.mu.Unlock()
+		if onReady != nil {
+			onReady()
+		}
 		if hangs {
 			<-r.Context().Done()
 			return
