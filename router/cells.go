@@ -224,10 +224,11 @@ func (rt *Router) reconcile(list []Cell) {
 			rt.m.forgetCell(id)
 		}
 	}
-	for _, c := range next.sorted {
-		if old.byID[c.id] != c {
-			rt.kickProbes()
-			break
+	if rt.probing.Load() {
+		for _, c := range next.sorted {
+			if old.byID[c.id] != c {
+				rt.wg.Go(func() { rt.probeNew(c) })
+			}
 		}
 	}
 }
@@ -327,28 +328,24 @@ func (rt *Router) refreshLoop() {
 	})
 }
 
-// probeLoop probes every cell at once, now, then every ProbeInterval and whenever the cell set
-// gained a cell (reconcile kicks it), until Close.
+// probeLoop probes every cell at once, now and then every ProbeInterval, until Close.
 func (rt *Router) probeLoop() {
-	t := time.NewTicker(rt.cfg.ProbeInterval)
-	defer t.Stop()
-	for {
-		rt.ProbeCells(rt.ctx)
-		select {
-		case <-rt.ctx.Done():
-			return
-		case <-t.C:
-		case <-rt.probeKick:
-		}
-	}
+	rt.ProbeCells(rt.ctx)
+	loop.Every(rt.ctx, rt.cfg.ProbeInterval, nil, rt.ProbeCells)
 }
 
-// kickProbes asks the probe loop for a round now (a cell was added: it counts as healthy until
-// its first probe).
-func (rt *Router) kickProbes() {
-	select {
-	case rt.probeKick <- struct{}{}:
-	default: // a round is asked for already
+// probeNew probes a cell the directory just listed, which counts as healthy until probed,
+// instead of waiting for the next round. Only an answer or a definite failure counts: a
+// timeout, judged alone, could be the router's own stall, and the next round judges it.
+func (rt *Router) probeNew(c *cell) {
+	switch o, err := rt.probe(rt.ctx, c); o {
+	case probePassed:
+		c.probeFail.Store(0)
+	case probeRefused, probeFailed:
+		if int(c.probeFail.Add(1)) >= rt.cfg.ProbeFailures && c.healthy.Swap(false) {
+			rt.log.Warn("cell failed its health probes; failing its requests fast",
+				zap.String("cell", c.id), zap.Error(err))
+		}
 	}
 }
 

@@ -216,7 +216,7 @@ type Router struct {
 	// counts the rounds in a row in which no cell answered (at ProbeFailures the router reports
 	// itself unready), discounted those in a row whose timeouts suggested the router's own stall.
 	probeMu    sync.Mutex
-	probeKick  chan struct{}
+	probing    atomic.Bool // the probe loop runs: a cell added from now on is probed at once
 	unanswered atomic.Int32
 	discounted atomic.Int32
 	rr         atomic.Uint64
@@ -242,8 +242,7 @@ func New(ctx context.Context, cfg Config) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := &Router{cfg: cfg, log: cfg.Logger, cache: cache, share: newWorkspaceShare(),
-		probeKick: make(chan struct{}, 1)}
+	rt := &Router{cfg: cfg, log: cfg.Logger, cache: cache, share: newWorkspaceShare()}
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
 	rt.cells.Store(&cellSet{byID: map[string]*cell{}})
 	rt.m = newMetrics(rt)
@@ -254,6 +253,7 @@ func New(ctx context.Context, cfg Config) (*Router, error) {
 		rt.wg.Go(rt.refreshLoop)
 	}
 	if cfg.ProbeInterval > 0 {
+		rt.probing.Store(true) // the cells read above are probed by the loop's first round
 		rt.wg.Go(rt.probeLoop)
 	}
 	return rt, nil
