@@ -48,7 +48,9 @@ func TestLoadSpreadsOverTheURLs(t *testing.T) {
 		t.Log("wrk not installed: only the Go generator is tried")
 	}
 	for _, g := range gens {
+		mu.Lock() // the last generator's final requests may still be served
 		clear(seen)
+		mu.Unlock()
 		r, err := g.run(context.Background(), urls, time.Second)
 		if err != nil {
 			t.Fatalf("%s: %v", g.name(), err)
