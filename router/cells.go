@@ -341,7 +341,7 @@ func (rt *Router) probeNew(c *cell) {
 	switch o, err := rt.probe(rt.ctx, c); o {
 	case probePassed:
 		c.probeFail.Store(0)
-	case probeRefused, probeFailed:
+	case probeNotReady, probeFailed:
 		if int(c.probeFail.Add(1)) >= rt.cfg.ProbeFailures && c.healthy.Swap(false) {
 			rt.log.Warn("cell failed its health probes; failing its requests fast",
 				zap.String("cell", c.id), zap.Error(err))
@@ -354,7 +354,7 @@ type probeOutcome uint8
 
 const (
 	probePassed   probeOutcome = iota // a 2xx answer in time
-	probeRefused                      // another answer: the cell is reachable and says it is not ready
+	probeNotReady                     // another answer: the cell is reachable and says it is not ready
 	probeFailed                       // an error before the timeout (refused connection, reset, bad answer)
 	probeTimedOut                     // no answer within ProbeTimeout
 	probeCanceled                     // the cell was closed or the round stopped: says nothing
@@ -369,10 +369,10 @@ const (
 // counted against their cells) in a round that suggests the router itself is the cause: one in
 // which no cell answered at all, or one that ran late (over twice ProbeTimeout, and at least
 // ProbeTimeout plus 250 ms: the router's process or machine stalled, or its CPU is starved, and
-// answers waiting in its sockets were read too late). Marking every cell down for the router's own stall would answer every tenant
-// 503. At most ProbeFailures rounds in a row are discounted; after that the timeouts count
-// again, so cells that really all stopped answering are marked down ProbeFailures rounds later
-// than one that stopped alone. Discounted rounds are logged (once per episode) and counted in
+// answers waiting in its sockets were read too late). Marking every cell down for the router's
+// own stall would answer every tenant 503. At most ProbeFailures rounds in a row are
+// discounted; after that the timeouts count again, so cells that really all stopped answering
+// are marked down ProbeFailures rounds later than one that stopped alone. Discounted rounds are logged (once per episode) and counted in
 // router_probe_rounds_inconclusive_total. Other failures (a non-2xx answer, a refused
 // connection) always count.
 //
@@ -397,7 +397,7 @@ func (rt *Router) ProbeCells(ctx context.Context) {
 	answered, timedOut, canceled := 0, 0, 0
 	for _, o := range out {
 		switch o {
-		case probePassed, probeRefused:
+		case probePassed, probeNotReady:
 			answered++
 		case probeTimedOut:
 			timedOut++
@@ -410,7 +410,7 @@ func (rt *Router) ProbeCells(ctx context.Context) {
 	}
 	if answered == 0 {
 		if int(rt.unanswered.Add(1)) == rt.cfg.ProbeFailures {
-			rt.log.Warn("no cell answered its health probe for ProbeFailures rounds in a row; the router reports itself unready",
+			rt.log.Warn("no cell answered its health probe for several rounds in a row; the router reports itself unready",
 				zap.Int("rounds", rt.cfg.ProbeFailures), zap.Int("cells", len(cells)), zap.Int("timed_out", timedOut))
 		}
 	} else if int(rt.unanswered.Swap(0)) >= rt.cfg.ProbeFailures {
@@ -444,7 +444,7 @@ func (rt *Router) ProbeCells(ctx context.Context) {
 			if !c.healthy.Swap(true) {
 				rt.log.Info("cell is healthy again", zap.String("cell", c.id))
 			}
-		case probeTimedOut, probeRefused, probeFailed:
+		case probeTimedOut, probeNotReady, probeFailed:
 			if out[i] == probeTimedOut && discount {
 				continue
 			}
@@ -471,7 +471,7 @@ func (rt *Router) probe(ctx context.Context, c *cell) (probeOutcome, error) {
 	case err == nil && status/100 == 2:
 		return probePassed, nil
 	case err == nil:
-		return probeRefused, fmt.Errorf("readyz answered %d", status)
+		return probeNotReady, fmt.Errorf("readyz answered %d", status)
 	case c.ctx.Err() != nil || ctx.Err() != nil:
 		return probeCanceled, err // closing: the failure says nothing about the cell
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(pctx.Err(), context.DeadlineExceeded):
