@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -224,13 +225,6 @@ func (rt *Router) reconcile(list []Cell) {
 			rt.m.forgetCell(id)
 		}
 	}
-	if rt.probing.Load() {
-		for _, c := range next.sorted {
-			if old.byID[c.id] != c {
-				rt.wg.Go(func() { rt.probeNew(c) })
-			}
-		}
-	}
 }
 
 func checkCell(c Cell) (CellState, error) {
@@ -328,25 +322,11 @@ func (rt *Router) refreshLoop() {
 	})
 }
 
-// probeLoop probes every cell at once, now and then every ProbeInterval, until Close.
+// probeLoop probes every cell at once, now and then every ProbeInterval, until Close. A cell
+// the directory lists later is first probed in the next round (it counts as healthy until then).
 func (rt *Router) probeLoop() {
 	rt.ProbeCells(rt.ctx)
 	loop.Every(rt.ctx, rt.cfg.ProbeInterval, nil, rt.ProbeCells)
-}
-
-// probeNew probes a cell the directory just listed, which counts as healthy until probed,
-// instead of waiting for the next round. Only an answer or a definite failure counts: a
-// timeout, judged alone, could be the router's own stall, and the next round judges it.
-func (rt *Router) probeNew(c *cell) {
-	switch o, err := rt.probe(rt.ctx, c); o {
-	case probePassed:
-		c.probeFail.Store(0)
-	case probeNotReady, probeFailed:
-		if int(c.probeFail.Add(1)) >= rt.cfg.ProbeFailures && c.healthy.Swap(false) {
-			rt.log.Warn("cell failed its health probes; failing its requests fast",
-				zap.String("cell", c.id), zap.Error(err))
-		}
-	}
 }
 
 // probeOutcome is what one /readyz probe of one cell found.
@@ -367,14 +347,14 @@ const (
 // ProbeFailures failed probes in a row mark a cell unhealthy (its requests then fail at once
 // with 503), one passing probe marks it healthy again. Timed-out probes are discounted (not
 // counted against their cells) in a round that suggests the router itself is the cause: one in
-// which no cell answered at all, or one that ran late (over twice ProbeTimeout, and at least
-// ProbeTimeout plus 250 ms: the router's process or machine stalled, or its CPU is starved, and
-// answers waiting in its sockets were read too late). Marking every cell down for the router's
+// which no cell answered at all, or one that ran late (longer than ProbeTimeout plus the larger
+// of ProbeTimeout and 250 ms: the router's process or machine stalled, or its CPU is starved,
+// and answers waiting in its sockets were read too late). Marking every cell down for the router's
 // own stall would answer every tenant 503. At most ProbeFailures rounds in a row are
 // discounted; after that the timeouts count again, so cells that really all stopped answering
-// are marked down ProbeFailures rounds later than one that stopped alone. Discounted rounds are logged (once per episode) and counted in
-// router_probe_rounds_inconclusive_total. Other failures (a non-2xx answer, a refused
-// connection) always count.
+// are marked down ProbeFailures rounds later than one that stopped alone. Discounted rounds
+// are counted in router_probe_rounds_inconclusive_total and logged (at most once a minute).
+// Other failures (a non-2xx answer, a refused connection) always count.
 //
 // ProbeFailures rounds in a row in which no cell answered make the router report itself unready
 // (Readiness), so that a replica cut off from every cell leaves its load balancer.
@@ -424,7 +404,8 @@ func (rt *Router) ProbeCells(ctx context.Context) {
 		switch {
 		case discount:
 			rt.m.probeInconclusive.Inc()
-			if n == 1 {
+			if now := rt.cfg.Now(); now.Sub(rt.discountLogged) >= time.Minute {
+				rt.discountLogged = now
 				rt.log.Warn("health probes timed out in a round that suggests the router itself is the cause; "+
 					"not counting the timeouts against the cells",
 					zap.Int("cells", len(cells)), zap.Int("answered", answered), zap.Int("timed_out", timedOut),
@@ -474,7 +455,8 @@ func (rt *Router) probe(ctx context.Context, c *cell) (probeOutcome, error) {
 		return probeNotReady, fmt.Errorf("readyz answered %d", status)
 	case c.ctx.Err() != nil || ctx.Err() != nil:
 		return probeCanceled, err // closing: the failure says nothing about the cell
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(pctx.Err(), context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		errors.Is(pctx.Err(), context.DeadlineExceeded):
 		return probeTimedOut, err
 	}
 	return probeFailed, err

@@ -208,13 +208,21 @@ func TestProbeTimeoutsOfEveryCellAreDiscountedForAWhile(t *testing.T) {
 		t.Errorf("logged the recovery %d times, want once", n)
 	}
 
-	// A new episode is discounted again.
+	// A new episode is discounted again, and logged again once a minute has passed.
 	b.b.setHangs(true)
 	b.rt.ProbeCells(context.Background())
 	b.rt.ProbeCells(context.Background())
 	b.get(t, "/api/v1/workspaces/"+b.wsB).wantCell(t, "cell-b")
+	if n := b.logs.FilterMessageSnippet(discounted).Len(); n != 1 {
+		t.Errorf("logged discounted rounds %d times within a minute, want once", n)
+	}
+	b.b.setHangs(false)
+	b.rt.ProbeCells(context.Background())
+	b.b.setHangs(true)
+	b.clock.Advance(time.Minute)
+	b.rt.ProbeCells(context.Background())
 	if n := b.logs.FilterMessageSnippet(discounted).Len(); n != 2 {
-		t.Errorf("logged %d episodes of discounted rounds, want 2", n)
+		t.Errorf("logged discounted rounds %d times, want twice a minute apart", n)
 	}
 }
 
@@ -307,29 +315,6 @@ func TestAProbeRoundEndsWithItsContext(t *testing.T) {
 	if r := b.rt.Readiness(); !r.Ready || r.ProbeRoundsUnanswered != 0 || r.CellsServing != 2 {
 		t.Errorf("after a cancelled round: %+v, want it to count for nothing", r)
 	}
-}
-
-// A cell added to the directory is probed at once, not at the next tick.
-func TestANewCellIsProbedAtOnce(t *testing.T) {
-	t.Parallel()
-	b := setup(t, func(c *Config) {
-		c.ProbeInterval = time.Hour // one round at start, then only rounds asked for
-		c.ProbeFailures = 1
-	})
-	c := newFakeCell(t, "cell-c")
-	c.setReady(http.StatusServiceUnavailable)
-	b.dir.mu.Lock()
-	b.dir.cells = append(b.dir.cells, Cell{ID: "cell-c", URL: c.srv.URL, State: CellActive})
-	b.dir.mu.Unlock()
-	if err := b.rt.RefreshCells(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, 10*time.Second, 5*time.Millisecond, "cell-c is probed", func() error {
-		if c, ok := b.rt.cells.Load().byID["cell-c"]; !ok || c.healthy.Load() {
-			return errors.New("cell-c not probed yet")
-		}
-		return nil
-	})
 }
 
 func TestProberRunsInBackground(t *testing.T) {

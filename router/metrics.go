@@ -27,7 +27,7 @@ type metrics struct {
 	shed       *prometheus.CounterVec
 	wsShed     *prometheus.CounterVec
 	noCell     [6]prometheus.Counter // requests answered before a cell was picked
-	// probeInconclusive counts rounds of health probes in which no cell answered in time.
+	// probeInconclusive counts rounds of health probes whose timeouts were discounted.
 	probeInconclusive prometheus.Counter
 }
 
@@ -85,7 +85,7 @@ func newMetrics(rt *Router) *metrics {
 		}, []string{"op"}),
 		probeInconclusive: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "router_probe_rounds_inconclusive_total",
-			Help: "Rounds of cell health probes in which no cell answered in time: their timeouts were not counted against the cells (the router itself is the likelier cause).",
+			Help: "Rounds of cell health probes whose timeouts were not counted against the cells: no cell answered, or the round ran late (the router itself is the likelier cause); at most ROUTER_PROBE_FAILURES rounds in a row.",
 		}),
 	}
 	for o := range m.cacheBy {

@@ -76,9 +76,9 @@ type Config struct {
 
 	// ProbeInterval is how often every cell's /readyz is probed (all cells at once, a round);
 	// negative disables probing (all cells count as healthy, which tests use). ProbeFailures
-	// consecutive failed probes mark a cell unhealthy; one success marks it healthy again. A
-	// probe that got no answer within ProbeTimeout fails only in a round in which some cell
-	// passed (ProbeCells).
+	// consecutive failed probes mark a cell unhealthy; one success marks it healthy again. The
+	// timeouts of a round that points at the router itself (no cell answered, or the round ran
+	// late) are discounted for at most ProbeFailures rounds in a row (ProbeCells).
 	ProbeInterval time.Duration
 	ProbeTimeout  time.Duration
 	ProbeFailures int
@@ -214,15 +214,16 @@ type Router struct {
 	lastForce atomic.Int64 // unix nanos of the last on-demand cell reread
 	// The health probes' rounds (ProbeCells): probeMu runs them one at a time; unanswered
 	// counts the rounds in a row in which no cell answered (at ProbeFailures the router reports
-	// itself unready), discounted those in a row whose timeouts suggested the router's own stall.
-	probeMu    sync.Mutex
-	probing    atomic.Bool // the probe loop runs: a cell added from now on is probed at once
-	unanswered atomic.Int32
-	discounted atomic.Int32
-	rr         atomic.Uint64
-	buffers    bufferPool
-	share      *workspaceShare           // requests in flight per workspace (MaxInFlightPerWorkspace)
-	public     atomic.Pointer[h1.Server] // the public listener's server, for /metrics (ObservePublic)
+	// itself unready), discounted those in a row whose timeouts suggested the router's own
+	// stall, discountLogged when that was last logged.
+	probeMu        sync.Mutex
+	unanswered     atomic.Int32
+	discounted     atomic.Int32
+	discountLogged time.Time // held under probeMu
+	rr             atomic.Uint64
+	buffers        bufferPool
+	share          *workspaceShare           // requests in flight per workspace (MaxInFlightPerWorkspace)
+	public         atomic.Pointer[h1.Server] // the public listener's server, for /metrics (ObservePublic)
 
 	ctx       context.Context // ends at Close: the background work's
 	cancel    context.CancelFunc
@@ -253,7 +254,6 @@ func New(ctx context.Context, cfg Config) (*Router, error) {
 		rt.wg.Go(rt.refreshLoop)
 	}
 	if cfg.ProbeInterval > 0 {
-		rt.probing.Store(true) // the cells read above are probed by the loop's first round
 		rt.wg.Go(rt.probeLoop)
 	}
 	return rt, nil
