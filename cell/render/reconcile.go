@@ -23,24 +23,24 @@ func (c *Coordinator) Start(ctx context.Context) {
 		<-c.stop
 		cancel()
 	}()
-	c.refreshWorkers(ctx)
+	ready := c.refreshWorkers(ctx)
 	c.wg.Add(1)
 	go c.dispatchLoop(ctx)
 	// Each worker is probed on its own schedule: a renderer that does not answer (frozen,
 	// blackholed) costs its own probe's timeout, never the heartbeats of the others. Probed
 	// one after another, two such renderers kept every healthy one's heartbeat older than
 	// health's three ticks for most of each pass, and the cell reported renders unavailable.
-	for _, w := range c.cfg.Workers {
+	for i, w := range c.cfg.Workers {
 		c.wg.Go(func() {
-			ready := false
+			wasReady := ready[i] // as the start pass found it
 			loop.Every(ctx, c.TickInterval, nil, func(ctx context.Context) {
 				// A worker that became ready, or an epoch whose attempts were released, can
 				// take a dispatch now; the dispatcher's own tick covers the rest.
 				nowReady, released := c.refreshWorker(ctx, w)
-				if (nowReady && !ready) || released {
+				if (nowReady && !wasReady) || released {
 					c.Kick()
 				}
-				ready = nowReady
+				wasReady = nowReady
 			})
 		})
 	}
@@ -61,14 +61,16 @@ func (c *Coordinator) Stop() {
 // the older epoch is quarantined and its attempts stay unknown until an operator releases them.
 //
 // This is the pass at start, every worker at once; after it each worker is refreshed by a loop
-// of its own (Start).
-func (c *Coordinator) refreshWorkers(ctx context.Context) {
+// of its own (Start). It reports which workers (by index in the configuration) it found ready.
+func (c *Coordinator) refreshWorkers(ctx context.Context) []bool {
+	ready := make([]bool, len(c.cfg.Workers))
 	var wg sync.WaitGroup
-	for _, w := range c.cfg.Workers {
-		wg.Go(func() { c.refreshWorker(ctx, w) })
+	for i, w := range c.cfg.Workers {
+		wg.Go(func() { ready[i], _ = c.refreshWorker(ctx, w) })
 	}
 	wg.Wait()
 	c.Kick()
+	return ready
 }
 
 // probeTimeout bounds one probe of a worker (capabilities, then /readyz).
