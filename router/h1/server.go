@@ -95,9 +95,9 @@ type Server struct {
 	// connection that waits for a request is closed to make room (evictWaiting; the one that
 	// has waited the longest among a sample of evictSample): one whose head has stalled for
 	// evictHeadAfter (a client that connected and sent nothing, or a head trickling in) first,
-	// else one idle between keep-alive requests. While no connection can be closed (handlers run, net/http serves, heads are
-	// recent) the new one waits, accepted, and the next wait in the listener's queue. 0: no
-	// cap.
+	// else one idle between keep-alive requests. While no connection can be closed (every one
+	// has a request in flight, or a head too recent) the new one waits, accepted, and the next
+	// wait in the listener's queue. 0: no cap.
 	MaxConns int
 	// WrapConn, when set, wraps every accepted connection before it is read or written.
 	WrapConn func(net.Conn) net.Conn
@@ -309,9 +309,9 @@ func (s *Server) takePlace() bool {
 	}
 }
 
-// evictWaiting closes the connection that has waited for a request the longest (among a sample,
-// pickVictimLocked), to free a place at MaxConns: a connection whose head has stalled for evictHeadAfter first, else the one
-// idle the longest between keep-alive requests (RFC 9112, section 9.6: a server may close an
+// evictWaiting closes the connection that has waited for a request the longest (among a
+// sample, pickVictimLocked), to free a place at MaxConns: a connection whose head has stalled
+// for evictHeadAfter first, else the one idle the longest between keep-alive requests (RFC 9112, section 9.6: a server may close an
 // idle connection at any time; clients open another). The loop's connections and those it
 // handed to net/http alike; a connection with a request in flight is never chosen. It reports
 // whether one was closed.
@@ -375,13 +375,14 @@ func (w *waiter) offer(o waiter) {
 const evictSample = 64
 
 // pickVictimLocked chooses the connection evictWaiting closes (none() when there is none) and
-// why; s.mu is held. Among the connections sampled (evictSample), a head stalled the longest
-// first, else the connection idle the longest.
+// why; s.mu is held. Among the connections sampled (evictSample, the loop's first, then those
+// net/http serves), a head stalled the longest first, else the connection idle the longest.
 func (s *Server) pickVictimLocked(now int64) (waiter, int) {
 	var head, idle waiter
 	seen := 0
+	enough := func() bool { seen++; return seen > evictSample && !(head.none() && idle.none()) }
 	for c := range s.conns {
-		if seen++; seen > evictSample && !(head.none() && idle.none()) {
+		if enough() {
 			break
 		}
 		if c.closed.Load() {
@@ -397,6 +398,9 @@ func (s *Server) pickVictimLocked(now int64) (waiter, int) {
 		}
 	}
 	for nc, w := range s.handed {
+		if enough() {
+			break
+		}
 		switch {
 		case w.serving || w.closing:
 		case w.idle:
