@@ -359,12 +359,12 @@ const (
 // ProbeFailures rounds in a row in which no cell answered make the router report itself unready
 // (Readiness), so that a replica cut off from every cell leaves its load balancer.
 func (rt *Router) ProbeCells(ctx context.Context) {
+	rt.probeMu.Lock() // rounds one at a time: the streaks below are about rounds in a row
+	defer rt.probeMu.Unlock()
 	cells := rt.cells.Load().sorted
 	if len(cells) == 0 {
 		return
 	}
-	rt.probeMu.Lock() // rounds one at a time: the streaks below are about rounds in a row
-	defer rt.probeMu.Unlock()
 	out := make([]probeOutcome, len(cells))
 	errs := make([]error, len(cells))
 	start := rt.cfg.Now()
@@ -399,8 +399,9 @@ func (rt *Router) ProbeCells(ctx context.Context) {
 	late := elapsed > rt.cfg.ProbeTimeout+max(rt.cfg.ProbeTimeout, lateSlack)
 	discount := false
 	if timedOut > 0 && (answered == 0 || late) {
-		n := rt.discounted.Add(1)
-		discount = int(n) <= rt.cfg.ProbeFailures
+		rt.discounted++
+		n := rt.discounted
+		discount = n <= rt.cfg.ProbeFailures
 		switch {
 		case discount:
 			rt.m.probeInconclusive.Inc()
@@ -411,12 +412,12 @@ func (rt *Router) ProbeCells(ctx context.Context) {
 					zap.Int("cells", len(cells)), zap.Int("answered", answered), zap.Int("timed_out", timedOut),
 					zap.Duration("round", elapsed), zap.Duration("timeout", rt.cfg.ProbeTimeout))
 			}
-		case int(n) == rt.cfg.ProbeFailures+1:
+		case n == rt.cfg.ProbeFailures+1:
 			rt.log.Warn("health probes keep timing out; counting the timeouts against the cells again",
 				zap.Int("cells", len(cells)), zap.Int("answered", answered), zap.Int("timed_out", timedOut))
 		}
 	} else {
-		rt.discounted.Store(0)
+		rt.discounted = 0
 	}
 	for i, c := range cells {
 		switch out[i] {

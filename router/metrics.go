@@ -98,8 +98,8 @@ func newMetrics(rt *Router) *metrics {
 		Name: "router_placement_cache_entries",
 		Help: "Placements held in the cache now (not counting cached not-found answers); at most ROUTER_PLACEMENT_CACHE_SIZE.",
 	}, func() float64 { return float64(rt.cache.Len()) })
-	m.reg.MustRegister(m.requests, m.latency, m.cacheVec, m.misdirects, m.dirErrors, m.shed, m.wsShed, entries, m.probeInconclusive,
-		rt.cellCollector(), rt.publicCollector(),
+	m.reg.MustRegister(m.requests, m.latency, m.cacheVec, m.misdirects, m.dirErrors, m.shed, m.wsShed,
+		entries, m.probeInconclusive, rt.cellCollector(), rt.publicCollector(),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

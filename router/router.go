@@ -217,9 +217,9 @@ type Router struct {
 	// itself unready), discounted those in a row whose timeouts suggested the router's own
 	// stall, discountLogged when that was last logged.
 	probeMu        sync.Mutex
-	unanswered     atomic.Int32
-	discounted     atomic.Int32
-	discountLogged time.Time // held under probeMu
+	unanswered     atomic.Int32 // read by Readiness
+	discounted     int          // under probeMu, as discountLogged
+	discountLogged time.Time
 	rr             atomic.Uint64
 	buffers        bufferPool
 	share          *workspaceShare           // requests in flight per workspace (MaxInFlightPerWorkspace)

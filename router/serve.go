@@ -74,8 +74,9 @@ func (c ServerConfig) withDefaults() ServerConfig {
 // the longest, is closed for a new one; new ones wait only while every connection is busy), so
 // a flood of held connections cannot exhaust the router's memory or file descriptors. Request
 // bodies are bounded by the Router itself (Config.BodyTimeout and BodyMinRate, 408 beyond), not
-// by a server-wide read timeout, so that a large upload on a good link is never cut. Its connections read and write with raw system calls (quietConn). Serve it
-// on a plain TCP listener.
+// by a server-wide read timeout, so that a large upload on a good link is never cut. Its
+// connections read and write with raw system calls (quietConn). Serve it on a plain TCP
+// listener.
 func NewPublicServer(h http.Handler, c ServerConfig) *h1.Server {
 	c = c.withDefaults()
 	return &h1.Server{
